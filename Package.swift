@@ -1,0 +1,86 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "courier",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "courier", targets: ["CourierCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: []
+)
+
+// MARK: - C libraries
+
+package.targets += [
+    .systemLibrary(
+        name: "CLibcurl",
+        pkgConfig: "libcurl",
+        providers: [.apt(["libcurl4-openssl-dev"])]
+    ),
+    .systemLibrary(
+        name: "CLibjansson",
+        pkgConfig: "jansson",
+        providers: [.apt(["libjansson-dev"])]
+    ),
+    .target(name: "CCurlShim", dependencies: ["CLibcurl"]),
+    .target(name: "CJanssonShim", dependencies: ["CLibjansson"]),
+]
+
+// MARK: - Curl: the only module that imports libcurl
+
+package.targets += [
+    .target(name: "Curl", dependencies: ["CLibcurl", "CCurlShim"]),
+]
+
+// MARK: - JSON: the only module that imports jansson
+
+package.targets += [
+    .target(name: "JSON", dependencies: ["CLibjansson", "CJanssonShim"]),
+    .testTarget(name: "JSONTests", dependencies: ["JSON"]),
+]
+
+// MARK: - JSONRPC: framing, messages and dispatch for any stdio server
+
+package.targets += [
+    .target(
+        name: "JSONRPC",
+        dependencies: ["JSON", .product(name: "Logging", package: "swift-log")]
+    ),
+    .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC", "JSON"]),
+]
+
+// MARK: - Courier: loading, caching, activity and the server's handlers
+
+package.targets += [
+    .target(
+        name: "Courier",
+        dependencies: ["Curl", "JSON", "JSONRPC", .product(name: "Logging", package: "swift-log")],
+        resources: [.embedInCode("Resources/openrpc.json")]
+    ),
+    .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC"]),
+]
+
+// MARK: - The executable
+
+package.targets += [
+    .executableTarget(
+        name: "CourierCLI",
+        dependencies: [
+            "Courier",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]
+    ),
+]
+
+for target in package.targets where target.type != .system && !["CCurlShim", "CJanssonShim"].contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+    ]
+}

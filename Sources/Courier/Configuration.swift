@@ -1,0 +1,142 @@
+import Foundation
+import JSON
+import JSONRPC
+import Logging
+
+/// The prioritization of queued tasks of equal priority.
+public enum Prioritization: String, Sendable, CaseIterable {
+    case fifo
+    case lifo
+}
+
+/// Every setting of courier, from its command line and `initialize` options.
+public struct Configuration: Sendable {
+    public static let version = "0.1.0"
+    public static let protocolVersion = "1.0"
+
+    public var cacheDir: String
+    public var memoryCapacity = 100 << 20
+    public var memoryAfterPurge = 60 << 20
+    public var diskCapacity = 512 << 20
+    public var maxActive = 4
+    public var prioritization = Prioritization.fifo
+    public var activationDelay = 1.0
+    public var completionDelay = 0.17
+    public var progressInterval = 0.1
+    public var allowScheme: [String] = []
+    public var downloadRoot: String?
+    public var maxBytes: Int64?
+    public var timeout = 300.0
+    public var connectTimeout = 30.0
+    public var caFile: String?
+    public var proxy: String?
+    public var framing = FramingMode.auto
+    public var logLevel = Logger.Level.info
+    public var maxMessageBytes = 16 << 20
+    public var indicatorEnabled = true
+
+    public init(cacheDir: String? = nil) {
+        self.cacheDir = cacheDir ?? Configuration.defaultCacheDir()
+    }
+
+    /// `$XDG_CACHE_HOME/courier`, else `~/.cache/courier`.
+    public static func defaultCacheDir(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
+            return xdg + "/courier"
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return home + "/.cache/courier"
+    }
+
+    /// Schemes a download may use.
+    public var allowedSchemes: Set<String> { Set(["http", "https"] + allowScheme.map { $0.lowercased() }) }
+
+    public var json: JSON {
+        [
+            "cacheDir": .string(cacheDir),
+            "memoryCapacity": JSON(memoryCapacity),
+            "memoryAfterPurge": JSON(memoryAfterPurge),
+            "diskCapacity": JSON(diskCapacity),
+            "maxActive": JSON(maxActive),
+            "prioritization": .string(prioritization.rawValue),
+            "activationDelay": .double(activationDelay),
+            "completionDelay": .double(completionDelay),
+            "progressInterval": .double(progressInterval),
+            "allowScheme": .array(allowScheme.map(JSON.string)),
+            "downloadRoot": JSON(downloadRoot),
+            "maxBytes": maxBytes.map(JSON.integer) ?? .null,
+            "timeout": .double(timeout),
+            "connectTimeout": .double(connectTimeout),
+            "caFile": JSON(caFile),
+            "proxy": JSON(proxy),
+            "framing": .string(framing.rawValue),
+            "logLevel": .string(logLevel.rawValue),
+            "maxMessageBytes": JSON(maxMessageBytes),
+            "indicatorEnabled": .bool(indicatorEnabled),
+        ]
+    }
+
+    /// Settings that only the command line can set: they shape resources
+    /// made at start-up.
+    static let startupOnly: Set<String> = [
+        "cacheDir", "memoryCapacity", "memoryAfterPurge", "diskCapacity", "allowScheme", "downloadRoot",
+        "caFile", "proxy", "framing", "maxMessageBytes",
+    ]
+
+    /// Applies `initialize` options. Start-up settings may be given only with
+    /// the value they already have.
+    public mutating func apply(options: NamedParams) throws(RPCError) {
+        let current = json
+        for (name, value) in options.members.sorted(by: { $0.key < $1.key }) {
+            guard let existing = current[name] else {
+                throw .invalidParams("unknown option '\(name)'", param: name)
+            }
+            if Self.startupOnly.contains(name) {
+                if value != existing {
+                    throw .invalidParams("option '\(name)' can only be set on the command line", param: name)
+                }
+                continue
+            }
+            switch name {
+            case "maxActive": maxActive = Int(try options.optionalInteger(name, range: 1...10_000) ?? Int64(maxActive))
+            case "prioritization": prioritization = try options.optionalChoice(name, as: Prioritization.self) ?? prioritization
+            case "activationDelay": activationDelay = try options.optionalNumber(name, range: 0...3600) ?? activationDelay
+            case "completionDelay": completionDelay = try options.optionalNumber(name, range: 0...3600) ?? completionDelay
+            case "progressInterval": progressInterval = try options.optionalNumber(name, range: 0...3600) ?? progressInterval
+            case "maxBytes": maxBytes = try options.optionalInteger(name, range: 0...Int64.max)
+            case "timeout": timeout = try options.optionalNumber(name, range: 0.001...31_536_000) ?? timeout
+            case "connectTimeout": connectTimeout = try options.optionalNumber(name, range: 0.001...31_536_000) ?? connectTimeout
+            case "indicatorEnabled": indicatorEnabled = try options.optionalBool(name) ?? indicatorEnabled
+            case "logLevel":
+                guard let level = try options.optionalString(name).flatMap(Logger.Level.init(rawValue:)) else {
+                    throw .invalidParams("option 'logLevel' must be one of \(Logger.Level.allCases.map(\.rawValue))", param: name)
+                }
+                logLevel = level
+            default:
+                throw .invalidParams("unknown option '\(name)'", param: name)
+            }
+        }
+    }
+}
+
+/// Sizes with units, as the command line takes them: `1048576`, `512KiB`,
+/// `100MiB`, `2GiB`, `10MB` (decimal), `1k`.
+public enum ByteSize {
+    public static func parse(_ text: String) -> Int64? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix(while: { $0.isNumber || $0 == "." })
+        guard !digits.isEmpty, let number = Double(digits) else { return nil }
+        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let multipliers: [String: Double] = [
+            "": 1, "b": 1,
+            "k": 1024, "kib": 1024, "kb": 1000,
+            "m": Double(1 << 20), "mib": Double(1 << 20), "mb": 1e6,
+            "g": Double(1 << 30), "gib": Double(1 << 30), "gb": 1e9,
+            "t": Double(1 << 40), "tib": Double(1 << 40), "tb": 1e12,
+        ]
+        guard let multiplier = multipliers[unit] else { return nil }
+        let bytes = (number * multiplier).rounded()
+        guard bytes >= 0, bytes < 9.2e18 else { return nil }
+        return Int64(bytes)
+    }
+}

@@ -1,0 +1,119 @@
+import Curl
+import Foundation
+import JSON
+import JSONRPC
+import Logging
+import Synchronization
+
+/// courier's JSON-RPC server: registers every method on a dispatcher and runs
+/// the lifecycle (`initialize`, `shutdown`, `exit`, end of input).
+public final class CourierServer: Sendable {
+    private let connection: Connection
+    private let dispatcher: Dispatcher
+    private let configuration: Mutex<Configuration>
+    private let logger: Logger
+    private let phase = Mutex(Phase.running)
+    private let terminate: @Sendable (Int32) -> Never
+
+    enum Phase {
+        case running
+        case shutDown
+    }
+
+    public init(
+        configuration: Configuration,
+        connection: Connection,
+        logger: Logger,
+        terminate: @escaping @Sendable (Int32) -> Never = { exit($0) }
+    ) {
+        self.connection = connection
+        self.configuration = Mutex(configuration)
+        self.logger = logger
+        self.dispatcher = Dispatcher(logger: logger)
+        self.terminate = terminate
+        registerLifecycle()
+    }
+
+    /// Starts serving; returns at once.
+    public func start() {
+        connection.start(dispatcher: dispatcher) { [self] in
+            logger.debug("end of input")
+            shutDown()
+            finish(code: 0)
+        }
+    }
+
+    public var currentConfiguration: Configuration { configuration.withLock { $0 } }
+
+    private func registerLifecycle() {
+        dispatcher.register("initialize") { [self] params, reply in
+            let named = try params.byName(allowed: ["clientInfo", "options", "processId", "capabilities"])
+            let options = try named.optionalObject("options") ?? [:]
+            let effective = try configuration.withLock { config throws(RPCError) in
+                try config.apply(options: NamedParams(options))
+                return config
+            }
+            if let client = try named.optionalObject("clientInfo"), let name = client["name"]?.stringValue {
+                logger.info("client: \(name) \(client["version"]?.stringValue ?? "")")
+            }
+            reply.success(initializeResult(effective))
+        }
+        dispatcher.register("shutdown") { [self] params, reply in
+            _ = try params.byName(allowed: [])
+            shutDown()
+            reply.success(.null)
+        }
+        dispatcher.register("rpc.discover") { params, reply in
+            _ = try params.byName(allowed: [])
+            reply(OpenRPCDocument.load())
+        }
+        dispatcher.registerNotification("exit") { [self] _ in
+            let code: Int32 = phase.withLock { $0 == .shutDown } ? 0 : 1
+            finish(code: code)
+        }
+    }
+
+    private func initializeResult(_ configuration: Configuration) -> JSON {
+        let curl = CurlLibrary.current
+        return [
+            "serverInfo": ["name": "courier", "version": .string(Configuration.version)],
+            "protocolVersion": .string(Configuration.protocolVersion),
+            "capabilities": [
+                "methods": .array(dispatcher.methods.map(JSON.string)),
+                "notifications": .array(Self.notifications.map(JSON.string)),
+                "framings": .array(Framing.allCases.map { .string($0.rawValue) }),
+                "framing": JSON(connection.framing?.rawValue),
+                "maxMessageBytes": JSON(connection.maxMessageBytes),
+            ],
+            "config": configuration.json,
+            "libraries": [
+                "curl": [
+                    "version": .string(curl.version),
+                    "ssl": JSON(curl.ssl),
+                    "features": .array(curl.features.map(JSON.string)),
+                    "protocols": .array(curl.protocols.map(JSON.string)),
+                ],
+                "jansson": ["version": .string(JSONCodec.libraryVersion)],
+            ],
+        ]
+    }
+
+    static let notifications: [String] = []
+
+    /// Ends every unfinished piece of work and refuses requests from now on.
+    private func shutDown() {
+        let first = phase.withLock { phase in
+            defer { phase = .shutDown }
+            return phase == .running
+        }
+        guard first else { return }
+        dispatcher.refuseRequests(with: .invalidRequest("Invalid Request: the server has shut down"))
+        logger.debug("shut down")
+    }
+
+    private func finish(code: Int32) -> Never {
+        shutDown()
+        connection.flush(timeout: 5)
+        terminate(code)
+    }
+}

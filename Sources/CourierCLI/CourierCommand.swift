@@ -1,0 +1,142 @@
+import ArgumentParser
+import Courier
+import Foundation
+import JSONRPC
+import Logging
+
+@main
+struct CourierCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "courier",
+        abstract: "A download orchestrator driven with JSON-RPC 2.0 over stdin and stdout.",
+        discussion: """
+            courier reads JSON-RPC messages on stdin (LSP Content-Length framing or one message \
+            a line, detected from the first bytes) and answers on stdout. Logs go to stderr. \
+            The protocol reference is protocol/README.md; `rpc.discover` returns its OpenRPC document. \
+            Sizes take units: 512KiB, 100MiB, 2GiB, 10MB.
+            """,
+        version: Configuration.version)
+
+    @Option(help: "Cache directory (default: $XDG_CACHE_HOME/courier, else ~/.cache/courier).")
+    var cacheDir: String?
+
+    @Option(help: "Memory cache capacity.", transform: size)
+    var memoryCapacity: Int64 = 100 << 20
+
+    @Option(help: "Memory cache usage a purge brings it down to.", transform: size)
+    var memoryAfterPurge: Int64 = 60 << 20
+
+    @Option(help: "Disk cache capacity.", transform: size)
+    var diskCapacity: Int64 = 512 << 20
+
+    @Option(help: "Transfers running at once.")
+    var maxActive: Int = 4
+
+    @Option(help: "Order of queued tasks of equal priority: fifo or lifo.")
+    var prioritization: String = "fifo"
+
+    @Option(help: "Seconds of activity before the network activity indicator shows.")
+    var activationDelay: Double = 1.0
+
+    @Option(help: "Seconds without activity before the indicator hides.")
+    var completionDelay: Double = 0.17
+
+    @Flag(help: "Start with the network activity indicator disabled.")
+    var noIndicator = false
+
+    @Option(help: "Least seconds between two download/progress notifications of one task.")
+    var progressInterval: Double = 0.1
+
+    @Option(help: "A URL scheme to allow beyond http and https (repeatable).")
+    var allowScheme: [String] = []
+
+    @Option(help: "Directory that every download destination must lie inside.")
+    var downloadRoot: String?
+
+    @Option(help: "Largest body a download may have (default: no limit).", transform: size)
+    var maxBytes: Int64?
+
+    @Option(help: "Seconds a whole transfer may take.")
+    var timeout: Double = 300
+
+    @Option(help: "Seconds a connection may take to open.")
+    var connectTimeout: Double = 30
+
+    @Option(help: "File of extra trusted CA certificates (PEM).")
+    var caFile: String?
+
+    @Option(help: "Proxy for every transfer (overrides http_proxy, https_proxy and no_proxy).")
+    var proxy: String?
+
+    @Option(help: "Message framing: auto, lsp or ndjson.")
+    var framing: String = "auto"
+
+    @Option(help: "Largest message accepted from the client.", transform: size)
+    var maxMessageBytes: Int64 = 16 << 20
+
+    @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    private static func size(_ text: String) throws -> Int64 {
+        guard let bytes = ByteSize.parse(text) else {
+            throw ValidationError("'\(text)' is not a size (examples: 1048576, 512KiB, 100MiB, 2GiB)")
+        }
+        return bytes
+    }
+
+    func validate() throws {
+        guard FramingMode(rawValue: framing) != nil else { throw ValidationError("--framing must be auto, lsp or ndjson") }
+        guard Prioritization(rawValue: prioritization) != nil else { throw ValidationError("--prioritization must be fifo or lifo") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
+        guard maxActive >= 1 else { throw ValidationError("--max-active must be at least 1") }
+        guard memoryAfterPurge <= memoryCapacity else { throw ValidationError("--memory-after-purge must not exceed --memory-capacity") }
+        guard timeout > 0, connectTimeout > 0 else { throw ValidationError("time-outs must be positive") }
+        guard activationDelay >= 0, completionDelay >= 0, progressInterval >= 0 else { throw ValidationError("delays must not be negative") }
+        if let downloadRoot, !downloadRoot.hasPrefix("/") { throw ValidationError("--download-root must be an absolute path") }
+    }
+
+    func run() throws {
+        var config = Configuration(cacheDir: cacheDir)
+        config.memoryCapacity = Int(memoryCapacity)
+        config.memoryAfterPurge = Int(memoryAfterPurge)
+        config.diskCapacity = Int(diskCapacity)
+        config.maxActive = maxActive
+        config.prioritization = Prioritization(rawValue: prioritization)!
+        config.activationDelay = activationDelay
+        config.completionDelay = completionDelay
+        config.indicatorEnabled = !noIndicator
+        config.progressInterval = progressInterval
+        config.allowScheme = allowScheme
+        config.downloadRoot = downloadRoot.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        config.maxBytes = maxBytes
+        config.timeout = timeout
+        config.connectTimeout = connectTimeout
+        config.caFile = caFile
+        config.proxy = proxy
+        config.framing = FramingMode(rawValue: framing)!
+        config.maxMessageBytes = Int(maxMessageBytes)
+        config.logLevel = Logger.Level(rawValue: logLevel)!
+
+        let level = config.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "courier")
+
+        // stdout carries protocol messages only: the protocol keeps a copy of
+        // the real stdout, and fd 1 points at stderr so a stray print cannot
+        // reach the client.
+        signal(SIGPIPE, SIG_IGN)
+        let protocolOutput = dup(STDOUT_FILENO)
+        dup2(STDERR_FILENO, STDOUT_FILENO)
+
+        let connection = Connection(
+            input: STDIN_FILENO, output: protocolOutput, mode: config.framing,
+            maxMessageBytes: config.maxMessageBytes, logger: logger)
+        let server = CourierServer(configuration: config, connection: connection, logger: logger)
+        server.start()
+        while true { pause() }
+    }
+}

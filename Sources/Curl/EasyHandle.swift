@@ -1,0 +1,173 @@
+import CCurlShim
+import CLibcurl
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What a transfer asks of libcurl.
+public struct EasyOptions: Sendable {
+    public var url: String
+    public var headers: [(name: String, value: String)] = []
+    public var timeoutMilliseconds: Int?
+    public var connectTimeoutMilliseconds: Int?
+    /// Bodies announced larger than this fail before they are read.
+    public var maxFileSize: Int64?
+    /// Schemes a transfer may use, comma-separated ("http,https").
+    public var protocols = "http,https"
+    /// Schemes a redirect may lead to.
+    public var redirectProtocols = "http,https"
+    public var maxRedirects = 10
+    public var caFile: String?
+    public var proxy: String?
+    public var userAgent = "courier"
+
+    public init(url: String) { self.url = url }
+}
+
+/// What the write callback tells libcurl to do with the bytes it was given.
+public enum WriteDecision: Sendable {
+    case accept
+    case abort
+}
+
+/// Receives an easy handle's callbacks, on the thread that drives its multi
+/// handle.
+public protocol EasyHandleDelegate: AnyObject {
+    /// One header line, with its CRLF; a new status line starts a new
+    /// response (after a redirect).
+    func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer)
+    func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision
+}
+
+/// One libcurl easy handle. Create, use and `cleanup()` it on the thread that
+/// owns its multi handle; it is never torn down in `deinit`.
+public final class EasyHandle {
+    let raw: UnsafeMutableRawPointer
+    public weak var delegate: (any EasyHandleDelegate)?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var strings: [UnsafeMutablePointer<CChar>] = []
+
+    public init() {
+        raw = curl_easy_init()
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        courier_easy_setopt_ptr(raw, CURLOPT_PRIVATE, me)
+        courier_easy_setopt_ptr(raw, CURLOPT_ERRORBUFFER, errorBuffer)
+        courier_easy_setopt_data_callback(raw, CURLOPT_WRITEFUNCTION, EasyHandle.writeCallback)
+        courier_easy_setopt_ptr(raw, CURLOPT_WRITEDATA, me)
+        courier_easy_setopt_data_callback(raw, CURLOPT_HEADERFUNCTION, EasyHandle.headerCallback)
+        courier_easy_setopt_ptr(raw, CURLOPT_HEADERDATA, me)
+    }
+
+    static func from(userData: UnsafeMutableRawPointer?) -> EasyHandle {
+        Unmanaged<EasyHandle>.fromOpaque(userData!).takeUnretainedValue()
+    }
+
+    /// Sets every option of `options`, with courier's safety defaults.
+    public func configure(_ options: EasyOptions) {
+        setLong(CURLOPT_NOSIGNAL, 1)
+        setString(CURLOPT_URL, options.url)
+        setString(CURLOPT_PROTOCOLS_STR, options.protocols)
+        setString(CURLOPT_REDIR_PROTOCOLS_STR, options.redirectProtocols)
+        setLong(CURLOPT_FOLLOWLOCATION, 1)
+        setLong(CURLOPT_MAXREDIRS, options.maxRedirects)
+        setString(CURLOPT_ACCEPT_ENCODING, "")
+        setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        setLong(CURLOPT_PIPEWAIT, 1)
+        setString(CURLOPT_USERAGENT, options.userAgent)
+        if let timeout = options.timeoutMilliseconds { setLong(CURLOPT_TIMEOUT_MS, timeout) }
+        if let timeout = options.connectTimeoutMilliseconds { setLong(CURLOPT_CONNECTTIMEOUT_MS, timeout) }
+        if let limit = options.maxFileSize { courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }
+        if let caFile = options.caFile { setString(CURLOPT_CAINFO, caFile) }
+        if let proxy = options.proxy { setString(CURLOPT_PROXY, proxy) }
+        for header in options.headers {
+            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
+        }
+        if let headerList { courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, headerList) }
+    }
+
+    public func setLong(_ option: CURLoption, _ value: Int) {
+        courier_easy_setopt_long(raw, option, value)
+    }
+
+    /// Sets a string option; libcurl copies most strings, but the copy kept
+    /// here lives until `cleanup()` for the few it does not.
+    public func setString(_ option: CURLoption, _ value: String) {
+        let copy = strdup(value)!
+        strings.append(copy)
+        courier_easy_setopt_ptr(raw, option, copy)
+    }
+
+    public var responseCode: Int {
+        var code = 0
+        courier_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+
+    public var effectiveURL: String? {
+        var pointer: UnsafePointer<CChar>?
+        courier_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer)
+        return pointer.map { String(cString: $0) }
+    }
+
+    public var contentType: String? {
+        var pointer: UnsafePointer<CChar>?
+        courier_easy_getinfo_string(raw, CURLINFO_CONTENT_TYPE, &pointer)
+        return pointer.map { String(cString: $0) }
+    }
+
+    /// The Content-Length of the response being read, if it announced one.
+    public var contentLength: Int64? {
+        var length: curl_off_t = -1
+        courier_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
+        return length >= 0 ? Int64(length) : nil
+    }
+
+    public var httpVersion: Int {
+        var version = 0
+        courier_easy_getinfo_long(raw, CURLINFO_HTTP_VERSION, &version)
+        return version
+    }
+
+    /// The text libcurl left in the error buffer, or its generic text for
+    /// `code`.
+    public func errorMessage(code: Int32) -> String {
+        let text = String(cString: errorBuffer)
+        return text.isEmpty ? String(cString: curl_easy_strerror(CURLcode(UInt32(code)))) : text
+    }
+
+    public func pause() { curl_easy_pause(raw, courier_pause_all()) }
+    public func unpause() { curl_easy_pause(raw, courier_pause_cont()) }
+
+    /// Frees the handle. The caller must have removed it from its multi
+    /// handle first.
+    public func cleanup() {
+        curl_easy_cleanup(raw)
+        curl_slist_free_all(headerList)
+        headerList = nil
+        strings.forEach { free($0) }
+        strings = []
+        errorBuffer.deallocate()
+    }
+
+    private static let writeCallback: courier_data_callback = { buffer, size, count, userData in
+        let handle = EasyHandle.from(userData: userData)
+        let length = size * count
+        guard let delegate = handle.delegate else { return 0 }
+        switch delegate.easyHandle(handle, didReceive: UnsafeRawBufferPointer(start: buffer, count: length)) {
+        case .accept: return length
+        case .abort: return 0
+        }
+    }
+
+    private static let headerCallback: courier_data_callback = { buffer, size, count, userData in
+        let handle = EasyHandle.from(userData: userData)
+        let length = size * count
+        handle.delegate?.easyHandle(handle, didReceiveHeaderLine: UnsafeRawBufferPointer(start: buffer, count: length))
+        return length
+    }
+}

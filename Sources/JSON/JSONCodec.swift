@@ -1,0 +1,197 @@
+import CJanssonShim
+import CLibjansson
+
+/// Why a buffer is not a JSON text.
+public struct JSONDecodeError: Error, Sendable, CustomStringConvertible {
+    public enum Reason: Sendable {
+        case invalidUTF8
+        case integerOverflow
+        case tooDeep
+        case syntax
+    }
+
+    public var reason: Reason
+    public var message: String
+    /// Byte offset where jansson stopped.
+    public var position: Int
+
+    public var description: String { "\(message) at byte \(position)" }
+}
+
+/// Reads and writes JSON text through jansson.
+public enum JSONCodec {
+    /// Parses one JSON text of any type (a scalar at the top level too).
+    /// Strings may hold `\u0000`; integers beyond 64 bits are an error.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(JSONDecodeError) -> JSON {
+        var error = json_error_t()
+        let flags = Int(JSON_DECODE_ANY | JSON_ALLOW_NUL)
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw JSONDecodeError(reason: .syntax, message: "empty message", position: 0)
+        }
+        guard let root = json_loadb(base.assumingMemoryBound(to: CChar.self), bytes.count, flags, &error) else {
+            throw JSONDecodeError(error)
+        }
+        defer { courier_json_decref(root) }
+        return JSON(borrowing: root)
+    }
+
+    public static func decode(_ bytes: some Collection<UInt8>) throws(JSONDecodeError) -> JSON {
+        let result: Result<JSON, JSONDecodeError>? = bytes.withContiguousStorageIfAvailable { buffer in
+            do throws(JSONDecodeError) { return .success(try decode(UnsafeRawBufferPointer(buffer))) }
+            catch { return .failure(error) }
+        }
+        if let result { return try result.get() }
+        return try decode(ContiguousArray(bytes))
+    }
+
+    public static func decode(_ text: String) throws(JSONDecodeError) -> JSON {
+        try decode(Array(text.utf8))
+    }
+
+    /// Compact JSON text, keys sorted. Reals are written with the fewest
+    /// significant digits (at most 17) that round-trip every real in the
+    /// value, so `0.1` is written `0.1`. Non-finite reals become `null`.
+    public static func encode(_ value: JSON) -> [UInt8] {
+        var precision = 1
+        let root = makeJSONT(value, precision: &precision)
+        defer { courier_json_decref(root) }
+        let flags = Int(JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS) | courier_json_real_precision(Int32(precision))
+        var output = [UInt8](repeating: 0, count: 256)
+        while true {
+            let needed = output.withUnsafeMutableBytes { buffer in
+                json_dumpb(root, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count, flags)
+            }
+            if needed <= output.count {
+                output.removeSubrange(Int(needed)...)
+                return output
+            }
+            output = [UInt8](repeating: 0, count: Int(needed))
+        }
+    }
+
+    /// Builds a jansson tree holding a new reference, and raises `precision`
+    /// to what the reals in it need.
+    private static func makeJSONT(_ value: JSON, precision: inout Int) -> UnsafeMutablePointer<json_t> {
+        switch value {
+        case .null:
+            return json_null()
+        case .bool(let flag):
+            return flag ? json_true() : json_false()
+        case .integer(let number):
+            return json_integer(number)
+        case .double(let number):
+            guard number.isFinite, let real = json_real(number) else { return json_null() }
+            precision = max(precision, significantDigits(number))
+            return real
+        case .string(let text):
+            return withChars(text) { chars, count in json_stringn_nocheck(chars, count) }
+        case .array(let elements):
+            let array = json_array()!
+            for element in elements {
+                json_array_append_new(array, makeJSONT(element, precision: &precision))
+            }
+            return array
+        case .object(let members):
+            let object = json_object()!
+            for (key, member) in members {
+                let child = makeJSONT(member, precision: &precision)
+                _ = withChars(key) { chars, count in json_object_setn_new_nocheck(object, chars, count, child) }
+            }
+            return object
+        }
+    }
+
+    /// Calls `body` with the UTF-8 bytes of `text` (which may hold NUL) and
+    /// their count.
+    private static func withChars<R>(_ text: String, _ body: (UnsafePointer<CChar>, Int) -> R) -> R {
+        var text = text
+        return text.withUTF8 { utf8 in
+            guard let base = utf8.baseAddress, utf8.count > 0 else { return body("", 0) }
+            return base.withMemoryRebound(to: CChar.self, capacity: utf8.count) { body($0, utf8.count) }
+        }
+    }
+
+    /// Digits `%.Ng` needs to print `number` so that it reads back the same
+    /// and keeps its integer digits (so 100.0 stays `100.0`, not `1e+02`).
+    static func significantDigits(_ number: Double) -> Int {
+        let shortest = "\(number.magnitude)"
+        var mantissa = Substring(shortest)
+        if let e = mantissa.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+            mantissa = mantissa[..<e]
+        }
+        var digits = Array(mantissa.filter(\.isNumber).drop(while: { $0 == "0" }))
+        while digits.last == "0" { digits.removeLast() }
+        var needed = max(digits.count, 1)
+        if number.magnitude >= 1, number.magnitude < 1e17 {
+            needed = max(needed, Int(number.magnitude).description.count)
+        }
+        return min(needed, 17)
+    }
+}
+
+extension JSON {
+    /// Copies a jansson value the caller keeps ownership of.
+    init(borrowing pointer: UnsafeMutablePointer<json_t>) {
+        switch courier_json_typeof(pointer) {
+        case JSON_OBJECT:
+            var members: [String: JSON] = [:]
+            members.reserveCapacity(json_object_size(pointer))
+            var iterator = json_object_iter(pointer)
+            while let current = iterator {
+                let keyLength = json_object_iter_key_len(current)
+                let key = json_object_iter_key(current).withMemoryRebound(to: UInt8.self, capacity: keyLength) {
+                    String(decoding: UnsafeBufferPointer(start: $0, count: keyLength), as: UTF8.self)
+                }
+                members[key] = JSON(borrowing: json_object_iter_value(current))
+                iterator = json_object_iter_next(pointer, current)
+            }
+            self = .object(members)
+        case JSON_ARRAY:
+            let count = json_array_size(pointer)
+            var elements: [JSON] = []
+            elements.reserveCapacity(count)
+            for index in 0..<count {
+                elements.append(JSON(borrowing: json_array_get(pointer, index)))
+            }
+            self = .array(elements)
+        case JSON_STRING:
+            let length = json_string_length(pointer)
+            let text = json_string_value(pointer).withMemoryRebound(to: UInt8.self, capacity: length) {
+                String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+            }
+            self = .string(text)
+        case JSON_INTEGER:
+            self = .integer(json_integer_value(pointer))
+        case JSON_REAL:
+            self = .double(json_real_value(pointer))
+        case JSON_TRUE:
+            self = .bool(true)
+        case JSON_FALSE:
+            self = .bool(false)
+        default:
+            self = .null
+        }
+    }
+}
+
+extension JSONDecodeError {
+    init(_ error: json_error_t) {
+        var error = error
+        let text = withUnsafeBytes(of: &error.text) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        let reason: Reason
+        switch json_error_code(&error) {
+        case json_error_invalid_utf8: reason = .invalidUTF8
+        case json_error_numeric_overflow: reason = .integerOverflow
+        case json_error_stack_overflow: reason = .tooDeep
+        default: reason = .syntax
+        }
+        self.init(reason: reason, message: text, position: Int(error.position))
+    }
+}
+
+extension JSONCodec {
+    /// The version of jansson in use, as it reports it at run time.
+    public static var libraryVersion: String { String(cString: jansson_version_str()) }
+}

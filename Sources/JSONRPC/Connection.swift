@@ -1,0 +1,103 @@
+import Foundation
+import JSON
+import Logging
+import Synchronization
+
+/// A JSON-RPC connection over a pair of file descriptors (stdin and stdout
+/// for a stdio server). It reads and frames on a thread of its own, hands
+/// messages to a `Dispatcher`, and answers in the framing the client chose.
+public final class Connection: Sendable {
+    public let maxMessageBytes: Int
+    private let input: Int32
+    private let output: OutputChannel
+    private let mode: FramingMode
+    private let detected: Mutex<Framing?>
+    private let logger: Logger
+
+    public init(input: Int32, output: Int32, mode: FramingMode, maxMessageBytes: Int, logger: Logger) {
+        self.input = input
+        self.output = OutputChannel(fd: output)
+        self.mode = mode
+        self.detected = Mutex(mode.forced)
+        self.maxMessageBytes = maxMessageBytes
+        self.logger = logger
+    }
+
+    /// The framing in use: forced, or detected from the first bytes; nil
+    /// until the client has sent something.
+    public var framing: Framing? { detected.withLock { $0 } }
+
+    /// Starts reading. `onEndOfInput` runs on the reading thread once the
+    /// input is closed and every message before it has been handled.
+    public func start(dispatcher: Dispatcher, onEndOfInput: @escaping @Sendable () -> Void) {
+        let thread = Thread { [self] in
+            readLoop(dispatcher: dispatcher)
+            onEndOfInput()
+        }
+        thread.name = "courier.input"
+        thread.stackSize = 16 << 20
+        thread.start()
+    }
+
+    public func send(notification method: String, params: JSON) {
+        send(["jsonrpc": "2.0", "method": .string(method), "params": params])
+    }
+
+    public func send(_ message: JSON) {
+        let framing = detected.withLock { $0 } ?? .ndjson
+        output.enqueue(framing.frame(JSONCodec.encode(message)))
+    }
+
+    /// Waits until every message sent so far is written, or `timeout` passes.
+    @discardableResult
+    public func flush(timeout: Double = 5) -> Bool {
+        output.flush(timeout: timeout)
+    }
+
+    private func readLoop(dispatcher: Dispatcher) {
+        var framer = MessageFramer(mode: mode, maxMessageBytes: maxMessageBytes)
+        let reply: @Sendable (JSON) -> Void = { [self] in send($0) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 {
+                if count < 0 { logger.error("reading input failed: \(String(cString: strerror(errno)))") }
+                let rest = framer.finish()
+                noteFraming(framer.framing)
+                for event in rest { handle(event, dispatcher: dispatcher, reply: reply) }
+                return
+            }
+            chunk.withUnsafeBytes { framer.push(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            while let event = framer.next() {
+                noteFraming(framer.framing)
+                handle(event, dispatcher: dispatcher, reply: reply)
+            }
+        }
+    }
+
+    private func noteFraming(_ framing: Framing?) {
+        guard let framing else { return }
+        detected.withLock { current in
+            if current == nil {
+                current = framing
+                logger.debug("client framing: \(framing.rawValue)")
+            }
+        }
+    }
+
+    private func handle(_ event: FramerEvent, dispatcher: Dispatcher, reply: @escaping @Sendable (JSON) -> Void) {
+        switch event {
+        case .message(let bytes):
+            dispatcher.receive(bytes, send: reply)
+        case .tooLarge(let size):
+            logger.warning("skipped a message of \(size) bytes: the limit is \(maxMessageBytes)")
+            let error = RPCError.invalidRequest(
+                "Invalid Request: message of \(size) bytes exceeds the limit of \(maxMessageBytes) bytes",
+                data: ["limit": .integer(Int64(maxMessageBytes)), "size": .integer(Int64(size))])
+            reply(Dispatcher.errorResponse(id: .null, error))
+        case .malformed(let problem):
+            logger.error("broken framing skipped: \(problem)")
+        }
+    }
+}

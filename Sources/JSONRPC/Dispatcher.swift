@@ -1,0 +1,192 @@
+import JSON
+import Logging
+import Synchronization
+
+/// Checks incoming messages against the JSON-RPC 2.0 specification and hands
+/// valid ones to the handler registered for their method.
+public final class Dispatcher: Sendable {
+    public typealias RequestHandler = @Sendable (Params, Reply) throws -> Void
+    public typealias NotificationHandler = @Sendable (Params) -> Void
+
+    private struct Handlers {
+        var requests: [String: RequestHandler] = [:]
+        var notifications: [String: NotificationHandler] = [:]
+        /// When set, every request is answered with this error.
+        var refusal: RPCError?
+    }
+
+    private let handlers = Mutex(Handlers())
+    private let logger: Logger
+
+    public init(logger: Logger) {
+        self.logger = logger
+    }
+
+    public func register(_ method: String, _ handler: @escaping RequestHandler) {
+        handlers.withLock { $0.requests[method] = handler }
+    }
+
+    public func registerNotification(_ method: String, _ handler: @escaping NotificationHandler) {
+        handlers.withLock { $0.notifications[method] = handler }
+    }
+
+    /// From now on answer every request with `error` (after `shutdown`).
+    public func refuseRequests(with error: RPCError?) {
+        handlers.withLock { $0.refusal = error }
+    }
+
+    public var methods: [String] { handlers.withLock { $0.requests.keys.sorted() } }
+
+    /// Handles one message's bytes; responses go to `send`, a batch's
+    /// responses as one array once every request in it is answered.
+    public func receive(_ bytes: [UInt8], send: @escaping @Sendable (JSON) -> Void) {
+        let message: JSON
+        do {
+            message = try JSONCodec.decode(bytes)
+        } catch {
+            let text: String
+            switch error.reason {
+            case .invalidUTF8: text = "Parse error: invalid UTF-8 (\(error))"
+            case .integerOverflow: text = "Parse error: integer out of 64-bit range (\(error))"
+            default: text = "Parse error: \(error)"
+            }
+            logger.debug("\(text)")
+            send(Self.errorResponse(id: .null, RPCError(.parseError, text)))
+            return
+        }
+
+        guard case .array(let elements) = message else {
+            handle(Incoming(message), send: send)
+            return
+        }
+        guard !elements.isEmpty else {
+            send(Self.errorResponse(id: .null, .invalidRequest("empty batch")))
+            return
+        }
+        let incoming = elements.map(Incoming.init)
+        let expected = incoming.filter(\.expectsResponse).count
+        guard expected > 0 else {
+            for element in incoming { handle(element, send: { _ in }) }
+            return
+        }
+        let batch = BatchCollector(count: expected, send: send)
+        var slot = 0
+        for element in incoming {
+            if element.expectsResponse {
+                let index = slot
+                slot += 1
+                handle(element, send: { batch.fill(index, with: $0) })
+            } else {
+                handle(element, send: { _ in })
+            }
+        }
+    }
+
+    private func handle(_ incoming: Incoming, send: @escaping @Sendable (JSON) -> Void) {
+        switch incoming {
+        case .invalid(let id, let error):
+            send(Self.errorResponse(id: id, error))
+        case .response(let message):
+            logger.debug("ignoring a response from the client: \(message)")
+        case .notification(let method, let params):
+            guard let handler = handlers.withLock({ $0.notifications[method] }) else {
+                logger.debug("ignoring notification \(method)")
+                return
+            }
+            handler(Params(params))
+        case .request(let id, let method, let params):
+            let (handler, refusal) = handlers.withLock { ($0.requests[method], $0.refusal) }
+            let reply = Reply(id: id, method: method, sink: send)
+            if let refusal {
+                reply.failure(refusal)
+            } else if let handler {
+                do {
+                    try handler(Params(params), reply)
+                } catch {
+                    let rpcError = error as? RPCError ?? RPCError(.internalError, "\(method) failed: \(error)")
+                    if !reply.isAnswered { reply.failure(rpcError) }
+                }
+            } else {
+                reply.failure(RPCError(.methodNotFound, "Method not found: \(method)"))
+            }
+        }
+    }
+
+    public static func errorResponse(id: JSON, _ error: RPCError) -> JSON {
+        ["jsonrpc": "2.0", "id": id, "error": error.json]
+    }
+}
+
+/// One element of what a client sent, classified.
+enum Incoming {
+    case request(id: JSON, method: String, params: JSON?)
+    case notification(method: String, params: JSON?)
+    case response(JSON)
+    case invalid(id: JSON, RPCError)
+
+    init(_ message: JSON) {
+        guard case .object(let members) = message else {
+            self = .invalid(id: .null, .invalidRequest("Invalid Request: a message must be an object, not \(message.typeName)"))
+            return
+        }
+        var id = JSON.null
+        if let given = members["id"] {
+            switch given {
+            case .string, .integer, .double, .null:
+                id = given
+            default:
+                self = .invalid(id: .null, .invalidRequest("Invalid Request: id must be a string, a number or null, not \(given.typeName)"))
+                return
+            }
+        }
+        if members["method"] == nil, members["result"] != nil || members["error"] != nil {
+            self = .response(message)
+            return
+        }
+        guard members["jsonrpc"] == .string("2.0") else {
+            self = .invalid(id: id, .invalidRequest("Invalid Request: \"jsonrpc\" must be \"2.0\""))
+            return
+        }
+        guard case .string(let method)? = members["method"] else {
+            self = .invalid(id: id, .invalidRequest("Invalid Request: \"method\" must be a string"))
+            return
+        }
+        var params: JSON?
+        switch members["params"] {
+        case nil, .null?: params = nil
+        case .array?, .object?: params = members["params"]
+        case let other?:
+            self = .invalid(id: id, .invalidRequest("Invalid Request: \"params\" must be an object or an array, not \(other.typeName)"))
+            return
+        }
+        self = members["id"] == nil ? .notification(method: method, params: params) : .request(id: id, method: method, params: params)
+    }
+
+    var expectsResponse: Bool {
+        switch self {
+        case .request, .invalid: true
+        case .notification, .response: false
+        }
+    }
+}
+
+/// Gathers a batch's responses and sends them as one array when the last
+/// arrives.
+final class BatchCollector: Sendable {
+    private let slots: Mutex<(responses: [JSON?], remaining: Int)>
+    private let send: @Sendable (JSON) -> Void
+
+    init(count: Int, send: @escaping @Sendable (JSON) -> Void) {
+        self.slots = Mutex((Array(repeating: nil, count: count), count))
+        self.send = send
+    }
+
+    func fill(_ index: Int, with response: JSON) {
+        let complete: [JSON]? = slots.withLock { state in
+            state.responses[index] = response
+            state.remaining -= 1
+            return state.remaining == 0 ? state.responses.compactMap { $0 } : nil
+        }
+        if let complete { send(.array(complete)) }
+    }
+}

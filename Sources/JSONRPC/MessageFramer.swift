@@ -1,0 +1,255 @@
+/// What the framer found in the byte stream.
+public enum FramerEvent: Equatable, Sendable {
+    /// The bytes of one message, without framing.
+    case message([UInt8])
+    /// A message longer than the limit was skipped; its size, or at least the
+    /// bytes seen before it was given up on.
+    case tooLarge(Int)
+    /// Broken framing that was skipped; the text says what was wrong.
+    case malformed(String)
+}
+
+/// An incremental parser that splits a byte stream into messages. Feed it
+/// bytes as they arrive with `push`, then take events with `next` until it
+/// returns nil. It never holds more than one message (up to the limit) plus
+/// one read's worth of bytes.
+public struct MessageFramer: Sendable {
+    public private(set) var framing: Framing?
+    public let maxMessageBytes: Int
+
+    /// Longest header line accepted in the LSP framing.
+    public static let maxHeaderLineBytes = 8192
+
+    private enum State: Sendable {
+        case ready
+        case body(Int)
+        case skipBody(Int)
+        case skipLine
+    }
+
+    private struct HeaderBlock: Sendable {
+        var lines = 0
+        var contentLength: Int?
+        var problem: String?
+    }
+
+    private var buffer: [UInt8] = []
+    private var start = 0
+    /// Where the search for the next newline resumes.
+    private var scanned = 0
+    private var state = State.ready
+    private var header = HeaderBlock()
+
+    public init(mode: FramingMode = .auto, maxMessageBytes: Int = 16 << 20) {
+        self.framing = mode.forced
+        self.maxMessageBytes = maxMessageBytes
+    }
+
+    public mutating func push(_ bytes: UnsafeRawBufferPointer) {
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    public mutating func push(_ bytes: some Sequence<UInt8>) {
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next event the bytes pushed so far hold, or nil when more bytes
+    /// are needed.
+    public mutating func next() -> FramerEvent? {
+        while true {
+            if framing == nil, !detectFraming(atEnd: false) { return nil }
+            switch state {
+            case .skipBody(let remaining):
+                let taken = min(remaining, buffer.count - start)
+                start += taken
+                if taken < remaining {
+                    state = .skipBody(remaining - taken)
+                    return nil
+                }
+                state = .ready
+            case .skipLine:
+                guard let newline = findNewline() else {
+                    start = buffer.count
+                    scanned = start
+                    return nil
+                }
+                start = newline + 1
+                state = .ready
+            case .body(let length):
+                guard buffer.count - start >= length else { return nil }
+                let message = Array(buffer[start..<start + length])
+                start += length
+                scanned = start
+                state = .ready
+                return .message(message)
+            case .ready:
+                let event: FramerEvent?
+                let progressed: Bool
+                switch framing! {
+                case .ndjson: (event, progressed) = nextLine()
+                case .lsp: (event, progressed) = nextHeaderLine()
+                }
+                if let event { return event }
+                if !progressed { return nil }
+            }
+        }
+    }
+
+    /// Called at the end of input: reports what is left half-framed. A last
+    /// newline-delimited message without its newline still counts.
+    public mutating func finish() -> [FramerEvent] {
+        var events: [FramerEvent] = []
+        while let event = next() { events.append(event) }
+        if framing == nil { _ = detectFraming(atEnd: true) }
+        let rest = buffer[start...]
+        defer {
+            start = buffer.count
+            scanned = start
+            state = .ready
+            header = HeaderBlock()
+        }
+        switch state {
+        case .body(let length):
+            events.append(.malformed("input ended inside a message: \(rest.count) of \(length) bytes arrived"))
+        case .skipBody, .skipLine:
+            break
+        case .ready:
+            if framing == .ndjson, rest.contains(where: { !Self.isWhitespace($0) }) {
+                if rest.count > maxMessageBytes {
+                    events.append(.tooLarge(rest.count))
+                } else {
+                    events.append(.message(Array(rest.drop(while: Self.isWhitespace))))
+                }
+            } else if framing == .lsp, header.lines > 0 || !rest.isEmpty {
+                events.append(.malformed("input ended inside a header block"))
+            }
+        }
+        return events
+    }
+
+    // MARK: - Newline-delimited
+
+    private mutating func nextLine() -> (FramerEvent?, Bool) {
+        guard let newline = findNewline() else {
+            if buffer.count - start > maxMessageBytes {
+                let seen = buffer.count - start
+                start = buffer.count
+                scanned = start
+                state = .skipLine
+                return (.tooLarge(seen), true)
+            }
+            return (nil, false)
+        }
+        var end = newline
+        if end > start, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        let line = buffer[start..<end]
+        start = newline + 1
+        if line.allSatisfy(Self.isWhitespace) { return (nil, true) }
+        if line.count > maxMessageBytes { return (.tooLarge(line.count), true) }
+        return (.message(Array(line)), true)
+    }
+
+    // MARK: - LSP base protocol
+
+    private mutating func nextHeaderLine() -> (FramerEvent?, Bool) {
+        guard let newline = findNewline() else {
+            if buffer.count - start > Self.maxHeaderLineBytes {
+                start = buffer.count
+                scanned = start
+                state = .skipLine
+                header = HeaderBlock()
+                return (.malformed("header line longer than \(Self.maxHeaderLineBytes) bytes"), true)
+            }
+            return (nil, false)
+        }
+        var end = newline
+        if end > start, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        let line = buffer[start..<end]
+        start = newline + 1
+
+        if line.isEmpty {
+            let block = header
+            header = HeaderBlock()
+            if block.lines == 0 { return (nil, true) }
+            if let problem = block.problem { return (.malformed(problem), true) }
+            guard let length = block.contentLength else {
+                return (.malformed("header block without Content-Length"), true)
+            }
+            if length > maxMessageBytes {
+                state = .skipBody(length)
+                return (.tooLarge(length), true)
+            }
+            state = .body(length)
+            return (nil, true)
+        }
+
+        header.lines += 1
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
+            header = HeaderBlock()
+            return (.malformed("expected a header line, got \(Self.preview(line))"), true)
+        }
+        let name = String(decoding: line[..<colon], as: UTF8.self).trimmed.lowercased()
+        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmed
+        if name == "content-length" {
+            if let length = Int(value), length >= 0, value.allSatisfy(\.isASCII),
+                header.contentLength == nil || header.contentLength == length
+            {
+                header.contentLength = length
+            } else {
+                header.problem = "invalid Content-Length \(Self.preview(Array(value.utf8)[...]))"
+            }
+        }
+        return (nil, true)
+    }
+
+    // MARK: - Detection and buffering
+
+    /// Decides the framing from the first bytes that are not white space:
+    /// `Content-` starts LSP framing, anything else newline-delimited JSON.
+    private mutating func detectFraming(atEnd: Bool) -> Bool {
+        while start < buffer.count, Self.isWhitespace(buffer[start]) { start += 1 }
+        scanned = max(scanned, start)
+        let prefix = Array("content-".utf8)
+        let available = buffer[start...].prefix(prefix.count).map { $0 | 0x20 }
+        if available.isEmpty, !atEnd { return false }
+        if available.count < prefix.count, !atEnd, available == Array(prefix.prefix(available.count)) {
+            return false
+        }
+        framing = available == prefix ? .lsp : .ndjson
+        return true
+    }
+
+    private mutating func findNewline() -> Int? {
+        scanned = max(scanned, start)
+        if let index = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
+            scanned = index + 1
+            return index
+        }
+        scanned = buffer.count
+        return nil
+    }
+
+    private mutating func compact() {
+        guard start > 0, start == buffer.count || start >= 1 << 16 else { return }
+        buffer.removeSubrange(..<start)
+        scanned -= start
+        start = 0
+    }
+
+    private static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+    }
+
+    private static func preview(_ bytes: ArraySlice<UInt8>) -> String {
+        let text = String(decoding: bytes.prefix(40), as: UTF8.self)
+        return "'\(text)\(bytes.count > 40 ? "…" : "")'"
+    }
+}
+
+extension String {
+    var trimmed: String {
+        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}

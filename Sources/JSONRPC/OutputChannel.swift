@@ -1,0 +1,82 @@
+import Foundation
+
+/// Writes framed messages to a file descriptor from a thread of its own, so
+/// no sender ever blocks on a client that reads slowly. Messages are written
+/// whole and in the order they were sent; nothing is dropped unless the
+/// reader has gone away.
+final class OutputChannel: @unchecked Sendable {
+    private let fd: Int32
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    private var pending: [UInt8] = []
+    private var writing = false
+    private var broken = false
+
+    init(fd: Int32) {
+        self.fd = fd
+        let thread = Thread { [unowned self] in self.writeLoop() }
+        thread.name = "courier.output"
+        thread.start()
+    }
+
+    func enqueue(_ bytes: [UInt8]) {
+        condition.lock()
+        if !broken {
+            let wasEmpty = pending.isEmpty
+            pending.append(contentsOf: bytes)
+            if wasEmpty { condition.signal() }
+        }
+        condition.unlock()
+    }
+
+    /// Waits until everything enqueued so far has been written (or the reader
+    /// is gone), at most `timeout` seconds. Returns false on time-out.
+    @discardableResult
+    func flush(timeout: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while (!pending.isEmpty || writing) && !broken {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return true
+    }
+
+    private func writeLoop() {
+        while true {
+            condition.lock()
+            while pending.isEmpty { condition.wait() }
+            var chunk: [UInt8] = []
+            swap(&chunk, &pending)
+            writing = true
+            condition.unlock()
+
+            let ok = writeAll(chunk)
+
+            condition.lock()
+            writing = false
+            if !ok {
+                broken = true
+                pending = []
+            }
+            condition.broadcast()
+            condition.unlock()
+            if !ok { return }
+        }
+    }
+
+    private func writeAll(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR || errno == EAGAIN { continue }
+                    return false
+                }
+                offset += written
+            }
+            return true
+        }
+    }
+}

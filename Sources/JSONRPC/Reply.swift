@@ -1,0 +1,53 @@
+import JSON
+import Synchronization
+
+/// The one reply a request gets. Handlers call `success` or `failure` exactly
+/// once, now or later from any thread; a request whose reply is dropped
+/// unanswered is answered with -32603 so the client never waits forever.
+public final class Reply: Sendable {
+    public let id: JSON
+    public let method: String
+    private let sink: @Sendable (JSON) -> Void
+    private let answered = Mutex(false)
+
+    init(id: JSON, method: String, sink: @escaping @Sendable (JSON) -> Void) {
+        self.id = id
+        self.method = method
+        self.sink = sink
+    }
+
+    public func success(_ result: JSON) {
+        send(["jsonrpc": "2.0", "id": id, "result": result])
+    }
+
+    public func failure(_ error: RPCError) {
+        send(["jsonrpc": "2.0", "id": id, "error": error.json])
+    }
+
+    public func callAsFunction(_ result: Result<JSON, RPCError>) {
+        switch result {
+        case .success(let value): success(value)
+        case .failure(let error): failure(error)
+        }
+    }
+
+    public var isAnswered: Bool { answered.withLock { $0 } }
+
+    private func send(_ response: JSON) {
+        let first = answered.withLock { answered in
+            defer { answered = true }
+            return !answered
+        }
+        guard first else {
+            assertionFailure("request \(id) (\(method)) was answered twice")
+            return
+        }
+        sink(response)
+    }
+
+    deinit {
+        if !answered.withLock({ $0 }) {
+            sink(["jsonrpc": "2.0", "id": id, "error": RPCError(.internalError, "\(method) finished without a reply").json])
+        }
+    }
+}
