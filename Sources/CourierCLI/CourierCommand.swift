@@ -135,7 +135,7 @@ struct CourierCommand: ParsableCommand {
         let connection = Connection(
             input: STDIN_FILENO, output: protocolOutput, mode: config.framing,
             maxMessageBytes: config.maxMessageBytes, logger: logger)
-        let server = CourierServer(configuration: config, connection: connection, logger: logger)
+        let server = try CourierServer(configuration: config, connection: connection, logger: logger)
         server.start()
         while true { pause() }
     }

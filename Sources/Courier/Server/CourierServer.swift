@@ -14,6 +14,7 @@ public final class CourierServer: Sendable {
     private let logger: Logger
     private let phase = Mutex(Phase.running)
     private let terminate: @Sendable (Int32) -> Never
+    private let downloader: Downloader
 
     enum Phase {
         case running
@@ -25,13 +26,18 @@ public final class CourierServer: Sendable {
         connection: Connection,
         logger: Logger,
         terminate: @escaping @Sendable (Int32) -> Never = { exit($0) }
-    ) {
+    ) throws {
         self.connection = connection
         self.configuration = Mutex(configuration)
         self.logger = logger
         self.dispatcher = Dispatcher(logger: logger)
         self.terminate = terminate
+        self.downloader = try Downloader(
+            settings: configuration,
+            emit: { method, params in connection.send(notification: method, params: params) },
+            logger: logger)
         registerLifecycle()
+        registerDownloads()
     }
 
     /// Starts serving; returns at once.
@@ -53,6 +59,7 @@ public final class CourierServer: Sendable {
                 try config.apply(options: NamedParams(options))
                 return config
             }
+            downloader.update(settings: effective)
             if let client = try named.optionalObject("clientInfo"), let name = client["name"]?.stringValue {
                 logger.info("client: \(name) \(client["version"]?.stringValue ?? "")")
             }
@@ -98,7 +105,15 @@ public final class CourierServer: Sendable {
         ]
     }
 
-    static let notifications: [String] = []
+    static let notifications = ["download/progress", "download/finished"]
+
+    private func registerDownloads() {
+        dispatcher.register("download") { [downloader] params, reply in try downloader.download(params, reply: reply) }
+        dispatcher.register("cancel") { [downloader] params, reply in reply.success(try downloader.cancel(params)) }
+        dispatcher.register("suspend") { [downloader] params, reply in reply.success(try downloader.suspend(params)) }
+        dispatcher.register("resume") { [downloader] params, reply in reply.success(try downloader.resume(params)) }
+        dispatcher.register("progress") { [downloader] params, reply in reply.success(try downloader.progress(params)) }
+    }
 
     /// Ends every unfinished piece of work and refuses requests from now on.
     private func shutDown() {
@@ -108,6 +123,7 @@ public final class CourierServer: Sendable {
         }
         guard first else { return }
         dispatcher.refuseRequests(with: .invalidRequest("Invalid Request: the server has shut down"))
+        downloader.shutdown()
         logger.debug("shut down")
     }
 

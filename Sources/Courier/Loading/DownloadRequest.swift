@@ -1,0 +1,130 @@
+import Foundation
+import JSON
+import JSONRPC
+
+enum Priority: String, Sendable, Comparable, CaseIterable {
+    case high
+    case normal
+    case low
+
+    var rank: Int {
+        switch self {
+        case .high: 0
+        case .normal: 1
+        case .low: 2
+        }
+    }
+
+    static func < (lhs: Priority, rhs: Priority) -> Bool { lhs.rank > rhs.rank }
+}
+
+enum BodyKind: String, Sendable {
+    case none
+    case text
+    case base64
+}
+
+enum CachePolicy: String, Sendable {
+    case `default`
+    case reload
+    case cacheElseLoad
+    case cacheOnly
+}
+
+/// The params of one `download`, checked.
+struct DownloadRequest: Sendable {
+    var url: String
+    var scheme: String
+    /// Names as the client gave them; compared without case.
+    var headers: [(name: String, value: String)]
+    var slot: String?
+    var priority: Priority
+    var cachePolicy: CachePolicy
+    var accept: [String]?
+    var body: BodyKind
+    var textEncoding: String?
+    var destination: String?
+    var maxBytes: Int64?
+    var timeout: Double
+    var cacheKey: String?
+    var wait: Bool
+
+    static let paramNames: Set<String> = [
+        "url", "headers", "slot", "priority", "cachePolicy", "accept", "body", "textEncoding", "destination",
+        "maxBytes", "timeout", "cacheKey", "wait",
+    ]
+
+    init(_ params: Params, defaults: Configuration) throws(RPCError) {
+        let named = try params.byName(allowed: Self.paramNames)
+        url = try named.string("url")
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            scheme.allSatisfy({ $0.isASCII }), !url.contains(where: { $0.isWhitespace })
+        else {
+            throw .invalidParams("param 'url' is not a valid absolute URL", param: "url")
+        }
+        if scheme == "http" || scheme == "https", (components.host ?? "").isEmpty {
+            throw .invalidParams("param 'url' has no host", param: "url")
+        }
+        self.scheme = scheme
+        headers = []
+        for (name, value) in try named.optionalObject("headers") ?? [:] {
+            guard let text = value.stringValue else {
+                throw .invalidParams("header '\(name)' must have a string value", param: "headers")
+            }
+            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
+                throw .invalidParams("header name '\(name)' is not a valid HTTP token", param: "headers")
+            }
+            guard !text.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                throw .invalidParams("header '\(name)' contains CR, LF or NUL", param: "headers")
+            }
+            headers.append((name, text))
+        }
+        headers.sort { $0.name.lowercased() < $1.name.lowercased() }
+        slot = try named.optionalString("slot")
+        priority = try named.optionalChoice("priority", as: Priority.self) ?? .normal
+        cachePolicy = try named.optionalChoice("cachePolicy", as: CachePolicy.self) ?? .default
+        accept = try named.optionalStringArray("accept").map { $0.map { $0.lowercased().trimmingCharacters(in: .whitespaces) } }
+        if let accept, !headers.contains(where: { $0.name.lowercased() == "accept" }), !accept.isEmpty {
+            headers.append(("Accept", accept.joined(separator: ", ")))
+            headers.sort { $0.name.lowercased() < $1.name.lowercased() }
+        }
+        body = try named.optionalChoice("body", as: BodyKind.self) ?? .none
+        textEncoding = try named.optionalString("textEncoding")
+        if let textEncoding, !TextDecoding.isSupported(textEncoding) {
+            throw .invalidParams("unknown text encoding '\(textEncoding)'", param: "textEncoding")
+        }
+        destination = try named.optionalString("destination")
+        if let destination, !destination.hasPrefix("/") {
+            throw .invalidParams("param 'destination' must be an absolute path", param: "destination")
+        }
+        maxBytes = try named.optionalInteger("maxBytes", range: 0...Int64.max) ?? defaults.maxBytes
+        timeout = try named.optionalNumber("timeout", range: 0.001...31_536_000) ?? defaults.timeout
+        cacheKey = try named.optionalString("cacheKey")
+        wait = try named.optionalBool("wait") ?? false
+    }
+
+    /// Whether a response's Content-Type is one `accept` allows.
+    func accepts(contentType: String?) -> Bool {
+        guard let accept, !accept.isEmpty else { return true }
+        guard let contentType else { return false }
+        let media = contentType.split(separator: ";", maxSplits: 1).first.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        } ?? ""
+        let type = media.split(separator: "/").first.map(String.init) ?? media
+        return accept.contains { pattern in
+            let pattern = pattern.split(separator: ";", maxSplits: 1).first.map {
+                $0.trimmingCharacters(in: .whitespaces)
+            } ?? pattern
+            return pattern == "*/*" || pattern == media || pattern == "\(type)/*"
+        }
+    }
+
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}

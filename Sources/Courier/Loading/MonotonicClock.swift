@@ -1,0 +1,10 @@
+import Foundation
+
+/// Seconds on the monotonic clock, for durations and rates.
+enum MonotonicClock {
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,87 @@
+import Curl
+import Foundation
+import Logging
+import Synchronization
+
+/// The one thread that owns libcurl's multi handle and drives every
+/// transfer. Other threads hand it work through a locked inbox and wake it
+/// with `curl_multi_wakeup`; it never blocks on anything but
+/// `curl_multi_poll`.
+final class TransferEngine: Sendable {
+    enum Command {
+        case start(Transfer)
+        case cancel(Transfer)
+        case pause(Transfer)
+        case resume(Transfer)
+        case shutdown
+    }
+
+    private let multi: MultiHandle
+    private let inbox = Mutex<[Command]>([])
+    private let stopped = DispatchSemaphore(value: 0)
+    private let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+        multi = MultiHandle(maxHostConnections: 0, maxTotalConnections: 0)
+        let thread = Thread { [self] in run() }
+        thread.name = "courier.transfers"
+        thread.start()
+    }
+
+    func start(_ transfer: Transfer) { send(.start(transfer)) }
+    func cancel(_ transfer: Transfer) { send(.cancel(transfer)) }
+    func pause(_ transfer: Transfer) { send(.pause(transfer)) }
+    func resume(_ transfer: Transfer) { send(.resume(transfer)) }
+
+    /// Stops every transfer, tears libcurl down on its own thread, and waits
+    /// up to `timeout` seconds for that to be done.
+    func shutdown(timeout: Double) {
+        send(.shutdown)
+        _ = stopped.wait(timeout: .now() + timeout)
+    }
+
+    private func send(_ command: Command) {
+        let wasEmpty = inbox.withLock { inbox in
+            inbox.append(command)
+            return inbox.count == 1
+        }
+        if wasEmpty { multi.wakeup() }
+    }
+
+    private func run() {
+        // Owned by this thread alone.
+        var active: [ObjectIdentifier: Transfer] = [:]
+        while true {
+            for command in inbox.withLock({ inbox in defer { inbox = [] }; return inbox }) {
+                switch command {
+                case .start(let transfer):
+                    active[ObjectIdentifier(transfer)] = transfer
+                    transfer.begin(on: multi)
+                case .cancel(let transfer):
+                    if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
+                        transfer.abandon(on: multi)
+                    }
+                case .pause(let transfer):
+                    if active[ObjectIdentifier(transfer)] != nil { transfer.pause() }
+                case .resume(let transfer):
+                    if active[ObjectIdentifier(transfer)] != nil { transfer.resume() }
+                case .shutdown:
+                    for transfer in active.values { transfer.abandon(on: multi) }
+                    multi.cleanup()
+                    logger.debug("transfer engine stopped")
+                    stopped.signal()
+                    return
+                }
+            }
+            multi.perform()
+            for (handle, code) in multi.completed() {
+                guard let transfer = handle.delegate as? Transfer,
+                    active.removeValue(forKey: ObjectIdentifier(transfer)) != nil
+                else { continue }
+                transfer.complete(code: code, on: multi)
+            }
+            multi.poll(timeoutMilliseconds: min(multi.timeoutMilliseconds ?? 1000, 1000))
+        }
+    }
+}
