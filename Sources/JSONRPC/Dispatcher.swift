@@ -60,7 +60,7 @@ public final class Dispatcher: Sendable {
             return
         }
         guard !elements.isEmpty else {
-            send(Self.errorResponse(id: .null, .invalidRequest("empty batch")))
+            send(Self.errorResponse(id: .null, .invalidRequest("Invalid Request: empty batch")))
             return
         }
         let incoming = elements.map(Incoming.init)
@@ -107,7 +107,7 @@ public final class Dispatcher: Sendable {
                     if !reply.isAnswered { reply.failure(rpcError) }
                 }
             } else {
-                reply.failure(RPCError(.methodNotFound, "Method not found: \(method)"))
+                reply.failure(RPCError(.methodNotFound, "Method not found: \(method)", data: ["method": .string(method)]))
             }
         }
     }

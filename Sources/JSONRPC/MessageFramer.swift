@@ -185,6 +185,15 @@ public struct MessageFramer: Sendable {
             return (nil, true)
         }
 
+        // A body that could not be skipped (its length was unknown) runs into
+        // the next header block: resume at the Content-Length inside the line.
+        if let resume = Self.contentLengthHeader(in: line), resume > line.startIndex {
+            start = resume
+            scanned = resume
+            header = HeaderBlock()
+            return (.malformed("expected a header line, got \(Self.preview(line[..<resume]))"), true)
+        }
+
         header.lines += 1
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
             header = HeaderBlock()
@@ -236,6 +245,17 @@ public struct MessageFramer: Sendable {
         buffer.removeSubrange(..<start)
         scanned -= start
         start = 0
+    }
+
+    /// Where a `Content-Length:` header name (in any case) starts in `line`.
+    private static func contentLengthHeader(in line: ArraySlice<UInt8>) -> Int? {
+        let name = Array("content-length:".utf8)
+        guard line.count >= name.count else { return nil }
+        return (line.startIndex...(line.endIndex - name.count)).first { index in
+            zip(line[index...], name).allSatisfy { byte, expected in
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == expected : byte == expected
+            }
+        }
     }
 
     private static func isWhitespace(_ byte: UInt8) -> Bool {

@@ -56,7 +56,13 @@ public final class CourierServer: Sendable {
             let named = try params.byName(allowed: ["clientInfo", "options", "processId", "capabilities"])
             let options = try named.optionalObject("options") ?? [:]
             let effective = try configuration.withLock { config throws(RPCError) in
-                try config.apply(options: NamedParams(options))
+                do {
+                    try config.apply(options: NamedParams(options))
+                } catch {
+                    var error = error
+                    if let param = error.data?["param"]?.stringValue { error.data = ["param": .string("options.\(param)")] }
+                    throw error
+                }
                 return config
             }
             downloader.update(settings: effective)

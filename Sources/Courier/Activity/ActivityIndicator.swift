@@ -1,0 +1,151 @@
+import JSON
+import Synchronization
+
+/// The global network activity indicator: counts activity, drives an
+/// `IndicatorStateMachine` with real (or injected) timers, and sends
+/// `indicator/visibility {visible, activityCount}` each time visibility
+/// changes, and only then. Safe to call from any thread.
+///
+/// The activity count is the number of running transfers (each counted at
+/// most once, by id) plus the client's own `increment()`s not yet undone.
+///
+/// `emit` is called while the indicator's lock is held, which keeps
+/// notifications in the order their changes happened. It must therefore only
+/// enqueue the message and return; it must not call back into the indicator.
+public final class ActivityIndicator: Sendable {
+    public static let visibilityNotification = "indicator/visibility"
+
+    private struct State {
+        var machine: IndicatorStateMachine
+        /// Ids of the transfers running now.
+        var transfers: Set<String> = []
+        /// The client's increments not yet undone by a decrement; never negative.
+        var clientCount = 0
+        /// The timer the machine's `runningTimer` names, if one runs.
+        var timer: (any IndicatorTimer)?
+
+        var activityCount: Int { transfers.count + clientCount }
+    }
+
+    private let locked: Mutex<State>
+    private let scheduler: any IndicatorScheduler
+    private let emit: @Sendable (String, JSON) -> Void
+
+    public init(
+        enabled: Bool = true,
+        activationDelay: Double = 1.0,
+        completionDelay: Double = 0.17,
+        scheduler: any IndicatorScheduler = DispatchIndicatorScheduler(),
+        emit: @escaping @Sendable (String, JSON) -> Void
+    ) {
+        let machine = IndicatorStateMachine(
+            enabled: enabled, activationDelay: activationDelay, completionDelay: completionDelay)
+        locked = Mutex(State(machine: machine))
+        self.scheduler = scheduler
+        self.emit = emit
+    }
+
+    /// A transfer started or resumed. A transfer already counted is not
+    /// counted again.
+    public func transferStarted(_ id: String) {
+        update { $0.transfers.insert(id).inserted }
+    }
+
+    /// A transfer was suspended, completed, failed or was cancelled. A
+    /// transfer that is not counted (never started, or already stopped)
+    /// changes nothing.
+    public func transferStopped(_ id: String) {
+        update { $0.transfers.remove(id) != nil }
+    }
+
+    /// The client's own activity began.
+    public func increment() {
+        update { state in
+            state.clientCount += 1
+            return true
+        }
+    }
+
+    /// The client's own activity ended. Only undoes `increment()`s: with
+    /// none outstanding it does nothing, so it never lowers the count of
+    /// running transfers nor takes the count below zero.
+    public func decrement() {
+        update { state in
+            guard state.clientCount > 0 else { return false }
+            state.clientCount -= 1
+            return true
+        }
+    }
+
+    public var activityCount: Int { locked.withLock { $0.activityCount } }
+
+    public var visible: Bool { locked.withLock { $0.machine.visible } }
+
+    public var machineState: IndicatorStateMachine.State { locked.withLock { $0.machine.state } }
+
+    /// Changes the settings given; nil leaves one as it is. New delays apply
+    /// first, so enabling together with a new `activationDelay` waits the
+    /// new delay. Delays below zero are taken as zero.
+    public func configure(enabled: Bool? = nil, activationDelay: Double? = nil, completionDelay: Double? = nil) {
+        locked.withLock { state in
+            let now = scheduler.now
+            if activationDelay != nil || completionDelay != nil {
+                let actions = state.machine.delaysChanged(
+                    activationDelay: activationDelay, completionDelay: completionDelay, now: now)
+                perform(actions, in: &state)
+            }
+            if let enabled {
+                perform(state.machine.enabledChanged(to: enabled, now: now), in: &state)
+            }
+        }
+    }
+
+    /// The result of `indicator/state`:
+    /// `{enabled, state, visible, activityCount, activationDelay, completionDelay}`.
+    public var state: JSON {
+        locked.withLock { state in
+            [
+                "enabled": .bool(state.machine.enabled),
+                "state": .string(state.machine.state.rawValue),
+                "visible": .bool(state.machine.visible),
+                "activityCount": JSON(state.activityCount),
+                "activationDelay": .double(state.machine.activationDelay),
+                "completionDelay": .double(state.machine.completionDelay),
+            ]
+        }
+    }
+
+    /// Applies `change`; when it reports that the count changed, tells the
+    /// machine.
+    private func update(_ change: (inout State) -> Bool) {
+        locked.withLock { state in
+            guard change(&state) else { return }
+            let actions = state.machine.activityCountChanged(to: state.activityCount, now: scheduler.now)
+            perform(actions, in: &state)
+        }
+    }
+
+    private func timerFired(_ token: IndicatorStateMachine.TimerToken) {
+        locked.withLock { state in
+            guard state.machine.runningTimer == token else { return }
+            state.timer = nil
+            perform(state.machine.timerFired(token), in: &state)
+        }
+    }
+
+    private func perform(_ actions: [IndicatorStateMachine.Action], in state: inout State) {
+        for action in actions {
+            switch action {
+            case .show, .hide:
+                let visible = action == .show
+                emit(Self.visibilityNotification, ["visible": .bool(visible), "activityCount": JSON(state.activityCount)])
+            case .startTimer(let seconds, let token):
+                state.timer?.cancel()
+                state.timer = scheduler.schedule(after: seconds) { [weak self] in self?.timerFired(token) }
+            case .cancelTimer:
+                state.timer?.cancel()
+                state.timer = nil
+            }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import JSON
+
+/// The view categories (UIActivityIndicatorView, UIRefreshControl,
+/// UIProgressView) as notifications: client-named views bound to tasks, told
+/// `view/animating {view, animating}` or
+/// `view/progress {view, fraction, received, expected}` as their task moves.
+///
+/// A view has at most one binding; binding again replaces it, and from then
+/// on the old task never reaches the view. Many views may follow one task.
+/// Each view hears only changes: an animating view is told when its value
+/// differs from the last one it was told, a progress view when `received`
+/// or `expected` differs, and `received` never goes backwards for a view.
+/// Views following one task are told in the order they were bound.
+///
+/// Not thread-safe: every method is called under the downloader's lock,
+/// which also keeps the notifications in the order the task's events
+/// happened. `emit` is called synchronously, so it must only enqueue.
+public final class ViewBindings {
+    public static let animatingNotification = "view/animating"
+    public static let progressNotification = "view/progress"
+
+    /// One view's binding, and what that view was last told.
+    public struct Binding: Hashable, Sendable {
+        public var task: String
+        public var kind: BindingKind
+        fileprivate var animating = false
+        fileprivate var received: Int64 = 0
+        fileprivate var expected: Int64?
+    }
+
+    private var bindings: [String: Binding] = [:]
+    /// The views bound to each task, in the order they were bound.
+    private var viewsByTask: [String: [String]] = [:]
+    private let emit: (String, JSON) -> Void
+
+    public init(emit: @escaping (String, JSON) -> Void) {
+        self.emit = emit
+    }
+
+    /// The binding of `view`, if it has one.
+    public func binding(of view: String) -> Binding? { bindings[view] }
+
+    /// The views following `task`, in the order they were bound.
+    public func views(boundTo task: String) -> [String] { viewsByTask[task] ?? [] }
+
+    /// Binds `view` to `task`, replacing any binding it had. `snapshot` is
+    /// the task's state now, nil when it has finished: then nothing is sent,
+    /// the view is left unbound and the result is false. Otherwise the view
+    /// is told the current state at once.
+    @discardableResult
+    public func bind(view: String, task: String, kind: BindingKind, snapshot: TaskSnapshot?) -> Bool {
+        unbind(view: view)
+        guard let snapshot else { return false }
+        var binding = Binding(task: task, kind: kind)
+        switch kind {
+        case .animating:
+            binding.animating = snapshot.running
+            sendAnimating(view: view, binding)
+        case .progress:
+            binding.received = max(0, snapshot.received)
+            binding.expected = snapshot.expected
+            sendProgress(view: view, binding)
+        }
+        bindings[view] = binding
+        viewsByTask[task, default: []].append(view)
+        return true
+    }
+
+    /// Ends the binding of `view`, if it has one. Nothing is sent.
+    public func unbind(view: String) {
+        guard let old = bindings.removeValue(forKey: view) else { return }
+        viewsByTask[old.task]?.removeAll { $0 == view }
+        if viewsByTask[old.task]?.isEmpty == true { viewsByTask[old.task] = nil }
+    }
+
+    /// The task started or resumed (`running`), or was suspended.
+    public func taskStateChanged(task: String, running: Bool) {
+        for view in views(boundTo: task) {
+            updateAnimating(view: view, to: running)
+        }
+    }
+
+    /// The task's download progress.
+    public func taskProgress(task: String, received: Int64, expected: Int64?) {
+        for view in views(boundTo: task) {
+            updateProgress(view: view, received: received, expected: expected)
+        }
+    }
+
+    /// The task has finished (succeeded, failed or was cancelled): animating
+    /// views are told `false` unless that is what they last heard, progress
+    /// views get the final counts when given and different from what they
+    /// last heard (pass `expected` equal to `received` after a success so
+    /// the view reaches a fraction of 1), and every binding to the task ends.
+    public func taskFinished(task: String, received: Int64? = nil, expected: Int64? = nil) {
+        let views = viewsByTask.removeValue(forKey: task) ?? []
+        for view in views {
+            guard let binding = bindings[view] else { continue }
+            switch binding.kind {
+            case .animating:
+                updateAnimating(view: view, to: false)
+            case .progress:
+                if let received {
+                    updateProgress(view: view, received: received, expected: expected)
+                }
+            }
+            bindings[view] = nil
+        }
+    }
+
+    private func updateAnimating(view: String, to running: Bool) {
+        guard var binding = bindings[view], binding.kind == .animating, binding.animating != running else { return }
+        binding.animating = running
+        bindings[view] = binding
+        sendAnimating(view: view, binding)
+    }
+
+    private func updateProgress(view: String, received: Int64, expected: Int64?) {
+        guard var binding = bindings[view], binding.kind == .progress else { return }
+        let received = max(binding.received, received)
+        guard received != binding.received || expected != binding.expected else { return }
+        binding.received = received
+        binding.expected = expected
+        bindings[view] = binding
+        sendProgress(view: view, binding)
+    }
+
+    private func sendAnimating(view: String, _ binding: Binding) {
+        emit(Self.animatingNotification, ["view": .string(view), "animating": .bool(binding.animating)])
+    }
+
+    private func sendProgress(view: String, _ binding: Binding) {
+        let fraction: JSON
+        if let expected = binding.expected, expected > 0 {
+            fraction = .double(min(1, Double(binding.received) / Double(expected)))
+        } else {
+            fraction = .null
+        }
+        emit(
+            Self.progressNotification,
+            [
+                "view": .string(view),
+                "fraction": fraction,
+                "received": .integer(binding.received),
+                "expected": binding.expected.map(JSON.integer) ?? .null,
+            ])
+    }
+}

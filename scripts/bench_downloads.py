@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Wall time of N downloads of S bytes, each to its own destination file, from
+an nginx on 127.0.0.1: courier at --max-active P against
+`curl --parallel --parallel-max P` over the same URLs (the anchor), runs
+alternated, median of R runs each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from courier_client import Courier  # noqa: E402
+
+NGINX_CONF = """
+daemon off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log error;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    sendfile on;
+    keepalive_requests 100000;
+    client_body_temp_path {root}/tmp;
+    proxy_temp_path {root}/tmp;
+    fastcgi_temp_path {root}/tmp;
+    uwsgi_temp_path {root}/tmp;
+    scgi_temp_path {root}/tmp;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root}/www;
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_nginx(root: str, count: int, size: int) -> tuple[subprocess.Popen, str]:
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    os.makedirs(f"{root}/www/f", exist_ok=True)
+    os.makedirs(f"{root}/tmp", exist_ok=True)
+    for index in range(count):
+        with open(f"{root}/www/f/{index}", "wb") as file:
+            file.write(os.urandom(size))
+    port = free_port()
+    with open(f"{root}/nginx.conf", "w") as file:
+        file.write(NGINX_CONF.format(root=root, port=port))
+    process = subprocess.Popen([nginx, "-c", f"{root}/nginx.conf", "-p", root],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, f"http://127.0.0.1:{port}"
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"nginx exited: see {root}/error.log")
+            time.sleep(0.02)
+    raise RuntimeError("nginx did not start")
+
+
+def fresh_dir(path: str) -> str:
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def run_curl(base: str, count: int, parallel: int, out: str) -> float:
+    config = os.path.join(out, "..", "curl.config")
+    with open(config, "w") as file:
+        for index in range(count):
+            file.write(f'url = "{base}/f/{index}"\noutput = "{out}/{index}"\n')
+    start = time.perf_counter()
+    subprocess.run(["curl", "--silent", "--no-progress-meter", "--fail", "--parallel", "--parallel-max", str(parallel), "-K", config],
+                   check=True)
+    return time.perf_counter() - start
+
+
+def run_courier(binary: str, base: str, count: int, parallel: int, out: str, cache: str) -> float:
+    done = threading.Event()
+    finished: list[dict] = []
+
+    def on_notification(method: str, params) -> None:
+        if method == "download/finished":
+            finished.append(params["outcome"])
+            if len(finished) == count:
+                done.set()
+
+    start = time.perf_counter()
+    with Courier(binary, args=["--cache-dir", cache, "--max-active", str(parallel), "--log-level", "error"]) as courier:
+        courier.on_notification(on_notification)
+        batch = [{"jsonrpc": "2.0", "id": index, "method": "download",
+                  "params": {"url": f"{base}/f/{index}", "destination": f"{out}/{index}"}} for index in range(count)]
+        courier.send_message(batch)
+        if not done.wait(120):
+            raise RuntimeError(f"only {len(finished)} of {count} downloads finished")
+        elapsed = time.perf_counter() - start
+        failures = [outcome for outcome in finished if not outcome["ok"]]
+        if failures:
+            raise RuntimeError(f"{len(failures)} downloads failed, e.g. {failures[0]}")
+    return elapsed
+
+
+def verify(root: str, out: str, count: int) -> None:
+    for index in (0, count // 2, count - 1):
+        with open(f"{root}/www/f/{index}", "rb") as a, open(f"{out}/{index}", "rb") as b:
+            if a.read() != b.read():
+                raise RuntimeError(f"file {index} differs from the origin's")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--courier", default=None)
+    parser.add_argument("--count", type=int, default=2000)
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args()
+
+    binary = args.courier or next(
+        (path for path in (".build/release/courier", ".build/debug/courier") if os.path.exists(path)), None)
+    if binary is None:
+        print("no courier binary: run swift build -c release", file=sys.stderr)
+        return 1
+    root = tempfile.mkdtemp(prefix="courier-bench-")
+    os.chmod(root, 0o755)
+    nginx, base = start_nginx(root, args.count, args.size)
+    times: dict[str, list[float]] = {"curl": [], "courier": []}
+    try:
+        for run in range(args.runs):
+            for name in ("curl", "courier"):
+                out = fresh_dir(f"{root}/out-{name}")
+                if name == "curl":
+                    elapsed = run_curl(base, args.count, args.parallel, out)
+                else:
+                    elapsed = run_courier(binary, base, args.count, args.parallel, out, fresh_dir(f"{root}/cache"))
+                verify(root, out, args.count)
+                times[name].append(elapsed)
+                print(f"run {run + 1}: {name:8} {elapsed * 1000:8.1f} ms", file=sys.stderr)
+    finally:
+        nginx.terminate()
+        nginx.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+    curl_median = statistics.median(times["curl"])
+    courier_median = statistics.median(times["courier"])
+    print(f"{args.count} downloads of {args.size} B to their own files, {args.parallel} at once, "
+          f"median of {args.runs} (binary: {binary})")
+    print(f"  curl --parallel (anchor)  {curl_median * 1000:8.1f} ms")
+    print(f"  courier                   {courier_median * 1000:8.1f} ms   ratio {courier_median / curl_median:.2f}x")
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump({"count": args.count, "size": args.size, "parallel": args.parallel, "binary": binary,
+                       "curl_ms": [t * 1000 for t in times["curl"]],
+                       "courier_ms": [t * 1000 for t in times["courier"]],
+                       "ratio": courier_median / curl_median}, file, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
