@@ -56,7 +56,7 @@ public final class CourierServer: Sendable {
             let named = try params.byName(allowed: ["clientInfo", "options", "processId", "capabilities"])
             let options = try named.optionalObject("options") ?? [:]
             let effective = try configuration.withLock { config throws(RPCError) in
-                do {
+                do throws(RPCError) {
                     try config.apply(options: NamedParams(options))
                 } catch {
                     var error = error
