@@ -77,7 +77,10 @@ public final class EasyHandle {
         setLong(CURLOPT_MAXREDIRS, options.maxRedirects)
         setString(CURLOPT_ACCEPT_ENCODING, "")
         setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        setLong(CURLOPT_PIPEWAIT, 1)
+        // Waiting to multiplex pays only where HTTP/2 can be negotiated (TLS);
+        // on plain HTTP it would queue a transfer behind a busy HTTP/1.1
+        // connection instead of opening another.
+        if options.url.lowercased().hasPrefix("https:") { setLong(CURLOPT_PIPEWAIT, 1) }
         setString(CURLOPT_USERAGENT, options.userAgent)
         if let timeout = options.timeoutMilliseconds { setLong(CURLOPT_TIMEOUT_MS, timeout) }
         if let timeout = options.connectTimeoutMilliseconds { setLong(CURLOPT_CONNECTTIMEOUT_MS, timeout) }

@@ -36,6 +36,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     private var counter = 0
     private var isShutDown = false
     private var activity: (any TaskActivityObserver)?
+    private var bindings: ViewBindings?
 
     init(settings: Configuration, emit: @escaping @Sendable (String, JSON) -> Void, logger: Logger) throws {
         self.settings = settings
@@ -56,8 +57,11 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         engine = TransferEngine(logger: logger)
     }
 
-    func setActivityObserver(_ observer: any TaskActivityObserver) {
-        lock.withLock { activity = observer }
+    func setActivity(_ hub: ActivityHub) {
+        lock.withLock {
+            activity = hub
+            bindings = hub.bindings
+        }
     }
 
     func update(settings newSettings: Configuration) {
@@ -209,6 +213,48 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             }
             if let finished = history[id] { return finished }
             throw unknown("receipt", id)
+        }
+    }
+
+    /// `bind {view, task|receipt, kind?}`: the reply goes out first, then the
+    /// view's current state.
+    func bind(_ params: Params, reply: Reply) throws {
+        let named = try params.byName(allowed: ["view", "task", "receipt", "kind"])
+        let view = try named.string("view")
+        let kind = try named.optionalChoice("kind", as: BindingKind.self) ?? .animating
+        let receiptID = try named.optionalString("receipt")
+        let taskID = try named.optionalString("task")
+        let unbinding = named["task"]?.isNull == true && receiptID == nil
+        guard unbinding || (taskID == nil) != (receiptID == nil) else {
+            throw RPCError.invalidParams("give exactly one of 'task' (null unbinds) or 'receipt'")
+        }
+        try lock.withLock {
+            guard let bindings else { throw RPCError(.internalError, "bindings are not available") }
+            if unbinding {
+                bindings.unbind(view: view)
+                reply.success(["bound": false])
+                return
+            }
+            let task: DownloadTask?
+            let id: String
+            if let receiptID {
+                if let receipt = receipts[receiptID] {
+                    task = receipt.task
+                    id = receipt.taskID
+                } else if let finished = history[receiptID] {
+                    task = nil
+                    id = finished["task"]?.stringValue ?? ""
+                } else {
+                    throw unknown("receipt", receiptID)
+                }
+            } else {
+                id = taskID!
+                task = tasks[id]
+                if task == nil, !history.hasTask(id) { throw unknown("task", id) }
+            }
+            let snapshot = task.map { TaskSnapshot(running: $0.state == .running, received: $0.received, expected: $0.expected) }
+            reply.success(["bound": .bool(snapshot != nil)])
+            bindings.bind(view: view, task: id, kind: kind, snapshot: snapshot)
         }
     }
 

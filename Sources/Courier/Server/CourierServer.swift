@@ -15,6 +15,7 @@ public final class CourierServer: Sendable {
     private let phase = Mutex(Phase.running)
     private let terminate: @Sendable (Int32) -> Never
     private let downloader: Downloader
+    private let indicator: ActivityIndicator
 
     enum Phase {
         case running
@@ -25,6 +26,7 @@ public final class CourierServer: Sendable {
         configuration: Configuration,
         connection: Connection,
         logger: Logger,
+        scheduler: any IndicatorScheduler = DispatchIndicatorScheduler(),
         terminate: @escaping @Sendable (Int32) -> Never = { exit($0) }
     ) throws {
         self.connection = connection
@@ -32,12 +34,17 @@ public final class CourierServer: Sendable {
         self.logger = logger
         self.dispatcher = Dispatcher(logger: logger)
         self.terminate = terminate
-        self.downloader = try Downloader(
-            settings: configuration,
-            emit: { method, params in connection.send(notification: method, params: params) },
-            logger: logger)
+        let emit: @Sendable (String, JSON) -> Void = { method, params in
+            connection.send(notification: method, params: params)
+        }
+        self.downloader = try Downloader(settings: configuration, emit: emit, logger: logger)
+        self.indicator = ActivityIndicator(
+            enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
+            completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
+        downloader.setActivity(ActivityHub(indicator: indicator, bindings: ViewBindings(emit: emit)))
         registerLifecycle()
         registerDownloads()
+        registerActivity()
     }
 
     /// Starts serving; returns at once.
@@ -66,6 +73,9 @@ public final class CourierServer: Sendable {
                 return config
             }
             downloader.update(settings: effective)
+            indicator.configure(
+                enabled: effective.indicatorEnabled, activationDelay: effective.activationDelay,
+                completionDelay: effective.completionDelay)
             if let client = try named.optionalObject("clientInfo"), let name = client["name"]?.stringValue {
                 logger.info("client: \(name) \(client["version"]?.stringValue ?? "")")
             }
@@ -111,7 +121,40 @@ public final class CourierServer: Sendable {
         ]
     }
 
-    static let notifications = ["download/progress", "download/finished"]
+    static let notifications = [
+        "download/progress", "download/finished", "indicator/visibility", "view/animating", "view/progress",
+    ]
+
+    private func registerActivity() {
+        dispatcher.register("bind") { [downloader] params, reply in try downloader.bind(params, reply: reply) }
+        dispatcher.register("indicator/state") { [indicator] params, reply in
+            _ = try params.byName(allowed: [])
+            reply.success(indicator.state)
+        }
+        dispatcher.register("indicator/configure") { [self] params, reply in
+            let named = try params.byName(allowed: ["enabled", "activationDelay", "completionDelay"])
+            let enabled = try named.optionalBool("enabled")
+            let activationDelay = try named.optionalNumber("activationDelay", range: 0...3600)
+            let completionDelay = try named.optionalNumber("completionDelay", range: 0...3600)
+            configuration.withLock { config in
+                config.indicatorEnabled = enabled ?? config.indicatorEnabled
+                config.activationDelay = activationDelay ?? config.activationDelay
+                config.completionDelay = completionDelay ?? config.completionDelay
+            }
+            indicator.configure(enabled: enabled, activationDelay: activationDelay, completionDelay: completionDelay)
+            reply.success(indicator.state)
+        }
+        dispatcher.register("indicator/increment") { [indicator] params, reply in
+            _ = try params.byName(allowed: [])
+            indicator.increment()
+            reply.success(indicator.state)
+        }
+        dispatcher.register("indicator/decrement") { [indicator] params, reply in
+            _ = try params.byName(allowed: [])
+            indicator.decrement()
+            reply.success(indicator.state)
+        }
+    }
 
     private func registerDownloads() {
         dispatcher.register("download") { [downloader] params, reply in try downloader.download(params, reply: reply) }

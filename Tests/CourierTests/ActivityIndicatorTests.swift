@@ -1,0 +1,287 @@
+import Dispatch
+import JSON
+import Synchronization
+import Testing
+
+@testable import Courier
+
+/// Collects what an indicator emits.
+private final class Recorder: Sendable {
+    struct Message: Hashable, CustomStringConvertible {
+        var method: String
+        var params: JSON
+        var description: String { "\(method) \(params)" }
+    }
+
+    private let messages = Mutex<[Message]>([])
+
+    var emit: @Sendable (String, JSON) -> Void {
+        { method, params in self.messages.withLock { $0.append(Message(method: method, params: params)) } }
+    }
+
+    /// The messages since the last call.
+    func take() -> [Message] {
+        messages.withLock { messages in
+            defer { messages = [] }
+            return messages
+        }
+    }
+}
+
+private func visibility(_ visible: Bool, _ count: Int) -> Recorder.Message {
+    Recorder.Message(method: "indicator/visibility", params: ["visible": .bool(visible), "activityCount": JSON(count)])
+}
+
+/// An indicator with activation delay 1 s and completion delay 0.25 s on a
+/// clock that moves only by hand.
+private func makeIndicator(enabled: Bool = true) -> (ActivityIndicator, ManualIndicatorScheduler, Recorder) {
+    let scheduler = ManualIndicatorScheduler()
+    let recorder = Recorder()
+    let indicator = ActivityIndicator(
+        enabled: enabled, activationDelay: 1, completionDelay: 0.25, scheduler: scheduler, emit: recorder.emit)
+    return (indicator, scheduler, recorder)
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct ActivityIndicatorTests {
+    @Test func shortActivityNeverShows() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+
+        // Given a transfer that ends before the activation delay
+        indicator.transferStarted("a")
+        scheduler.advance(by: 0.5)
+        indicator.transferStopped("a")
+        scheduler.advance(by: 10)
+
+        // Then nothing was sent and no timer is left
+        #expect(recorder.take() == [])
+        #expect(indicator.machineState == .notActive)
+        #expect(scheduler.pendingCount == 0)
+    }
+
+    @Test func showsAfterActivationDelayAndHidesAfterCompletionDelay() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+
+        indicator.transferStarted("a")
+        scheduler.advance(by: 0.5)
+        #expect(recorder.take() == [])
+        scheduler.advance(by: 0.5)
+        #expect(recorder.take() == [visibility(true, 1)])
+        #expect(indicator.visible)
+
+        indicator.transferStopped("a")
+        #expect(recorder.take() == [])
+        #expect(indicator.visible)
+        scheduler.advance(by: 0.125)
+        #expect(recorder.take() == [])
+        scheduler.advance(by: 0.125)
+        #expect(recorder.take() == [visibility(false, 0)])
+        #expect(!indicator.visible)
+    }
+
+    @Test func overlappingActivityKeepsItVisibleWithoutExtraEvents() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+
+        // Given a visible indicator whose transfer ends
+        indicator.transferStarted("a")
+        scheduler.advance(by: 1)
+        indicator.transferStopped("a")
+        scheduler.advance(by: 0.125)
+
+        // When another starts during the completion delay, and more overlap
+        indicator.transferStarted("b")
+        scheduler.advance(by: 5)
+        indicator.increment()
+        indicator.transferStopped("b")
+        scheduler.advance(by: 5)
+        indicator.decrement()
+        scheduler.advance(by: 0.25)
+
+        // Then it was shown once and hidden once
+        #expect(recorder.take() == [visibility(true, 1), visibility(false, 0)])
+        #expect(indicator.machineState == .notActive)
+    }
+
+    @Test func disablingHidesAtOnceAndKeepsCounting() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+        indicator.transferStarted("a")
+        scheduler.advance(by: 1)
+        #expect(recorder.take() == [visibility(true, 1)])
+
+        indicator.configure(enabled: false)
+
+        #expect(recorder.take() == [visibility(false, 1)])
+        indicator.transferStarted("b")
+        scheduler.advance(by: 10)
+        #expect(recorder.take() == [])
+        #expect(indicator.activityCount == 2)
+        #expect(scheduler.pendingCount == 0)
+    }
+
+    @Test func disablingDuringCompletionDelayHidesAtOnceAndOnlyOnce() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+        indicator.transferStarted("a")
+        scheduler.advance(by: 1)
+        indicator.transferStopped("a")
+
+        indicator.configure(enabled: false)
+        scheduler.advance(by: 1)
+
+        #expect(recorder.take() == [visibility(true, 1), visibility(false, 0)])
+    }
+
+    @Test func enablingWhileTransfersRunShowsAfterActivationDelay() {
+        let (indicator, scheduler, recorder) = makeIndicator(enabled: false)
+        indicator.transferStarted("a")
+        scheduler.advance(by: 5)
+        #expect(recorder.take() == [])
+
+        indicator.configure(enabled: true)
+        scheduler.advance(by: 0.5)
+        #expect(recorder.take() == [])
+        scheduler.advance(by: 0.5)
+
+        #expect(recorder.take() == [visibility(true, 1)])
+    }
+
+    @Test func enablingWithANewDelayWaitsTheNewDelay() {
+        let (indicator, scheduler, recorder) = makeIndicator(enabled: false)
+        indicator.transferStarted("a")
+
+        indicator.configure(enabled: true, activationDelay: 2)
+        scheduler.advance(by: 1.5)
+        #expect(recorder.take() == [])
+        scheduler.advance(by: 0.5)
+
+        #expect(recorder.take() == [visibility(true, 1)])
+    }
+
+    @Test func longerDelayWhileWaitingCountsFromWhenActivityBegan() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+        indicator.transferStarted("a")
+        scheduler.advance(by: 0.5)
+
+        indicator.configure(activationDelay: 2)
+        scheduler.advance(by: 1)
+        #expect(recorder.take() == [])
+        scheduler.advance(by: 0.5)
+
+        #expect(recorder.take() == [visibility(true, 1)])
+        #expect(scheduler.now == 2)
+    }
+
+    @Test func shorterDelayThanAlreadyWaitedShowsAtOnce() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+        indicator.transferStarted("a")
+        scheduler.advance(by: 0.5)
+
+        indicator.configure(activationDelay: 0.25)
+
+        #expect(recorder.take() == [visibility(true, 1)])
+        #expect(scheduler.pendingCount == 0)
+    }
+
+    @Test func eachTransferCountsOnce() {
+        let (indicator, _, _) = makeIndicator()
+
+        indicator.transferStarted("a")
+        indicator.transferStarted("a")
+        #expect(indicator.activityCount == 1)
+        indicator.transferStarted("b")
+        #expect(indicator.activityCount == 2)
+
+        // A suspended transfer that is then cancelled stops once.
+        indicator.transferStopped("a")
+        indicator.transferStopped("a")
+        #expect(indicator.activityCount == 1)
+        // A transfer that never started changes nothing.
+        indicator.transferStopped("never")
+        #expect(indicator.activityCount == 1)
+        indicator.transferStopped("b")
+        #expect(indicator.activityCount == 0)
+    }
+
+    @Test func decrementFloorsAtZeroAndNeverUndoesTransfers() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+
+        indicator.decrement()
+        #expect(indicator.activityCount == 0)
+
+        indicator.transferStarted("a")
+        indicator.decrement()
+        #expect(indicator.activityCount == 1)
+
+        indicator.increment()
+        indicator.increment()
+        #expect(indicator.activityCount == 3)
+        indicator.decrement()
+        indicator.decrement()
+        indicator.decrement()
+        #expect(indicator.activityCount == 1)
+
+        indicator.transferStopped("a")
+        indicator.decrement()
+        #expect(indicator.activityCount == 0)
+        scheduler.advance(by: 10)
+        #expect(recorder.take() == [])
+    }
+
+    @Test func clientActivityAloneShowsTheIndicator() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+
+        indicator.increment()
+        scheduler.advance(by: 1)
+        indicator.decrement()
+        scheduler.advance(by: 0.25)
+
+        #expect(recorder.take() == [visibility(true, 1), visibility(false, 0)])
+    }
+
+    @Test func stateReportsSettingsAndCount() {
+        let (indicator, scheduler, _) = makeIndicator()
+        #expect(
+            indicator.state
+                == [
+                    "enabled": true, "state": "notActive", "visible": false, "activityCount": 0,
+                    "activationDelay": 1.0, "completionDelay": 0.25,
+                ])
+
+        indicator.transferStarted("a")
+        indicator.increment()
+        scheduler.advance(by: 1)
+        indicator.configure(completionDelay: 0.5)
+
+        #expect(
+            indicator.state
+                == [
+                    "enabled": true, "state": "active", "visible": true, "activityCount": 2,
+                    "activationDelay": 1.0, "completionDelay": 0.5,
+                ])
+        indicator.transferStopped("a")
+        indicator.decrement()
+        #expect(indicator.state["state"] == "delayingEnd")
+        #expect(indicator.state["visible"] == true)
+    }
+
+    @Test func concurrentTransfersLeaveTheCountAtZero() {
+        let (indicator, scheduler, recorder) = makeIndicator()
+        indicator.transferStarted("long")
+        scheduler.advance(by: 1)
+
+        // When many threads start, resume and stop transfers at once
+        DispatchQueue.concurrentPerform(iterations: 1000) { index in
+            indicator.transferStarted("t\(index)")
+            indicator.transferStarted("t\(index)")
+            indicator.increment()
+            indicator.transferStopped("t\(index)")
+            indicator.decrement()
+            indicator.transferStopped("t\(index)")
+        }
+        indicator.transferStopped("long")
+        scheduler.advance(by: 0.25)
+
+        // Then the count is back at zero, shown once and hidden once
+        #expect(indicator.activityCount == 0)
+        #expect(recorder.take() == [visibility(true, 1), visibility(false, 0)])
+    }
+}
