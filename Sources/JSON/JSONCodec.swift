@@ -21,7 +21,8 @@ public struct JSONDecodeError: Error, Sendable, CustomStringConvertible {
 /// Reads and writes JSON text through jansson.
 public enum JSONCodec {
     /// Parses one JSON text of any type (a scalar at the top level too).
-    /// Strings may hold `\u0000`; integers beyond 64 bits are an error.
+    /// Strings may hold `\u0000`, object keys may not (jansson refuses a
+    /// NUL in a key); integers beyond 64 bits are an error.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(JSONDecodeError) -> JSON {
         var error = json_error_t()
         let flags = Int(JSON_DECODE_ANY | JSON_ALLOW_NUL)

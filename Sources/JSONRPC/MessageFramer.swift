@@ -187,7 +187,9 @@ public struct MessageFramer: Sendable {
 
         // A body that could not be skipped (its length was unknown) runs into
         // the next header block: resume at the Content-Length inside the line.
-        if let resume = Self.contentLengthHeader(in: line), resume > line.startIndex {
+        if let resume = Self.contentLengthHeader(in: line),
+            line[..<resume].contains(where: { !Self.isWhitespace($0) })
+        {
             start = resume
             scanned = resume
             header = HeaderBlock()
