@@ -20,13 +20,13 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Cache directory (default: $XDG_CACHE_HOME/courier, else ~/.cache/courier).")
     var cacheDir: String?
 
-    @Option(help: "Memory cache capacity.", transform: size)
+    @Option(help: "Memory cache capacity (default: 100MiB).", transform: size)
     var memoryCapacity: Int64 = 100 << 20
 
-    @Option(help: "Memory cache usage a purge brings it down to.", transform: size)
+    @Option(help: "Memory cache usage a purge brings it down to (default: 60MiB).", transform: size)
     var memoryAfterPurge: Int64 = 60 << 20
 
-    @Option(help: "Disk cache capacity.", transform: size)
+    @Option(help: "Disk cache capacity (default: 512MiB).", transform: size)
     var diskCapacity: Int64 = 512 << 20
 
     @Option(help: "Transfers running at once.")
@@ -71,7 +71,7 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Message framing: auto, lsp or ndjson.")
     var framing: String = "auto"
 
-    @Option(help: "Largest message accepted from the client.", transform: size)
+    @Option(help: "Largest message accepted from the client (default: 16MiB).", transform: size)
     var maxMessageBytes: Int64 = 16 << 20
 
     @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.")
