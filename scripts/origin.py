@@ -421,6 +421,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "origin/1.0"
     sys_version = ""
     timeout = 120  # idle keep-alive connections end eventually
+    # Headers and body leave in separate writes; without TCP_NODELAY the body
+    # waits for the client's delayed ACK (about 40 ms a response).
+    disable_nagle_algorithm = True
 
     server: _Server
 
@@ -825,6 +828,7 @@ class Origin:
         self._hits_by_target: dict[str, int] = {}
         self._headers_by_path: dict[str, dict[str, str]] = {}
         self._headers_by_target: dict[str, dict[str, str]] = {}
+        self._request_log: list[str] = []
         self._resources: dict[str, _Resource] = {}
         self._connections: set = set()
 
@@ -913,6 +917,12 @@ class Origin:
             self._hits_by_target.clear()
             self._headers_by_path.clear()
             self._headers_by_target.clear()
+            self._request_log.clear()
+
+    def request_log(self) -> list[str]:
+        """Request targets (path and query) in the order they arrived, oldest first."""
+        with self._lock:
+            return list(self._request_log)
 
     def last_headers(self, path: str) -> dict[str, str]:
         """Headers (lower-case names) of the last request for ``path``, or {}."""
@@ -927,6 +937,7 @@ class Origin:
             self._hits_by_target[target] = self._hits_by_target.get(target, 0) + 1
             self._headers_by_path[path] = recorded
             self._headers_by_target[target] = recorded
+            self._request_log.append(target)
 
     def _track(self, conn, add: bool) -> None:
         with self._lock:

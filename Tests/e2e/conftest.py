@@ -3,3 +3,177 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
+
+import collections
+import os
+import subprocess
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+import pytest
+
+from courier_client import Courier
+from origin import Origin
+from schema import validate_message
+
+COURIER = os.environ.get("COURIER") or str(REPO / ".build" / "debug" / "courier")
+
+# Proxy settings of the environment the tests run in must not leak into courier.
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                   "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")
+
+
+class Session(Courier):
+    """A courier session that remembers the method of every request it sent
+    (so each response can be checked against the protocol document) and
+    indexes `download/finished` and `download/progress` as they arrive."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.methods_by_id: dict[Any, str] = {}
+        self.outcomes: dict[str, list[dict]] = collections.defaultdict(list)
+        self.finished_order: list[str] = []
+        self.progress_by_task: dict[str, list[tuple[float, dict]]] = collections.defaultdict(list)
+        super().__init__(*args, **kwargs)
+        self.on_notification(self._index)
+
+    def send_message(self, obj: Any) -> None:
+        for item in obj if isinstance(obj, list) else [obj]:
+            if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str):
+                try:
+                    self.methods_by_id[item["id"]] = item["method"]
+                except TypeError:
+                    pass
+        super().send_message(obj)
+
+    def _index(self, method: str, params: Any) -> None:
+        now = time.monotonic()
+        with self._cv:
+            if method == "download/finished":
+                self.outcomes[params["receipt"]].append(params["outcome"])
+                self.finished_order.append(params["receipt"])
+            elif method == "download/progress":
+                self.progress_by_task[params["task"]].append((now, params))
+            self._cv.notify_all()
+
+    # -- waiting ------------------------------------------------------------------
+
+    def wait_until(self, condition: Callable[[], bool], timeout: float = 20,
+                   what: str = "condition") -> None:
+        """Waits (on received messages, not on a clock) until ``condition()`` holds."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not condition():
+                if self._eof:
+                    raise AssertionError(self._exit_description(f"waiting for {what}"))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"{what} not reached within {timeout} s")
+                self._cv.wait(remaining)
+
+    def wait_all(self, receipts: Iterable[str], timeout: float = 30) -> dict[str, dict]:
+        """The outcome of every receipt, waiting for each `download/finished`."""
+        receipts = list(receipts)
+        with self._cv:
+            self.wait_until(lambda: all(r in self.outcomes for r in receipts), timeout,
+                            f"download/finished of {len(receipts)} receipt(s)")
+            return {r: self.outcomes[r][0] for r in receipts}
+
+    def wait_progress(self, task: str, count: int = 1, timeout: float = 20) -> dict:
+        """Waits until ``task`` has had ``count`` progress notifications; returns the last."""
+        with self._cv:
+            self.wait_until(lambda: len(self.progress_by_task[task]) >= count, timeout,
+                            f"{count} download/progress of {task}")
+            return self.progress_by_task[task][-1][1]
+
+    def progress_count(self, task: str) -> int:
+        with self._cv:
+            return len(self.progress_by_task[task])
+
+    # -- shortcuts ------------------------------------------------------------------
+
+    def batch(self, requests: list[tuple[str, dict]], timeout: float = 60) -> list[dict]:
+        """Sends ``(method, params)`` pairs as one batch; returns the responses in
+        request order."""
+        ids = [f"batch-{self.next_id()}" for _ in requests]
+        self.send_message([{"jsonrpc": "2.0", "id": i, "method": m, "params": p}
+                           for i, (m, p) in zip(ids, requests)])
+        return [self.wait_response(i, timeout) for i in ids]
+
+    def tasks(self) -> list[dict]:
+        return self.progress()["tasks"]
+
+
+def _check_session(session: Session, validate: str) -> None:
+    assert session.stdout_garbage == [], session.stdout_garbage[:3]
+    received = session.messages
+    if validate == "sample" and len(received) > 400:
+        step = len(received) // 200
+        received = received[:100] + received[100::step] + received[-100:]
+    for entry in received:
+        message = entry.message
+        if isinstance(message, list):
+            validate_message(message, {item.get("id"): session.methods_by_id.get(item.get("id"))
+                                       for item in message if isinstance(item, dict)})
+        elif isinstance(message, dict) and "id" in message and "method" not in message:
+            validate_message(message, session.methods_by_id.get(message["id"]))
+        else:
+            validate_message(message)
+
+
+@pytest.fixture
+def origin():
+    with Origin() as o:
+        yield o
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    path = tmp_path / "cache"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def courier(cache_dir):
+    """Starts courier sessions: ``courier("--max-active", "2", env={...})``.
+
+    Each gets ``--cache-dir`` under the test's tmp_path and an environment
+    without proxy variables (unless ``env`` sets them). At teardown the
+    session is shut down (killed if it hangs) and every message it wrote is
+    checked against protocol/openrpc.json (``validate="sample"`` checks a
+    sample, for sessions of many thousand messages)."""
+    started: list[tuple[Session, str]] = []
+
+    def start(*args: str, env: dict[str, str | None] | None = None,
+              validate: str = "all", cache: Any = None) -> Session:
+        full_env: dict[str, str | None] = {name: None for name in PROXY_VARIABLES}
+        full_env.update(env or {})
+        session = Session(COURIER, ["--cache-dir", str(cache or cache_dir), *args],
+                          env=full_env)
+        started.append((session, validate))
+        return session
+
+    yield start
+    for session, _ in started:
+        try:
+            session.close(timeout=10)
+        finally:
+            if session.alive:
+                session.kill()
+    for session, validate in started:
+        _check_session(session, validate)
+
+
+@pytest.fixture(scope="session")
+def tls_cert(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1: (cert path, key path)."""
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    return str(cert), str(key)
