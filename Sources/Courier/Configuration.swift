@@ -83,9 +83,15 @@ public struct Configuration: Sendable {
         "caFile", "proxy", "framing", "maxMessageBytes",
     ]
 
-    /// Applies `initialize` options. Start-up settings may be given only with
-    /// the value they already have.
+    /// Applies `initialize` options, all or none. Start-up settings may be
+    /// given only with the value they already have.
     public mutating func apply(options: NamedParams) throws(RPCError) {
+        var next = self
+        try next.assign(options)
+        self = next
+    }
+
+    private mutating func assign(_ options: NamedParams) throws(RPCError) {
         let current = json
         for (name, value) in options.members.sorted(by: { $0.key < $1.key }) {
             guard let existing = current[name] else {

@@ -37,6 +37,8 @@ public final class Dispatcher: Sendable {
 
     public var methods: [String] { handlers.withLock { $0.requests.keys.sorted() } }
 
+    public var notificationMethods: [String] { handlers.withLock { $0.notifications.keys.sorted() } }
+
     /// Handles one message's bytes; responses go to `send`, a batch's
     /// responses as one array once every request in it is answered.
     public func receive(_ bytes: [UInt8], send: @escaping @Sendable (JSON) -> Void) {

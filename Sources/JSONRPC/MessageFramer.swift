@@ -185,31 +185,32 @@ public struct MessageFramer: Sendable {
             return (nil, true)
         }
 
-        // A body that could not be skipped (its length was unknown) runs into
-        // the next header block: resume at the Content-Length inside the line.
-        if let resume = Self.contentLengthHeader(in: line),
-            line[..<resume].contains(where: { !Self.isWhitespace($0) })
-        {
-            start = resume
-            scanned = resume
-            header = HeaderBlock()
-            return (.malformed("expected a header line, got \(Self.preview(line[..<resume]))"), true)
-        }
-
         header.lines += 1
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
+        let colon = line.firstIndex(of: UInt8(ascii: ":"))
+        let name = colon.map { Self.trimmingBlanks(line[..<$0]) } ?? line[line.endIndex...]
+        guard let colon, !name.isEmpty, name.allSatisfy(Self.isTokenByte) else {
             header = HeaderBlock()
+            // A body that could not be skipped (its length was unknown) runs
+            // into the next header block: resume at the Content-Length inside.
+            if let resume = Self.contentLengthHeader(in: line), resume > line.startIndex {
+                start = resume
+                scanned = resume
+                return (.malformed("expected a header line, got \(Self.preview(line[..<resume]))"), true)
+            }
             return (.malformed("expected a header line, got \(Self.preview(line))"), true)
         }
-        let name = String(decoding: line[..<colon], as: UTF8.self).trimmed.lowercased()
-        let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmed
-        if name == "content-length" {
-            if let length = Int(value), length >= 0, value.allSatisfy(\.isASCII),
-                header.contentLength == nil || header.contentLength == length
-            {
+        if Self.equalsIgnoringCase(name, Self.contentLengthName) {
+            let value = Self.trimmingBlanks(line[(colon + 1)...])
+            var length = 0
+            let valid = !value.isEmpty && value.count <= 18 && value.allSatisfy { byte in
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return false }
+                length = length * 10 + Int(byte - UInt8(ascii: "0"))
+                return true
+            }
+            if valid, header.contentLength == nil || header.contentLength == length {
                 header.contentLength = length
             } else {
-                header.problem = "invalid Content-Length \(Self.preview(Array(value.utf8)[...]))"
+                header.problem = "invalid Content-Length \(Self.preview(value))"
             }
         }
         return (nil, true)
@@ -260,6 +261,32 @@ public struct MessageFramer: Sendable {
         }
     }
 
+    private static let contentLengthName = Array("content-length".utf8)
+
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowercase: [UInt8]) -> Bool {
+        bytes.count == lowercase.count && zip(bytes, lowercase).allSatisfy { byte, expected in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == expected : byte == expected
+        }
+    }
+
+    private static func trimmingBlanks(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        guard let first = bytes.firstIndex(where: { !isBlank($0) }), let last = bytes.lastIndex(where: { !isBlank($0) }) else {
+            return bytes[bytes.endIndex...]
+        }
+        return bytes[first...last]
+    }
+
+    /// RFC 9110 token characters, the only ones a header name may hold.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
     private static func isWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
     }
@@ -267,11 +294,5 @@ public struct MessageFramer: Sendable {
     private static func preview(_ bytes: ArraySlice<UInt8>) -> String {
         let text = String(decoding: bytes.prefix(40), as: UTF8.self)
         return "'\(text)\(bytes.count > 40 ? "…" : "")'"
-    }
-}
-
-extension String {
-    var trimmed: String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
     }
 }

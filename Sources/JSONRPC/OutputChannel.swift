@@ -33,7 +33,7 @@ final class OutputChannel: @unchecked Sendable {
     /// is gone), at most `timeout` seconds. Returns false on time-out.
     @discardableResult
     func flush(timeout: Double) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
+        let deadline = timeout.isFinite ? Date(timeIntervalSinceNow: timeout) : .distantFuture
         condition.lock()
         defer { condition.unlock() }
         while (!pending.isEmpty || writing) && !broken {

@@ -24,7 +24,7 @@ struct Delivery {
         defer { unlink(bodyPath) }
 
         let body = BodyFile(path: bodyPath)
-        let image = ImageInfo.sniff(body.prefix(ImageInfo.sniffLength))
+        let image = ImageInfo.sniff(result.head)
         var outcomes: [Outcome] = []
         var fileConsumers = receipts.indices.filter { receipts[$0].request.destination != nil || receipts[$0].request.body == .none }
 
@@ -72,6 +72,7 @@ struct Delivery {
     /// destination never holds a partial body.
     private func place(_ source: String, at path: String, move: Bool, link: Bool = false) throws {
         let directory = (path as NSString).deletingLastPathComponent
+        if move, rename(source, path) == 0 { return }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         if move, rename(source, path) == 0 { return }
         if link {
@@ -117,12 +118,5 @@ final class BodyFile {
         let data = FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? []
         loaded = data
         return data
-    }
-
-    func prefix(_ count: Int) -> [UInt8] {
-        if let loaded { return Array(loaded.prefix(count)) }
-        guard let handle = FileHandle(forReadingAtPath: path) else { return [] }
-        defer { try? handle.close() }
-        return [UInt8]((try? handle.read(upToCount: count)) ?? Data())
     }
 }

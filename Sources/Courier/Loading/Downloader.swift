@@ -348,8 +348,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         options.timeoutMilliseconds = Int(task.request.timeout * 1000)
         let limits = task.receipts.map(\.request.maxBytes)
         if !limits.contains(where: { $0 == nil }) { options.maxFileSize = limits.compactMap { $0 }.max() }
-        let transfer = Transfer(
-            taskID: task.id, options: options, bodyPath: "\(temporaryDirectory)/\(getpid())-\(task.id).part", observer: self)
+        let transfer = Transfer(taskID: task.id, options: options, bodyPath: bodyPath(for: task), observer: self)
         task.transfer = transfer
         task.started = true
         task.state = .running
@@ -357,6 +356,18 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         running += 1
         engine.start(transfer)
         activity?.transferStarted(task: task.id)
+    }
+
+    /// Where a task's body streams to: beside its first receipt's destination,
+    /// so placing it there is a rename within one directory, else in the
+    /// cache's temporary directory.
+    private func bodyPath(for task: DownloadTask) -> String {
+        let name = "\(getpid())-\(task.id).part"
+        if let destination = task.receipts.first?.request.destination {
+            let directory = (destination as NSString).deletingLastPathComponent
+            if access(directory, W_OK) == 0 { return "\(directory)/.courier-\(name)" }
+        }
+        return "\(temporaryDirectory)/\(name)"
     }
 
     /// Removes a task from every map and stops its transfer.
@@ -384,8 +395,9 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     @discardableResult
     private func cancel(_ receipt: Receipt, now: Double) -> Bool {
         guard receipt.phase == .active else { return false }
+        let task = receipt.task
         finish(receipt, Outcome(url: receipt.request.url, failure: TransferFailure(code: .cancelled, message: "cancelled")), now: now)
-        if let task = receipt.task, task.receipts.isEmpty {
+        if let task, task.receipts.isEmpty {
             detach(task)
             pump()
         }
@@ -416,7 +428,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             receipt.reply = nil
             var response = result(for: receipt, state: "finished").objectValue ?? [:]
             response["outcome"] = outcomeJSON
-            response["source"] = .string(outcome.source.rawValue)
+            if outcome.source == .memory || outcome.source == .disk { response["source"] = .string(outcome.source.rawValue) }
             reply.success(.object(response))
         }
         receipt.task = nil

@@ -51,6 +51,9 @@ struct TransferResult: Sendable {
     var size: Int64
     /// The file holding the body, when the transfer succeeded.
     var bodyPath: String?
+    /// The body's first bytes (up to `ImageInfo.sniffLength`), kept while
+    /// they streamed by so nobody reads the file again to recognise an image.
+    var head: [UInt8] = []
     var failure: TransferFailure?
     var httpVersion: Int
 }
@@ -76,6 +79,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var head = ResponseHead(status: 0, headers: [])
     private var announced = false
     private var received: Int64 = 0
+    private var firstBytes: [UInt8] = []
     private var stopReason: TransferFailure?
 
     init(taskID: String, options: EasyOptions, bodyPath: String, observer: any TransferObserver) {
@@ -127,7 +131,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if failure != nil { unlink(bodyPath) }
         let result = TransferResult(
             response: head.status == 0 ? nil : head, size: received,
-            bodyPath: failure == nil ? bodyPath : nil, failure: failure, httpVersion: httpVersion)
+            bodyPath: failure == nil ? bodyPath : nil, head: firstBytes, failure: failure, httpVersion: httpVersion)
         observer.transferDidComplete(self, result)
     }
 
@@ -190,6 +194,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             offset += written
         }
         received += Int64(data.count)
+        if firstBytes.count < ImageInfo.sniffLength {
+            firstBytes.append(contentsOf: data.prefix(ImageInfo.sniffLength - firstBytes.count))
+        }
         if let limit = options.maxFileSize, received > limit {
             return stop(TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes"))
         }

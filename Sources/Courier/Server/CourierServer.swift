@@ -102,7 +102,7 @@ public final class CourierServer: Sendable {
             "serverInfo": ["name": "courier", "version": .string(Configuration.version)],
             "protocolVersion": .string(Configuration.protocolVersion),
             "capabilities": [
-                "methods": .array(dispatcher.methods.map(JSON.string)),
+                "methods": .array((dispatcher.methods + dispatcher.notificationMethods).sorted().map(JSON.string)),
                 "notifications": .array(Self.notifications.map(JSON.string)),
                 "framings": .array(Framing.allCases.map { .string($0.rawValue) }),
                 "framing": JSON(connection.framing?.rawValue),
@@ -178,7 +178,9 @@ public final class CourierServer: Sendable {
 
     private func finish(code: Int32) -> Never {
         shutDown()
-        connection.flush(timeout: 5)
+        // A client that reads slowly still gets every message; one that has
+        // gone away breaks the pipe, which ends the wait.
+        connection.flush(timeout: .infinity)
         terminate(code)
     }
 }

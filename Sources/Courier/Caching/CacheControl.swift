@@ -1,0 +1,84 @@
+import Foundation
+
+/// The directives of `Cache-Control` header lines (RFC 9111 §5.2), names in
+/// lower case. A directive given twice counts from its first occurrence.
+struct CacheControl: Sendable, Equatable {
+    /// Directive name → argument, unquoted; "" for a directive without one.
+    var directives: [String: String] = [:]
+
+    /// The directives of every `Cache-Control` line among `headers` (names
+    /// compared without case).
+    init(_ headers: [(name: String, value: String)]) {
+        for (name, value) in headers where name.lowercased() == "cache-control" {
+            add(value)
+        }
+    }
+
+    init(parsing value: String) {
+        add(value)
+    }
+
+    var noStore: Bool { directives["no-store"] != nil }
+    /// `no-cache`, with or without a field list (both taken as "always revalidate").
+    var noCache: Bool { directives["no-cache"] != nil }
+    var mustRevalidate: Bool { directives["must-revalidate"] != nil }
+    var isPublic: Bool { directives["public"] != nil }
+    var isPrivate: Bool { directives["private"] != nil }
+    var maxAge: TimeInterval? { seconds("max-age") }
+    var sMaxAge: TimeInterval? { seconds("s-maxage") }
+    var minFresh: TimeInterval? { seconds("min-fresh") }
+    /// `max-stale` without an argument accepts any staleness: infinity.
+    var maxStale: TimeInterval? {
+        guard let argument = directives["max-stale"] else { return nil }
+        return argument.isEmpty ? .infinity : seconds("max-stale")
+    }
+
+    /// A delta-seconds argument; one that is not a number counts as 0
+    /// (stale), one too large as 2^31 (RFC 9111 §1.2.2).
+    private func seconds(_ name: String) -> TimeInterval? {
+        guard let argument = directives[name] else { return nil }
+        guard !argument.isEmpty, argument.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return 0 }
+        guard let value = Int(argument), value < 2_147_483_648 else { return 2_147_483_648 }
+        return TimeInterval(value)
+    }
+
+    private mutating func add(_ value: String) {
+        var name = ""
+        var argument = ""
+        var inArgument = false
+        var quoted = false
+        var escaped = false
+        func flush() {
+            let key = name.trimmingCharacters(in: .whitespaces).lowercased()
+            if !key.isEmpty, directives[key] == nil {
+                directives[key] = argument.trimmingCharacters(in: .whitespaces)
+            }
+            name = ""
+            argument = ""
+            inArgument = false
+        }
+        for character in value {
+            if quoted {
+                if escaped {
+                    argument.append(character)
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == "\"" {
+                    quoted = false
+                } else {
+                    argument.append(character)
+                }
+            } else if character == "," {
+                flush()
+            } else if inArgument {
+                if character == "\"" { quoted = true } else { argument.append(character) }
+            } else if character == "=" {
+                inArgument = true
+            } else {
+                name.append(character)
+            }
+        }
+        flush()
+    }
+}

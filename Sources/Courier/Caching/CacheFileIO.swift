@@ -1,0 +1,83 @@
+import Foundation
+
+/// Whole-buffer reads and writes on file descriptors, retried on EINTR and
+/// short counts, for the disk cache.
+enum CacheFileIO {
+    static let chunkSize = 256 * 1024
+
+    /// `count` bytes at `offset`, or nil on an error or end of file first.
+    static func read(_ fd: Int32, count: Int, at offset: Int64) -> [UInt8]? {
+        var complete = false
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            complete = read(fd, into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+            initialized = complete ? count : 0
+        }
+        return complete ? bytes : nil
+    }
+
+    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { return false }
+            done += n
+        }
+        return true
+    }
+
+    static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var done = 0
+        while done < bytes.count {
+            let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { return false }
+            done += n
+        }
+        return true
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { write(fd, $0) }
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var done = 0
+            while done < buffer.count {
+                let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 { return false }
+                done += n
+            }
+            return true
+        }
+    }
+
+    /// Copies `length` bytes of `source` from `offset` to `destination`'s
+    /// current position; their XXH64, or nil on an I/O error or a source
+    /// shorter than `length`.
+    static func copy(from source: Int32, offset: Int64, length: Int64, to destination: Int32) -> UInt64? {
+        var hasher = XXH64()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var done: Int64 = 0
+        while done < length {
+            let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(min(Int64(chunkSize), length - done))])
+            guard read(source, into: chunk, at: offset + done) else { return nil }
+            hasher.update(UnsafeRawBufferPointer(chunk))
+            guard write(destination, UnsafeRawBufferPointer(chunk)) else { return nil }
+            done += Int64(chunk.count)
+        }
+        return hasher.finalize()
+    }
+
+    /// Nanoseconds since 1970 of a file's last modification.
+    static func modified(_ info: stat) -> Int64 {
+        #if os(Linux)
+            Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        #else
+            Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
+        #endif
+    }
+}

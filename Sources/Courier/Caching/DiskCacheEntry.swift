@@ -1,0 +1,126 @@
+import Foundation
+import JSON
+
+/// One disk cache entry's metadata, and the file format that holds it.
+///
+/// An entry file is a 40-byte header, the metadata as JSON, then the body:
+///
+///     offset  size  field
+///          0     8  magic "CRCH\r\n\u{1A}\n"
+///          8     4  format version, little-endian (1)
+///         12     4  metadata length
+///         16     8  body length
+///         24     8  XXH64 of the metadata
+///         32     8  XXH64 of the body
+///
+/// The metadata object holds `key`, `url`, `status`, `headers` (an array of
+/// `[name, value]`), `vary` (an object), and `requestTime`, `responseTime`,
+/// `storedAt` in seconds since 1970. A file is an entry only if its size is
+/// exactly header + metadata + body length and both checksums match.
+struct DiskCacheEntry: Sendable, Equatable {
+    var key: String
+    var response: CachedResponse
+    var bodyLength: Int64
+    /// The entry file this was read from. Another process may replace or
+    /// remove it at any moment: read the body through `DiskCache`, which
+    /// verifies it, rather than from here.
+    var path: String
+    var bodyOffset: Int64
+
+    static let magic: [UInt8] = [0x43, 0x52, 0x43, 0x48, 0x0D, 0x0A, 0x1A, 0x0A]
+    static let version: UInt32 = 1
+    static let headerLength = 40
+    /// Larger metadata is taken for corruption.
+    static let metadataLimit = 1 << 20
+
+    /// The fixed header's fields.
+    struct Header: Equatable {
+        var metadataLength: Int
+        var bodyLength: Int64
+        var metadataChecksum: UInt64
+        var bodyChecksum: UInt64
+
+        var bytes: [UInt8] {
+            var bytes = DiskCacheEntry.magic
+            append(DiskCacheEntry.version, to: &bytes)
+            append(UInt32(metadataLength), to: &bytes)
+            append(UInt64(bodyLength), to: &bytes)
+            append(metadataChecksum, to: &bytes)
+            append(bodyChecksum, to: &bytes)
+            return bytes
+        }
+
+        /// The header `bytes` hold, or nil when they are not one.
+        init?(_ bytes: [UInt8]) {
+            guard bytes.count == DiskCacheEntry.headerLength, Array(bytes[0..<8]) == DiskCacheEntry.magic,
+                Self.read(UInt32.self, bytes, at: 8) == DiskCacheEntry.version
+            else { return nil }
+            metadataLength = Int(Self.read(UInt32.self, bytes, at: 12))
+            let body = Self.read(UInt64.self, bytes, at: 16)
+            guard metadataLength <= DiskCacheEntry.metadataLimit, body <= UInt64(Int64.max / 2) else { return nil }
+            bodyLength = Int64(body)
+            metadataChecksum = Self.read(UInt64.self, bytes, at: 24)
+            bodyChecksum = Self.read(UInt64.self, bytes, at: 32)
+        }
+
+        init(metadataLength: Int, bodyLength: Int64, metadataChecksum: UInt64, bodyChecksum: UInt64) {
+            self.metadataLength = metadataLength
+            self.bodyLength = bodyLength
+            self.metadataChecksum = metadataChecksum
+            self.bodyChecksum = bodyChecksum
+        }
+
+        var fileLength: Int64 { Int64(DiskCacheEntry.headerLength + metadataLength) + bodyLength }
+
+        private func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+            withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        }
+
+        private static func read<T: FixedWidthInteger>(_: T.Type, _ bytes: [UInt8], at offset: Int) -> T {
+            bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+        }
+    }
+
+    /// The metadata JSON for `response` stored under `key`.
+    static func metadata(key: String, response: CachedResponse) -> [UInt8] {
+        let object: JSON = [
+            "key": .string(key),
+            "url": .string(response.url),
+            "status": JSON(response.status),
+            "headers": .array(response.headers.map { .array([.string($0.name), .string($0.value)]) }),
+            "vary": .object(response.varyValues.mapValues(JSON.string)),
+            "requestTime": .double(response.requestTime.timeIntervalSince1970),
+            "responseTime": .double(response.responseTime.timeIntervalSince1970),
+            "storedAt": .double(response.storedAt.timeIntervalSince1970),
+        ]
+        return JSONCodec.encode(object)
+    }
+
+    /// The key and response `bytes` describe, or nil when they are not
+    /// metadata.
+    static func parseMetadata(_ bytes: [UInt8]) -> (key: String, response: CachedResponse)? {
+        guard let object = try? JSONCodec.decode(bytes), let key = object["key"]?.stringValue,
+            let url = object["url"]?.stringValue, let status = object["status"]?.integerValue,
+            let headerList = object["headers"]?.arrayValue, let vary = object["vary"]?.objectValue,
+            let requestTime = object["requestTime"]?.doubleValue, let responseTime = object["responseTime"]?.doubleValue,
+            let storedAt = object["storedAt"]?.doubleValue
+        else { return nil }
+        var headers: [(name: String, value: String)] = []
+        for item in headerList {
+            guard let pair = item.arrayValue, pair.count == 2, let name = pair[0].stringValue,
+                let value = pair[1].stringValue
+            else { return nil }
+            headers.append((name, value))
+        }
+        var varyValues: [String: String] = [:]
+        for (name, value) in vary {
+            guard let value = value.stringValue else { return nil }
+            varyValues[name] = value
+        }
+        let response = CachedResponse(
+            status: Int(status), headers: headers, url: url, requestTime: Date(timeIntervalSince1970: requestTime),
+            responseTime: Date(timeIntervalSince1970: responseTime), storedAt: Date(timeIntervalSince1970: storedAt),
+            varyValues: varyValues)
+        return (key, response)
+    }
+}

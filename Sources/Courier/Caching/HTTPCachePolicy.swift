@@ -1,0 +1,226 @@
+import Foundation
+
+/// HTTP caching rules (RFC 9111) for a private cache, as pure functions of
+/// headers and an injected `now`.
+///
+/// courier is a private cache, so `private` responses are stored and
+/// `s-maxage` is ignored for freshness. Its disk tier is shared by every
+/// process and client on one cache directory, so a request carrying
+/// `Authorization` is treated as a shared cache must (§3.5): its response is
+/// stored only with `public`, `s-maxage` or `must-revalidate`.
+/// `isStorable` admits every status RFC 9111 allows; courier itself only
+/// ever stores 2xx responses, since other statuses fail the download.
+enum HTTPCachePolicy {
+    /// Statuses heuristically cacheable (RFC 9110 §15.1); 206 is left out
+    /// because courier does not store partial content.
+    static let cacheableByDefault: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+    /// Heuristic freshness is this fraction of the time since Last-Modified…
+    static let heuristicFraction = 0.1
+    /// …but never more than a day.
+    static let heuristicLimit: TimeInterval = 86_400
+    /// Fields that describe the connection, not the response: never stored
+    /// (RFC 9111 §3.1).
+    static let hopByHopFields: Set<String> = [
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
+        "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+    ]
+    /// Fields a 304 does not update because they frame the stored body
+    /// (RFC 9111 §3.2), besides the hop-by-hop ones.
+    static let framingFields: Set<String> = ["content-length", "content-encoding", "content-range"]
+
+    // MARK: - Storing
+
+    /// Whether a response may be stored at all (RFC 9111 §3).
+    static func isStorable(
+        status: Int, requestHeaders: [(name: String, value: String)], responseHeaders: [(name: String, value: String)]
+    ) -> Bool {
+        guard (200...599).contains(status), status != 206, status != 304 else { return false }
+        let request = CacheControl(requestHeaders)
+        let response = CacheControl(responseHeaders)
+        if request.noStore || response.noStore { return false }
+        if varyNames(responseHeaders) == nil { return false }
+        if field("authorization", in: requestHeaders) != nil,
+            !(response.isPublic || response.sMaxAge != nil || response.mustRevalidate)
+        {
+            return false
+        }
+        if cacheableByDefault.contains(status) { return true }
+        return response.maxAge != nil || field("expires", in: responseHeaders) != nil || response.isPublic
+            || response.isPrivate
+    }
+
+    /// `headers` without the hop-by-hop fields and those `Connection` names,
+    /// names in lower case.
+    static func storableHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        let listed = Set(
+            (field("connection", in: headers) ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            })
+        return headers.compactMap { name, value in
+            let name = name.lowercased()
+            return hopByHopFields.contains(name) || listed.contains(name) ? nil : (name, value)
+        }
+    }
+
+    // MARK: - Freshness
+
+    /// How long the response stays fresh from its origin's point of view
+    /// (RFC 9111 §4.2.1): max-age, else Expires − Date, else the heuristic
+    /// from Last-Modified for statuses cacheable by default, else 0.
+    static func freshnessLifetime(of response: CachedResponse) -> TimeInterval {
+        let control = CacheControl(response.headers)
+        if let maxAge = control.maxAge { return maxAge }
+        if let expires = response.header("expires") {
+            guard let expiry = HTTPDate.parse(expires) else { return 0 }
+            return max(0, expiry.timeIntervalSince(dateValue(of: response)))
+        }
+        guard cacheableByDefault.contains(response.status) || control.isPublic,
+            let lastModified = response.header("last-modified").flatMap(HTTPDate.parse)
+        else { return 0 }
+        let sinceModified = max(0, dateValue(of: response).timeIntervalSince(lastModified))
+        return min(sinceModified * heuristicFraction, heuristicLimit)
+    }
+
+    /// The response's age at `now` (RFC 9111 §4.2.3).
+    static func currentAge(of response: CachedResponse, now: Date) -> TimeInterval {
+        let ageValue = response.header("age").flatMap { value in
+            TimeInterval(value.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "")
+        }.map { max(0, $0) } ?? 0
+        let apparentAge = max(0, response.responseTime.timeIntervalSince(dateValue(of: response)))
+        let responseDelay = max(0, response.responseTime.timeIntervalSince(response.requestTime))
+        let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
+        let residentTime = max(0, now.timeIntervalSince(response.responseTime))
+        return correctedInitialAge + residentTime
+    }
+
+    /// Whether `response` may answer a request with `requestHeaders` at
+    /// `now` without validation (RFC 9111 §4.2, §5.2.1). The request's
+    /// `no-cache` (or `Pragma: no-cache` without Cache-Control) and
+    /// `max-age=0` ask for revalidation; its `max-age`, `min-fresh` and
+    /// `max-stale` narrow or widen what counts as fresh; a stored `no-cache`
+    /// always asks for revalidation, and `must-revalidate` forbids `max-stale`.
+    static func freshness(
+        of response: CachedResponse, requestHeaders: [(name: String, value: String)] = [], now: Date
+    ) -> Freshness {
+        let validators = validators(of: response)
+        let stored = CacheControl(response.headers)
+        let request = CacheControl(requestHeaders)
+        let pragmaNoCache =
+            field("cache-control", in: requestHeaders) == nil
+            && (field("pragma", in: requestHeaders)?.lowercased().contains("no-cache") ?? false)
+        if stored.noCache || request.noCache || pragmaNoCache || request.maxAge == 0 {
+            return .mustRevalidate(validators)
+        }
+        let lifetime = freshnessLifetime(of: response)
+        let age = currentAge(of: response, now: now)
+        if let maxAge = request.maxAge, age > maxAge { return .stale(validators) }
+        if let minFresh = request.minFresh, lifetime - age < minFresh { return .stale(validators) }
+        if lifetime > age { return .fresh }
+        if let maxStale = request.maxStale, !stored.mustRevalidate, age - lifetime <= maxStale { return .fresh }
+        return .stale(validators)
+    }
+
+    static func validators(of response: CachedResponse) -> Validators {
+        Validators(etag: response.header("etag"), lastModified: response.header("last-modified"))
+    }
+
+    /// The conditional request headers that revalidate `response`.
+    static func conditionalHeaders(for response: CachedResponse) -> [(name: String, value: String)] {
+        validators(of: response).requestHeaders
+    }
+
+    // MARK: - Vary
+
+    /// The lower-case field names `Vary` lists; nil for `Vary: *`, which no
+    /// request matches.
+    static func varyNames(_ responseHeaders: [(name: String, value: String)]) -> [String]? {
+        guard let vary = field("vary", in: responseHeaders) else { return [] }
+        var names: [String] = []
+        for part in vary.split(separator: ",") {
+            let name = part.trimmingCharacters(in: .whitespaces).lowercased()
+            if name == "*" { return nil }
+            if !name.isEmpty, !names.contains(name) { names.append(name) }
+        }
+        return names
+    }
+
+    /// The request's values of the fields the response's `Vary` names, to
+    /// store with the response.
+    static func varyValues(
+        requestHeaders: [(name: String, value: String)], responseHeaders: [(name: String, value: String)]
+    ) -> [String: String] {
+        var values: [String: String] = [:]
+        for name in varyNames(responseHeaders) ?? [] {
+            values[name] = normalizedField(name, in: requestHeaders)
+        }
+        return values
+    }
+
+    /// Whether a request with `requestHeaders` may be answered by `response`
+    /// as far as its `Vary` goes (RFC 9111 §4.1): every field it names has
+    /// the value it had when stored, absent ones absent.
+    static func matches(_ response: CachedResponse, requestHeaders: [(name: String, value: String)]) -> Bool {
+        guard let names = varyNames(response.headers) else { return false }
+        return names.allSatisfy { normalizedField($0, in: requestHeaders) == response.varyValues[$0] }
+    }
+
+    // MARK: - 304
+
+    /// `stored` refreshed by a 304 (RFC 9111 §4.3.4, §3.2): the 304's fields
+    /// replace the stored ones of the same names, except the framing and
+    /// hop-by-hop fields, and its times become the response's. Nil when the
+    /// 304 names a different representation (its ETag, or without one its
+    /// Last-Modified, differs from the stored one): fetch it again.
+    static func merging(
+        notModified headers: [(name: String, value: String)], into stored: CachedResponse, requestTime: Date,
+        responseTime: Date
+    ) -> CachedResponse? {
+        if let etag = field("etag", in: headers) {
+            guard let storedTag = stored.header("etag"), opaqueTag(storedTag) == opaqueTag(etag) else { return nil }
+        } else if let lastModified = field("last-modified", in: headers), let storedDate = stored.header("last-modified"),
+            HTTPDate.parse(lastModified) != HTTPDate.parse(storedDate)
+        {
+            return nil
+        }
+        let incoming = storableHeaders(headers).filter { !framingFields.contains($0.name) }
+        let replaced = Set(incoming.map(\.name))
+        var merged = stored
+        merged.headers = stored.headers.filter { !replaced.contains($0.name) } + incoming
+        merged.requestTime = requestTime
+        merged.responseTime = responseTime
+        return merged
+    }
+
+    // MARK: - Fields
+
+    /// Every line of the field `name` among `headers` (compared without
+    /// case), joined with ", "; nil when there is none.
+    static func field(_ name: String, in headers: [(name: String, value: String)]) -> String? {
+        let name = name.lowercased()
+        var result: String?
+        for header in headers where header.name.utf8.count == name.utf8.count && header.name.lowercased() == name {
+            result = result.map { $0 + ", " + header.value } ?? header.value
+        }
+        return result
+    }
+
+    /// A field's value with the whitespace around its list items removed, so
+    /// formatting differences do not defeat `Vary`.
+    private static func normalizedField(_ name: String, in headers: [(name: String, value: String)]) -> String? {
+        field(name, in: headers).map { value in
+            value.split(separator: ",", omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
+        }
+    }
+
+    /// The Date field, else when the response arrived.
+    private static func dateValue(of response: CachedResponse) -> Date {
+        response.header("date").flatMap(HTTPDate.parse) ?? response.responseTime
+    }
+
+    /// An entity tag without its weakness marker, for the weak comparison.
+    private static func opaqueTag(_ tag: String) -> String {
+        let trimmed = tag.trimmingCharacters(in: .whitespaces)
+        return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
+    }
+}

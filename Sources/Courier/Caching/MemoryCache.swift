@@ -1,0 +1,183 @@
+import Synchronization
+
+/// The memory tier, with AFAutoPurgingImageCache's rules: when an insert
+/// takes usage above `capacity`, the least recently accessed entries go
+/// until usage is at most `afterPurge`. Reads refresh recency; replacing an
+/// entry adjusts usage; an entry costing more than `capacity` is not stored.
+/// The entry just inserted is never purged by its own insert, so usage can
+/// stay above `afterPurge` (never above `capacity`) when that entry alone
+/// costs more.
+///
+/// A dictionary from key to a node of a doubly linked list kept in an array
+/// (most recent at the head), so every operation is O(1). Thread-safe.
+final class MemoryCache: Sendable {
+    struct Entry: Sendable, Equatable {
+        var response: CachedResponse
+        var body: [UInt8]
+    }
+
+    /// What an entry costs besides its body and the bytes of its key, URL,
+    /// header names and values and Vary values.
+    static let entryOverhead = 512
+
+    static func cost(of entry: Entry, key: String) -> Int {
+        var cost = entryOverhead + entry.body.count + key.utf8.count + entry.response.url.utf8.count
+        for (name, value) in entry.response.headers { cost += name.utf8.count + value.utf8.count }
+        for (name, value) in entry.response.varyValues { cost += name.utf8.count + value.utf8.count }
+        return cost
+    }
+
+    private let state: Mutex<State>
+
+    init(capacity: Int, afterPurge: Int) {
+        precondition(capacity >= 0 && afterPurge >= 0 && afterPurge <= capacity, "need 0 ≤ afterPurge ≤ capacity")
+        state = Mutex(State(capacity: capacity, afterPurge: afterPurge))
+    }
+
+    var capacity: Int { state.withLock { $0.capacity } }
+    var afterPurge: Int { state.withLock { $0.afterPurge } }
+    /// The summed cost of the entries.
+    var usage: Int { state.withLock { $0.usage } }
+    var count: Int { state.withLock { $0.index.count } }
+
+    /// The entry for `key`, now the most recently accessed.
+    func get(_ key: String) -> Entry? {
+        state.withLock { state in
+            guard let node = state.index[key] else { return nil }
+            state.unlink(node)
+            state.linkAtHead(node)
+            return state.nodes[node].entry
+        }
+    }
+
+    /// The entry for `key`, its recency unchanged.
+    func peek(_ key: String) -> Entry? {
+        state.withLock { state in state.index[key].flatMap { state.nodes[$0].entry } }
+    }
+
+    /// Stores `entry` under `key`, replacing any entry there, and purges if
+    /// usage is now above the capacity. False when the entry costs more than
+    /// the capacity: it is not stored, and an older entry for `key` is removed.
+    @discardableResult
+    func set(_ entry: Entry, for key: String) -> Bool {
+        let cost = Self.cost(of: entry, key: key)
+        return state.withLock { state in
+            if let node = state.index[key] { state.remove(node) }
+            guard cost <= state.capacity else { return false }
+            let node = state.insert(key: key, entry: entry, cost: cost)
+            if state.usage > state.capacity { state.purge(keeping: node) }
+            return true
+        }
+    }
+
+    @discardableResult
+    func remove(_ key: String) -> Entry? {
+        state.withLock { state in
+            guard let node = state.index[key] else { return nil }
+            let entry = state.nodes[node].entry
+            state.remove(node)
+            return entry
+        }
+    }
+
+    func removeAll() {
+        state.withLock { state in state = State(capacity: state.capacity, afterPurge: state.afterPurge) }
+    }
+
+    /// New limits; purges at once when usage is above the new capacity.
+    func configure(capacity: Int, afterPurge: Int) {
+        precondition(capacity >= 0 && afterPurge >= 0 && afterPurge <= capacity, "need 0 ≤ afterPurge ≤ capacity")
+        state.withLock { state in
+            state.capacity = capacity
+            state.afterPurge = afterPurge
+            if state.usage > capacity { state.purge(keeping: nil) }
+        }
+    }
+
+    /// Keys from most to least recently accessed.
+    var keysByRecency: [String] {
+        state.withLock { state in
+            var keys: [String] = []
+            var node = state.head
+            while node != State.none {
+                keys.append(state.nodes[node].key)
+                node = state.nodes[node].next
+            }
+            return keys
+        }
+    }
+
+    private struct Node {
+        var key: String
+        var entry: Entry?
+        var cost: Int
+        var previous: Int
+        var next: Int
+    }
+
+    private struct State {
+        static let none = -1
+        var capacity: Int
+        var afterPurge: Int
+        var usage = 0
+        var index: [String: Int] = [:]
+        var nodes: [Node] = []
+        var free: [Int] = []
+        var head = State.none
+        var tail = State.none
+
+        init(capacity: Int, afterPurge: Int) {
+            self.capacity = capacity
+            self.afterPurge = afterPurge
+        }
+
+        mutating func insert(key: String, entry: Entry, cost: Int) -> Int {
+            let node = Node(key: key, entry: entry, cost: cost, previous: State.none, next: State.none)
+            let slot: Int
+            if let reused = free.popLast() {
+                nodes[reused] = node
+                slot = reused
+            } else {
+                nodes.append(node)
+                slot = nodes.count - 1
+            }
+            index[key] = slot
+            usage += cost
+            linkAtHead(slot)
+            return slot
+        }
+
+        mutating func remove(_ node: Int) {
+            unlink(node)
+            usage -= nodes[node].cost
+            index[nodes[node].key] = nil
+            nodes[node] = Node(key: "", entry: nil, cost: 0, previous: State.none, next: State.none)
+            free.append(node)
+        }
+
+        /// Removes least recently accessed entries, never `kept`, until usage
+        /// is at most `afterPurge`.
+        mutating func purge(keeping kept: Int?) {
+            while usage > afterPurge, tail != State.none, tail != kept {
+                remove(tail)
+            }
+        }
+
+        mutating func linkAtHead(_ node: Int) {
+            nodes[node].previous = State.none
+            nodes[node].next = head
+            if head != State.none { nodes[head].previous = node }
+            head = node
+            if tail == State.none { tail = node }
+        }
+
+        mutating func unlink(_ node: Int) {
+            let previous = nodes[node].previous
+            let next = nodes[node].next
+            if previous != State.none { nodes[previous].next = next } else { head = next }
+            if next != State.none { nodes[next].previous = previous } else { tail = previous }
+            nodes[node].previous = State.none
+            nodes[node].next = State.none
+        }
+    }
+}
