@@ -30,14 +30,19 @@ final class OutputChannel: @unchecked Sendable {
     }
 
     /// Waits until everything enqueued so far has been written (or the reader
-    /// is gone), at most `timeout` seconds. Returns false on time-out.
+    /// is gone), at most `timeout` seconds (`.infinity`: no limit). Returns
+    /// false on time-out.
     @discardableResult
     func flush(timeout: Double) -> Bool {
-        let deadline = timeout.isFinite ? Date(timeIntervalSinceNow: timeout) : .distantFuture
+        let deadline = timeout.isFinite ? Date(timeIntervalSinceNow: timeout) : nil
         condition.lock()
         defer { condition.unlock() }
         while (!pending.isEmpty || writing) && !broken {
-            if !condition.wait(until: deadline) { return false }
+            if let deadline {
+                if !condition.wait(until: deadline) { return false }
+            } else {
+                condition.wait()
+            }
         }
         return true
     }

@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+
+@testable import Courier
+
+@Suite(.timeLimit(.minutes(1)))
+struct MemoryCacheTests {
+    /// An entry whose cost is exactly `cost` under key `key`.
+    private func entry(costing cost: Int, key: String) -> MemoryCache.Entry {
+        let response = CachedResponse(
+            status: 200, headers: [], url: "", requestTime: Date(timeIntervalSince1970: 0),
+            responseTime: Date(timeIntervalSince1970: 0))
+        let fixed = MemoryCache.entryOverhead + key.utf8.count
+        return MemoryCache.Entry(response: response, body: [UInt8](repeating: 7, count: cost - fixed))
+    }
+
+    @Test func costIsBodyPlusOverheadPlusMetadataBytes() {
+        let response = CachedResponse(
+            status: 200, headers: [("content-type", "image/png")], url: "http://a/b",
+            requestTime: Date(), responseTime: Date(), varyValues: ["accept": "image/*"])
+        let entry = MemoryCache.Entry(response: response, body: [UInt8](repeating: 0, count: 1000))
+        #expect(MemoryCache.cost(of: entry, key: "k") == 1000 + 512 + 1 + 10 + 12 + 9 + 6 + 7)
+    }
+
+    @Test func insertOverCapacityPurgesLeastRecentDownToAfterPurge() {
+        // Given a cache of 10,000 with an after-purge of 6,000, holding four 2,000-byte entries
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 6_000)
+        for key in ["a", "b", "c", "d"] { cache.set(entry(costing: 2_000, key: key), for: key) }
+        #expect(cache.usage == 8_000)
+
+        // When an insert takes usage to 10,000: not above capacity, nothing goes
+        cache.set(entry(costing: 2_000, key: "e"), for: "e")
+        #expect(cache.usage == 10_000)
+        #expect(cache.count == 5)
+
+        // When the next insert takes it to 12,000
+        cache.set(entry(costing: 2_000, key: "f"), for: "f")
+
+        // Then the three least recent go, leaving 6,000
+        #expect(cache.keysByRecency == ["f", "e", "d"])
+        #expect(cache.usage == 6_000)
+    }
+
+    @Test func readRefreshesRecencyAndPeekDoesNot() {
+        // Given a full cache where "a" is the oldest
+        let cache = MemoryCache(capacity: 3_000, afterPurge: 2_000)
+        for key in ["a", "b", "c"] { cache.set(entry(costing: 1_000, key: key), for: key) }
+
+        // When "a" is read and "b" only peeked
+        #expect(cache.get("a") != nil)
+        #expect(cache.peek("b") != nil)
+        cache.set(entry(costing: 1_000, key: "d"), for: "d")
+
+        // Then "b" and "c" go, "a" stays
+        #expect(cache.keysByRecency == ["d", "a"])
+        #expect(cache.get("b") == nil)
+        #expect(cache.usage == 2_000)
+    }
+
+    @Test func replacingAnEntryAdjustsUsage() {
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 5_000)
+        cache.set(entry(costing: 3_000, key: "a"), for: "a")
+        cache.set(entry(costing: 1_000, key: "b"), for: "b")
+
+        // When "a" is replaced by a smaller entry, then a larger one
+        cache.set(entry(costing: 1_500, key: "a"), for: "a")
+        #expect(cache.usage == 2_500)
+        #expect(cache.count == 2)
+        cache.set(entry(costing: 8_500, key: "a"), for: "a")
+
+        // Then usage follows; 9,500 is not above capacity, so nothing is purged
+        #expect(cache.usage == 9_500)
+        #expect(cache.keysByRecency == ["a", "b"])
+
+        // And a replacement that goes over purges the others, not itself
+        cache.set(entry(costing: 9_100, key: "a"), for: "a")
+        #expect(cache.keysByRecency == ["a"])
+        #expect(cache.usage == 9_100)
+    }
+
+    @Test func entryLargerThanCapacityIsNotStored() {
+        let cache = MemoryCache(capacity: 4_000, afterPurge: 2_000)
+        cache.set(entry(costing: 1_000, key: "a"), for: "a")
+        cache.set(entry(costing: 1_000, key: "b"), for: "b")
+
+        #expect(cache.set(entry(costing: 4_001, key: "big"), for: "big") == false)
+        #expect(cache.peek("big") == nil)
+        #expect(cache.usage == 2_000)
+
+        // An entry of exactly the capacity is stored, and purges the rest
+        #expect(cache.set(entry(costing: 4_000, key: "b"), for: "b"))
+        #expect(cache.keysByRecency == ["b"])
+
+        // An oversized replacement removes the older entry
+        #expect(cache.set(entry(costing: 5_000, key: "b"), for: "b") == false)
+        #expect(cache.count == 0)
+        #expect(cache.usage == 0)
+    }
+
+    @Test func removeRemoveAllAndConfigure() {
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 8_000)
+        for key in ["a", "b", "c", "d"] { cache.set(entry(costing: 2_000, key: key), for: key) }
+        #expect(cache.remove("b") != nil)
+        #expect(cache.remove("b") == nil)
+        #expect(cache.usage == 6_000)
+        #expect(cache.keysByRecency == ["d", "c", "a"])
+
+        // Lowering the capacity below usage purges at once
+        cache.configure(capacity: 5_000, afterPurge: 3_000)
+        #expect(cache.keysByRecency == ["d"])
+        #expect((cache.capacity, cache.afterPurge) == (5_000, 3_000))
+
+        cache.removeAll()
+        #expect(cache.count == 0)
+        #expect(cache.usage == 0)
+        // Freed slots are reused without disturbing the order
+        for key in ["x", "y", "z"] { cache.set(entry(costing: 1_000, key: key), for: key) }
+        #expect(cache.keysByRecency == ["z", "y", "x"])
+    }
+
+    @Test func concurrentUseKeepsUsageConsistent() {
+        let cache = MemoryCache(capacity: 50_000, afterPurge: 30_000)
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for round in 0..<500 {
+                let key = "k\((worker * 7 + round) % 40)"
+                if round % 3 == 0 { _ = cache.get(key) } else { cache.set(entry(costing: 1_000 + round % 5 * 100, key: key), for: key) }
+            }
+        }
+        let keys = cache.keysByRecency
+        let summed = keys.reduce(0) { $0 + MemoryCache.cost(of: cache.peek($1)!, key: $1) }
+        #expect(cache.usage == summed)
+        #expect(cache.count == keys.count)
+        #expect(cache.usage <= 50_000)
+    }
+}
