@@ -1,38 +1,43 @@
 import Foundation
 import Logging
 
-/// Turns a finished transfer into each receipt's outcome: checks the
+/// Turns a response and its body into each receipt's outcome: checks the
 /// response against what each receipt accepts, decodes text, reads image
 /// sizes, and places the body at each destination. Runs without the
-/// downloader's lock; it owns the transfer's body file and removes it.
+/// downloader's lock; it owns the body file it is given and removes it.
 struct Delivery {
-    let result: TransferResult
+    let response: ResponseHead
+    let size: Int64
+    let body: BodyFile
+    let source: OutcomeSource
     let downloadsDirectory: String
     let logger: Logger
 
-    func deliver(to receipts: [Receipt]) -> [Outcome] {
-        guard let response = result.response, let bodyPath = result.bodyPath, result.failure == nil else {
-            let failure = result.failure ?? TransferFailure(code: .network, message: "no response")
-            return receipts.map { receipt in
-                var outcome = result.response.map { Outcome(url: receipt.request.url, response: $0) }
-                    ?? Outcome(url: receipt.request.url)
-                outcome.error = failure
-                outcome.size = 0
-                return outcome
-            }
+    /// The outcomes of a transfer that failed.
+    static func failures(of result: TransferResult, for receipts: [Receipt]) -> [Outcome] {
+        let failure = result.failure ?? TransferFailure(code: .network, message: "no response")
+        return receipts.map { receipt in
+            var outcome = result.response.map { Outcome(url: receipt.request.url, response: $0) }
+                ?? Outcome(url: receipt.request.url)
+            outcome.error = failure
+            return outcome
         }
-        defer { unlink(bodyPath) }
+    }
 
-        let body = BodyFile(path: bodyPath)
-        let image = ImageInfo.sniff(result.head)
+    func deliver(to receipts: [Receipt]) -> [Outcome] {
+        defer { body.discard() }
+        let image = ImageInfo.sniff(body.prefix(ImageInfo.sniffLength))
         var outcomes: [Outcome] = []
-        var fileConsumers = receipts.indices.filter { receipts[$0].request.destination != nil || receipts[$0].request.body == .none }
+        var fileConsumers = receipts.indices.filter {
+            receipts[$0].request.destination != nil || receipts[$0].request.body == .none
+        }
 
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
             var outcome = Outcome(url: request.url, response: response)
-            outcome.size = result.size
-            if let failure = Downloader.check(request, response: response, size: result.size) {
+            outcome.size = size
+            outcome.source = source
+            if let failure = Downloader.check(request, response: response, size: size) {
                 outcome.error = failure
                 fileConsumers.removeAll { $0 == index }
                 outcomes.append(outcome)
@@ -51,11 +56,11 @@ struct Delivery {
             let isLastConsumer = fileConsumers.last == index
             do {
                 if let destination = request.destination {
-                    try place(bodyPath, at: destination, move: isLastConsumer)
+                    try place(body.file(in: downloadsDirectory), at: destination, move: isLastConsumer)
                     outcome.path = destination
                 } else if request.body == .none {
                     let path = "\(downloadsDirectory)/\(receipt.id)-\(Self.fileName(for: response.finalURL ?? request.url))"
-                    try place(bodyPath, at: path, move: isLastConsumer, link: true)
+                    try place(body.file(in: downloadsDirectory), at: path, move: isLastConsumer, link: true)
                     outcome.path = path
                 }
             } catch {
@@ -106,17 +111,49 @@ struct Delivery {
     }
 }
 
-/// A body on disk, read at most once.
+/// A body on disk, in memory, or both: read from disk at most once, written
+/// to disk at most once.
 final class BodyFile {
-    let path: String
+    private var path: String?
     private var loaded: [UInt8]?
+    private var prefixBytes: [UInt8]?
 
-    init(path: String) { self.path = path }
+    /// A file courier owns; `firstBytes`, when known, spare reading it to
+    /// recognise an image.
+    init(path: String, firstBytes: [UInt8]? = nil, bytes: [UInt8]? = nil) {
+        self.path = path
+        self.prefixBytes = firstBytes
+        self.loaded = bytes
+    }
+
+    init(bytes: [UInt8]) { self.loaded = bytes }
 
     var bytes: [UInt8] {
         if let loaded { return loaded }
-        let data = FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? []
+        let data = path.flatMap { FileManager.default.contents(atPath: $0) }.map { [UInt8]($0) } ?? []
         loaded = data
         return data
+    }
+
+    func prefix(_ count: Int) -> [UInt8] {
+        if let prefixBytes { return Array(prefixBytes.prefix(count)) }
+        return Array(bytes.prefix(count))
+    }
+
+    /// The body as a file, written into `directory` if it was only in memory.
+    func file(in directory: String) throws -> String {
+        if let path { return path }
+        let written = "\(directory)/.body-\(UInt64.random(in: 0...UInt64.max)).part"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        guard FileManager.default.createFile(atPath: written, contents: Data(loaded ?? [])) else {
+            throw Delivery.PlacementError(path: written, reason: String(cString: strerror(errno)))
+        }
+        path = written
+        return written
+    }
+
+    /// Removes the file, if one is left.
+    func discard() {
+        if let path { unlink(path) }
     }
 }

@@ -40,6 +40,10 @@ final class DownloadTask {
     /// queue entries are skipped.
     var queueGeneration = 0
     var transfer: Transfer?
+    /// The stored response this task asks the origin to validate.
+    var revalidation: ResponseCache.Stale?
+    /// When the request was sent, for the stored response's age.
+    var requestDate = Date()
 
     var received: Int64 = 0
     var expected: Int64?

@@ -21,6 +21,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     private let temporaryDirectory: String
     private let downloadsDirectory: String
     private let transferDefaults: EasyOptions
+    private let cache: ResponseCache
 
     // Guarded by `lock`.
     private var settings: Configuration
@@ -38,8 +39,11 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     private var activity: (any TaskActivityObserver)?
     private var bindings: ViewBindings?
 
-    init(settings: Configuration, emit: @escaping @Sendable (String, JSON) -> Void, logger: Logger) throws {
+    init(
+        settings: Configuration, cache: ResponseCache, emit: @escaping @Sendable (String, JSON) -> Void, logger: Logger
+    ) throws {
         self.settings = settings
+        self.cache = cache
         self.emit = emit
         self.logger = logger
         temporaryDirectory = settings.cacheDir + "/tmp"
@@ -78,13 +82,14 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     func download(_ params: Params, reply: Reply) throws {
         let request = try DownloadRequest(params, defaults: currentSettings)
         let destinationAllowed = request.destination.map(isDestinationAllowed) ?? true
+        let lookup = cache.lookup(request)
 
         lock.lock()
-        defer { lock.unlock() }
         let now = MonotonicClock.now()
         if let slot = request.slot, let current = slots[slot], current.phase == .active {
             if current.request.url == request.url {
                 reply.success(result(for: current, reused: true))
+                lock.unlock()
                 return
             }
             cancel(current, now: now)
@@ -104,9 +109,17 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         } else if !destinationAllowed {
             refusal = TransferFailure(
                 code: .destinationNotAllowed, message: "the destination lies outside the download root")
+        } else if case .hit(let hit) = lookup {
+            cache.countHit()
+            receipt.phase = .completing
+            if !request.wait { reply.success(result(for: receipt, state: "finished", source: hit.tier.rawValue)) }
+            lock.unlock()
+            serve(hit, to: receipt)
+            return
         } else if request.cachePolicy == .cacheOnly {
             refusal = TransferFailure(code: .notCached, message: "no cached response for \(request.url)")
         }
+        defer { lock.unlock() }
         if let refusal {
             if !request.wait { reply.success(result(for: receipt, state: "finished")) }
             finish(receipt, Outcome(url: request.url, failure: refusal), now: now)
@@ -122,6 +135,12 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             }
         } else {
             task = DownloadTask(id: taskID, request: request)
+            if case .stale(let stale) = lookup {
+                task.revalidation = stale
+                cache.countRevalidation()
+            } else {
+                cache.countMiss()
+            }
             tasks[task.id] = task
             tasksByKey[task.key] = task
             queue.enqueue(task)
@@ -130,6 +149,16 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         task.receipts.append(receipt)
         pump()
         if !request.wait { reply.success(result(for: receipt)) }
+    }
+
+    /// Answers a receipt from a cache tier, off the lock: the body is placed
+    /// and decoded, then the receipt finishes.
+    private func serve(_ hit: ResponseCache.Hit, to receipt: Receipt) {
+        let delivery = Delivery(
+            response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
+            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, logger: logger)
+        let outcome = delivery.deliver(to: [receipt])[0]
+        lock.withLock { finish(receipt, outcome, now: MonotonicClock.now()) }
     }
 
     func cancel(_ params: Params) throws -> JSON {
@@ -279,6 +308,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool {
         lock.withLock {
             guard let task = tasks[transfer.taskID], task.transfer === transfer else { return false }
+            if response.status == 304, task.revalidation != nil { return true }
             let now = MonotonicClock.now()
             task.expected = response.announcedLength
             for receipt in task.receipts {
@@ -310,7 +340,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     }
 
     func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {
-        let claimed: [Receipt]? = lock.withLock {
+        let claimed: (task: DownloadTask, receipts: [Receipt])? = lock.withLock {
             guard let task = tasks[transfer.taskID], task.transfer === transfer else { return nil }
             let now = MonotonicClock.now()
             if result.failure == nil, task.received != task.lastProgressReceived { emitProgress(task, now: now) }
@@ -318,16 +348,70 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             for receipt in claimed { receipt.phase = .completing }
             detach(task)
             pump()
-            return claimed
+            return (task, claimed)
         }
-        guard let claimed else {
+        guard let (task, receipts) = claimed else {
             if let path = result.bodyPath { unlink(path) }
             return
         }
-        let outcomes = Delivery(result: result, downloadsDirectory: downloadsDirectory, logger: logger).deliver(to: claimed)
+        let outcomes: [Outcome]
+        if let response = result.response, let bodyPath = result.bodyPath, result.failure == nil {
+            let responseDate = Date()
+            if response.status == 304, let stale = task.revalidation {
+                unlink(bodyPath)
+                guard let hit = cache.revalidated(stale, notModified: response, requestTime: task.requestDate, responseTime: responseDate)
+                else {
+                    retry(task, receipts)
+                    return
+                }
+                outcomes = Delivery(
+                    response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
+                    source: .revalidated, downloadsDirectory: downloadsDirectory, logger: logger
+                ).deliver(to: receipts)
+            } else {
+                let keys = Set(receipts.map { ResponseCache.key(for: $0.request) })
+                let bytes = (200...299).contains(response.status)
+                    ? cache.store(
+                        keys: keys, request: task.request, head: response, requestTime: task.requestDate,
+                        responseTime: responseDate, bodyPath: bodyPath, size: result.size)
+                    : nil
+                outcomes = Delivery(
+                    response: response, size: result.size, body: BodyFile(path: bodyPath, firstBytes: result.head, bytes: bytes),
+                    source: .network, downloadsDirectory: downloadsDirectory, logger: logger
+                ).deliver(to: receipts)
+            }
+        } else {
+            outcomes = Delivery.failures(of: result, for: receipts)
+        }
         lock.withLock {
             let now = MonotonicClock.now()
-            for (receipt, outcome) in zip(claimed, outcomes) { finish(receipt, outcome, now: now) }
+            for (receipt, outcome) in zip(receipts, outcomes) { finish(receipt, outcome, now: now) }
+        }
+    }
+
+    /// The origin answered a revalidation with a 304 that no stored body
+    /// fits any more: fetch again, without conditions, for the same receipts.
+    private func retry(_ task: DownloadTask, _ receipts: [Receipt]) {
+        lock.withLock {
+            guard !isShutDown else {
+                let now = MonotonicClock.now()
+                for receipt in receipts {
+                    finish(receipt, Outcome(url: receipt.request.url, failure: TransferFailure(code: .shutdown, message: "courier shut down")), now: now)
+                }
+                return
+            }
+            let again = DownloadTask(id: task.id, request: task.request)
+            for receipt in receipts where receipt.phase == .completing {
+                receipt.phase = .active
+                receipt.task = again
+                again.receipts.append(receipt)
+            }
+            guard !again.receipts.isEmpty else { return }
+            tasks[again.id] = again
+            if tasksByKey[again.key] == nil { tasksByKey[again.key] = again }
+            cache.countMiss()
+            queue.enqueue(again)
+            pump()
         }
     }
 
@@ -344,7 +428,8 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     private func start(_ task: DownloadTask) {
         var options = transferDefaults
         options.url = task.request.url
-        options.headers = task.request.headers
+        options.headers = task.request.headers + (task.revalidation?.conditionalHeaders ?? [])
+        task.requestDate = Date()
         options.timeoutMilliseconds = Int(task.request.timeout * 1000)
         let limits = task.receipts.map(\.request.maxBytes)
         if !limits.contains(where: { $0 == nil }) { options.maxFileSize = limits.compactMap { $0 }.max() }
@@ -455,7 +540,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         ]
     }
 
-    private func result(for receipt: Receipt, reused: Bool = false, state: String? = nil) -> JSON {
+    private func result(for receipt: Receipt, reused: Bool = false, state: String? = nil, source: String? = nil) -> JSON {
         let taskState: String
         if let state {
             taskState = state
@@ -464,7 +549,11 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         } else {
             taskState = "finished"
         }
-        return ["receipt": .string(receipt.id), "task": .string(receipt.taskID), "state": .string(taskState), "reused": .bool(reused)]
+        var result: [String: JSON] = [
+            "receipt": .string(receipt.id), "task": .string(receipt.taskID), "state": .string(taskState), "reused": .bool(reused),
+        ]
+        if let source { result["source"] = .string(source) }
+        return .object(result)
     }
 
     private func withTask(_ params: Params, _ body: (DownloadTask, Double) -> Void) throws -> JSON {

@@ -16,6 +16,7 @@ public final class CourierServer: Sendable {
     private let terminate: @Sendable (Int32) -> Never
     private let downloader: Downloader
     private let indicator: ActivityIndicator
+    private let cache: ResponseCache
 
     enum Phase {
         case running
@@ -37,7 +38,8 @@ public final class CourierServer: Sendable {
         let emit: @Sendable (String, JSON) -> Void = { method, params in
             connection.send(notification: method, params: params)
         }
-        self.downloader = try Downloader(settings: configuration, emit: emit, logger: logger)
+        self.cache = ResponseCache(configuration: configuration, logger: logger)
+        self.downloader = try Downloader(settings: configuration, cache: cache, emit: emit, logger: logger)
         self.indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
             completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
@@ -45,6 +47,7 @@ public final class CourierServer: Sendable {
         registerLifecycle()
         registerDownloads()
         registerActivity()
+        registerCache()
     }
 
     /// Starts serving; returns at once.
@@ -124,6 +127,35 @@ public final class CourierServer: Sendable {
     static let notifications = [
         "download/progress", "download/finished", "indicator/visibility", "view/animating", "view/progress",
     ]
+
+    private func registerCache() {
+        dispatcher.register("cache/stats") { [cache] params, reply in
+            _ = try params.byName(allowed: [])
+            reply.success(cache.stats)
+        }
+        dispatcher.register("cache/lookup") { [cache] params, reply in
+            reply.success(cache.describe(key: try Self.cacheKey(params)))
+        }
+        dispatcher.register("cache/remove") { [cache] params, reply in
+            reply.success(["removed": .bool(cache.remove(key: try Self.cacheKey(params)))])
+        }
+        dispatcher.register("cache/clear") { [cache] params, reply in
+            let named = try params.byName(allowed: ["memory", "disk"])
+            let memory = try named.optionalBool("memory") ?? true
+            let disk = try named.optionalBool("disk") ?? true
+            reply.success(cache.clear(memory: memory, disk: disk))
+        }
+    }
+
+    /// The key `cache/lookup` and `cache/remove` name: `cacheKey`, else `url`.
+    private static func cacheKey(_ params: Params) throws -> String {
+        let named = try params.byName(allowed: ["url", "cacheKey"])
+        let url = try named.optionalString("url")
+        guard let key = try named.optionalString("cacheKey") ?? url else {
+            throw RPCError.invalidParams("missing param 'url'", param: "url")
+        }
+        return key
+    }
 
     private func registerActivity() {
         dispatcher.register("bind") { [downloader] params, reply in try downloader.bind(params, reply: reply) }
