@@ -23,8 +23,8 @@ final class ActivityHub: TaskActivityObserver, @unchecked Sendable {
         bindings.taskProgress(task: task, received: received, expected: expected)
     }
 
-    func taskFinished(task: String) {
+    func taskFinished(task: String, finalSize: Int64?) {
         indicator.transferStopped(task)
-        bindings.taskFinished(task: task)
+        bindings.taskFinished(task: task, received: finalSize, expected: finalSize)
     }
 }

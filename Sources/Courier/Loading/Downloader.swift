@@ -309,16 +309,16 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         lock.withLock {
             guard let task = tasks[transfer.taskID], task.transfer === transfer else { return false }
             if response.status == 304, task.revalidation != nil { return true }
-            let now = MonotonicClock.now()
             task.expected = response.announcedLength
-            for receipt in task.receipts {
-                if let failure = Self.check(receipt.request, response: response, size: response.announcedLength) {
-                    var outcome = Outcome(url: receipt.request.url, response: response)
-                    outcome.error = failure
-                    finish(receipt, outcome, now: now)
+            let refused = task.receipts.compactMap { receipt -> (Receipt, Outcome)? in
+                guard let failure = Self.check(receipt.request, response: response, size: response.announcedLength) else {
+                    return nil
                 }
+                var outcome = Outcome(url: receipt.request.url, response: response)
+                outcome.error = failure
+                return (receipt, outcome)
             }
-            return keepGoing(task)
+            return end(refused, of: task, now: MonotonicClock.now())
         }
     }
 
@@ -328,12 +328,11 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             let now = MonotonicClock.now()
             task.received = received
             if expected != nil { task.expected = expected }
-            for receipt in task.receipts {
-                if let limit = receipt.request.maxBytes, received > limit {
-                    finish(receipt, Outcome(url: receipt.request.url, failure: Self.tooLarge(limit)), now: now)
-                }
+            let tooLarge = task.receipts.compactMap { receipt -> (Receipt, Outcome)? in
+                guard let limit = receipt.request.maxBytes, received > limit else { return nil }
+                return (receipt, Outcome(url: receipt.request.url, failure: Self.tooLarge(limit)))
             }
-            guard keepGoing(task) else { return false }
+            guard end(tooLarge, of: task, now: now) else { return false }
             if now - task.lastProgressAt >= settings.progressInterval { emitProgress(task, now: now) }
             return true
         }
@@ -346,7 +345,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             if result.failure == nil, task.received != task.lastProgressReceived { emitProgress(task, now: now) }
             let claimed = task.receipts
             for receipt in claimed { receipt.phase = .completing }
-            detach(task)
+            detach(task, completed: result.failure == nil)
             pump()
             return (task, claimed)
         }
@@ -456,7 +455,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     }
 
     /// Removes a task from every map and stops its transfer.
-    private func detach(_ task: DownloadTask) {
+    private func detach(_ task: DownloadTask, completed: Bool = false) {
         guard task.state != .finished else { return }
         if task.state == .running { activity?.transferStopped(task: task.id) }
         if task.started {
@@ -466,15 +465,18 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         task.state = .finished
         tasks[task.id] = nil
         if tasksByKey[task.key] === task { tasksByKey[task.key] = nil }
-        activity?.taskFinished(task: task.id)
+        activity?.taskFinished(task: task.id, finalSize: completed ? task.received : nil)
     }
 
-    /// Whether a task still has receipts; one without is detached.
-    private func keepGoing(_ task: DownloadTask) -> Bool {
-        guard task.receipts.isEmpty else { return true }
-        detach(task)
-        pump()
-        return false
+    /// Ends the receipts a transfer can no longer satisfy and says whether
+    /// the transfer goes on. When none is left, the task is detached first,
+    /// so the activity count drops before their `download/finished`.
+    private func end(_ ended: [(Receipt, Outcome)], of task: DownloadTask, now: Double) -> Bool {
+        let none = ended.count == task.receipts.count
+        if none { detach(task) }
+        for (receipt, outcome) in ended { finish(receipt, outcome, now: now) }
+        if none { pump() }
+        return !none
     }
 
     @discardableResult

@@ -7,6 +7,7 @@ protocol TaskActivityObserver: AnyObject, Sendable {
     /// cancelled. Called at most once after each `transferStarted`.
     func transferStopped(task: String)
     func taskProgress(task: String, received: Int64, expected: Int64?)
-    /// The task ended; no more events name it.
-    func taskFinished(task: String)
+    /// The task ended; no more events name it. `finalSize` is the body's
+    /// size when the transfer completed, nil when it failed or was cancelled.
+    func taskFinished(task: String, finalSize: Int64?)
 }
