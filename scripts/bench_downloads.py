@@ -92,7 +92,8 @@ def run_curl(base: str, count: int, parallel: int, out: str) -> float:
     return time.perf_counter() - start
 
 
-def run_courier(binary: str, base: str, count: int, parallel: int, out: str, cache: str) -> float:
+def run_courier(binary: str, base: str, count: int, parallel: int, out: str, cache: str,
+                extra: tuple[str, ...] = ()) -> float:
     done = threading.Event()
     finished: list[dict] = []
 
@@ -103,7 +104,8 @@ def run_courier(binary: str, base: str, count: int, parallel: int, out: str, cac
                 done.set()
 
     start = time.perf_counter()
-    with Courier(binary, args=["--cache-dir", cache, "--max-active", str(parallel), "--log-level", "error"]) as courier:
+    args = ["--cache-dir", cache, "--max-active", str(parallel), "--log-level", "error", *extra]
+    with Courier(binary, args=args) as courier:
         courier.on_notification(on_notification)
         batch = [{"jsonrpc": "2.0", "id": index, "method": "download",
                   "params": {"url": f"{base}/f/{index}", "destination": f"{out}/{index}"}} for index in range(count)]
@@ -142,35 +144,39 @@ def main() -> int:
     root = tempfile.mkdtemp(prefix="courier-bench-")
     os.chmod(root, 0o755)
     nginx, base = start_nginx(root, args.count, args.size)
-    times: dict[str, list[float]] = {"curl": [], "courier": []}
+    # nginx answers with ETag and Last-Modified, so by default courier also
+    # stores every response in both cache tiers; "no cache" turns both off.
+    variants = {"courier": (), "courier, no cache": ("--memory-capacity", "0", "--disk-capacity", "0")}
+    times: dict[str, list[float]] = {"curl": [], **{name: [] for name in variants}}
     try:
         for run in range(args.runs):
-            for name in ("curl", "courier"):
-                out = fresh_dir(f"{root}/out-{name}")
+            for name in times:
+                out = fresh_dir(f"{root}/out-{name.replace(' ', '').replace(',', '')}")
                 if name == "curl":
                     elapsed = run_curl(base, args.count, args.parallel, out)
                 else:
-                    elapsed = run_courier(binary, base, args.count, args.parallel, out, fresh_dir(f"{root}/cache"))
+                    elapsed = run_courier(binary, base, args.count, args.parallel, out, fresh_dir(f"{root}/cache"),
+                                          variants[name])
                 verify(root, out, args.count)
                 times[name].append(elapsed)
-                print(f"run {run + 1}: {name:8} {elapsed * 1000:8.1f} ms", file=sys.stderr)
+                print(f"run {run + 1}: {name:18} {elapsed * 1000:8.1f} ms", file=sys.stderr)
     finally:
         nginx.terminate()
         nginx.wait()
         shutil.rmtree(root, ignore_errors=True)
 
-    curl_median = statistics.median(times["curl"])
-    courier_median = statistics.median(times["courier"])
+    medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"{args.count} downloads of {args.size} B to their own files, {args.parallel} at once, "
           f"median of {args.runs} (binary: {binary})")
-    print(f"  curl --parallel (anchor)  {curl_median * 1000:8.1f} ms")
-    print(f"  courier                   {courier_median * 1000:8.1f} ms   ratio {courier_median / curl_median:.2f}x")
+    for name, median in medians.items():
+        label = "curl --parallel (anchor)" if name == "curl" else name
+        ratio = "" if name == "curl" else f"   ratio {median / medians['curl']:.2f}x"
+        print(f"  {label:26} {median * 1000:8.1f} ms{ratio}")
     if args.json:
         with open(args.json, "w") as file:
             json.dump({"count": args.count, "size": args.size, "parallel": args.parallel, "binary": binary,
-                       "curl_ms": [t * 1000 for t in times["curl"]],
-                       "courier_ms": [t * 1000 for t in times["courier"]],
-                       "ratio": courier_median / curl_median}, file, indent=2)
+                       "ms": {name: [t * 1000 for t in values] for name, values in times.items()},
+                       "ratio": {name: medians[name] / medians["curl"] for name in variants}}, file, indent=2)
     return 0
 
 

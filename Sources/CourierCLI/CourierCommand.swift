@@ -23,8 +23,8 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Memory cache capacity (default: 100MiB).", transform: size)
     var memoryCapacity: Int64 = 100 << 20
 
-    @Option(help: "Memory cache usage a purge brings it down to (default: 60MiB).", transform: size)
-    var memoryAfterPurge: Int64 = 60 << 20
+    @Option(help: "Memory cache usage a purge brings it down to (default: 60MiB, or 60% of a smaller capacity).", transform: size)
+    var memoryAfterPurge: Int64?
 
     @Option(help: "Disk cache capacity (default: 512MiB).", transform: size)
     var diskCapacity: Int64 = 512 << 20
@@ -89,7 +89,7 @@ struct CourierCommand: ParsableCommand {
         guard Prioritization(rawValue: prioritization) != nil else { throw ValidationError("--prioritization must be fifo or lifo") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         guard maxActive >= 1 else { throw ValidationError("--max-active must be at least 1") }
-        guard memoryAfterPurge <= memoryCapacity else { throw ValidationError("--memory-after-purge must not exceed --memory-capacity") }
+        guard (memoryAfterPurge ?? 0) <= memoryCapacity else { throw ValidationError("--memory-after-purge must not exceed --memory-capacity") }
         guard timeout > 0, connectTimeout > 0 else { throw ValidationError("time-outs must be positive") }
         guard activationDelay >= 0, completionDelay >= 0, progressInterval >= 0 else { throw ValidationError("delays must not be negative") }
         if let downloadRoot, !downloadRoot.hasPrefix("/") { throw ValidationError("--download-root must be an absolute path") }
@@ -98,7 +98,7 @@ struct CourierCommand: ParsableCommand {
     func run() throws {
         var config = Configuration(cacheDir: cacheDir)
         config.memoryCapacity = Int(memoryCapacity)
-        config.memoryAfterPurge = Int(memoryAfterPurge)
+        config.memoryAfterPurge = Int(memoryAfterPurge ?? min(60 << 20, memoryCapacity * 3 / 5))
         config.diskCapacity = Int(diskCapacity)
         config.maxActive = maxActive
         config.prioritization = Prioritization(rawValue: prioritization)!
