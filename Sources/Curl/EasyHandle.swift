@@ -86,7 +86,10 @@ public final class EasyHandle {
         if let timeout = options.connectTimeoutMilliseconds { setLong(CURLOPT_CONNECTTIMEOUT_MS, timeout) }
         if let limit = options.maxFileSize { courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }
         if let caFile = options.caFile { setString(CURLOPT_CAINFO, caFile) }
-        if let proxy = options.proxy { setString(CURLOPT_PROXY, proxy) }
+        if let proxy = options.proxy {
+            setString(CURLOPT_PROXY, proxy)
+            setString(CURLOPT_NOPROXY, "")
+        }
         for header in options.headers {
             headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
         }

@@ -42,13 +42,20 @@ extension Downloader {
         return "\(temporaryDirectory)/\(name)"
     }
 
-    /// Removes a task from every map and stops its transfer.
+    /// Removes a task from every map and stops its transfer; `completed`
+    /// when its body is complete and about to be delivered.
     func detach(_ task: DownloadTask, completed: Bool = false) {
         guard task.state != .finished else { return }
         if task.state == .running { activity?.transferStopped(task: task.id) }
         if task.started {
             running -= 1
-            if let transfer = task.transfer { engine.cancel(transfer) }
+            if let transfer = task.transfer {
+                engine.cancel(transfer)
+                // Its partial body goes now, not when the engine gets to it, so a
+                // client told `cancelled` never sees it; writes still under way
+                // land in the unlinked file.
+                if !completed { unlink(transfer.bodyPath) }
+            }
         }
         task.state = .finished
         tasks[task.id] = nil

@@ -307,7 +307,8 @@ final class Downloader: TransferObserver, @unchecked Sendable {
 
     /// Why a response cannot satisfy `request`, if it cannot.
     static func check(_ request: DownloadRequest, response: ResponseHead, size: Int64?) -> TransferFailure? {
-        if !(200...299).contains(response.status) {
+        // Status 0: a scheme without status lines (file://, with --allow-scheme).
+        if response.status != 0, !(200...299).contains(response.status) {
             return TransferFailure(code: .httpStatus, message: "the origin answered HTTP \(response.status)")
         }
         if !request.accepts(contentType: response.contentType) {

@@ -39,7 +39,7 @@ struct Outcome: Sendable {
     /// An outcome carrying a response's status line and headers.
     init(url: String, response: ResponseHead) {
         self.init(url: url, finalURL: response.finalURL)
-        status = response.status
+        status = response.status == 0 ? nil : response.status
         headers = response.headerObject
         contentType = response.contentType
     }

@@ -121,7 +121,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             if fd < 0 { failure = TransferFailure(code: .io, message: "cannot create \(bodyPath): \(String(cString: strerror(errno)))") }
         }
         if head.finalURL == nil { head.finalURL = easy?.effectiveURL }
-        if !announced, failure == nil, head.status != 0 {
+        if !announced, failure == nil {
             announced = true
             if !observer.transferDidReceiveResponse(self, head) {
                 failure = stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
@@ -130,7 +130,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         release(on: multi)
         if failure != nil { unlink(bodyPath) }
         let result = TransferResult(
-            response: head.status == 0 ? nil : head, size: received,
+            response: head.status == 0 && failure != nil ? nil : head, size: received,
             bodyPath: failure == nil ? bodyPath : nil, head: firstBytes, failure: failure, httpVersion: httpVersion)
         observer.transferDidComplete(self, result)
     }
@@ -156,20 +156,35 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     // MARK: - EasyHandleDelegate
 
     func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer) {
-        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .newlines)
-        if text.hasPrefix("HTTP/") {
-            let parts = text.split(separator: " ", maxSplits: 2)
-            head = ResponseHead(status: parts.count > 1 ? Int(parts[1]) ?? 0 : 0, headers: [])
+        let bytes = line.bindMemory(to: UInt8.self)
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        let text = UnsafeBufferPointer(rebasing: bytes[..<end])
+        if text.starts(with: "HTTP/".utf8) {
+            let fields = text.split(separator: 0x20, maxSplits: 2)
+            let status = fields.count > 1 ? Int(String(decoding: fields[1], as: UTF8.self)) ?? 0 : 0
+            head = ResponseHead(status: status, headers: [])
             return
         }
-        if let first = text.first, first == " " || first == "\t", !head.headers.isEmpty {
-            head.headers[head.headers.count - 1].value += " " + text.trimmingCharacters(in: .whitespaces)
+        if let first = text.first, first == 0x20 || first == 0x09, !head.headers.isEmpty {
+            head.headers[head.headers.count - 1].value += " " + String(decoding: Self.trimmingBlanks(text[...]), as: UTF8.self)
             return
         }
-        guard let colon = text.firstIndex(of: ":") else { return }
-        let name = text[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        guard let colon = text.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = String(decoding: Self.trimmingBlanks(text[..<colon]).map(Self.lowercased), as: UTF8.self)
+        let value = String(decoding: Self.trimmingBlanks(text[(colon + 1)...]), as: UTF8.self)
         head.headers.append((name, value))
+    }
+
+    private static func trimmingBlanks(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
+        var slice = bytes
+        while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
+        while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }
+        return slice
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
     }
 
     func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {
