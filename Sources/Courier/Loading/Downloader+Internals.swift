@@ -18,6 +18,7 @@ extension Downloader {
         options.headers = task.request.headers + (task.revalidation?.conditionalHeaders ?? [])
         task.requestDate = Date()
         options.timeoutMilliseconds = Int(task.request.timeout * 1000)
+        options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         let limits = task.receipts.map(\.request.maxBytes)
         if !limits.contains(where: { $0 == nil }) { options.maxFileSize = limits.compactMap { $0 }.max() }
         let transfer = Transfer(taskID: task.id, options: options, bodyPath: bodyPath(for: task), observer: self)
@@ -54,7 +55,10 @@ extension Downloader {
                 // Its partial body goes now, not when the engine gets to it, so a
                 // client told `cancelled` never sees it; writes still under way
                 // land in the unlinked file.
-                if !completed { unlink(transfer.bodyPath) }
+                if !completed {
+                    transfer.isAbandoned.store(true, ordering: .releasing)
+                    unlink(transfer.bodyPath)
+                }
             }
         }
         task.state = .finished

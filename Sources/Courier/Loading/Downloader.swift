@@ -53,7 +53,6 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         }
         var defaults = EasyOptions(url: "")
         defaults.protocols = settings.allowedSchemes.sorted().joined(separator: ",")
-        defaults.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         defaults.caFile = settings.caFile
         defaults.proxy = settings.proxy
         defaults.userAgent = "courier/\(Configuration.version)"

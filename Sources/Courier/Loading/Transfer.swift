@@ -1,5 +1,6 @@
 import Curl
 import Foundation
+import Synchronization
 
 /// Receives a transfer's events on the engine's thread.
 protocol TransferObserver: AnyObject, Sendable {
@@ -73,6 +74,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     let options: EasyOptions
     let bodyPath: String
     private let observer: any TransferObserver
+    /// Set from any thread when the downloader has let the transfer go; its
+    /// body file is then never created again.
+    let isAbandoned = Atomic(false)
 
     private var easy: EasyHandle?
     private var fd: Int32 = -1
@@ -192,6 +196,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             announced = true
             head.finalURL = handle.effectiveURL
             guard observer.transferDidReceiveResponse(self, head) else {
+                return stop(TransferFailure(code: .cancelled, message: "stopped"))
+            }
+            guard !isAbandoned.load(ordering: .acquiring) else {
                 return stop(TransferFailure(code: .cancelled, message: "stopped"))
             }
             fd = open(bodyPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
