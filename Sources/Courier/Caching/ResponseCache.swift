@@ -15,9 +15,16 @@ final class ResponseCache: Sendable {
 
     /// A stored response that may be served as it is.
     struct Hit: Sendable {
+        var key: String
         var response: CachedResponse
         var body: [UInt8]
         var tier: Tier
+
+        /// Names this stored response (key and the time it was fetched or
+        /// last revalidated), for files several hits may share.
+        var sharedName: String {
+            String(XXH64.hash(Array("\(key)\n\(response.responseTime.timeIntervalSince1970)".utf8)), radix: 16)
+        }
     }
 
     /// A stored response that must be revalidated before it is served.
@@ -81,7 +88,7 @@ final class ResponseCache: Sendable {
             let freshness = HTTPCachePolicy.freshness(of: response, requestHeaders: request.headers, now: now)
             if anyAge || freshness.isFresh {
                 guard let loaded = body() else { return nil }
-                return .hit(Hit(response: loaded.response, body: loaded.body, tier: tier))
+                return .hit(Hit(key: key, response: loaded.response, body: loaded.body, tier: tier))
             }
             let conditions = HTTPCachePolicy.conditionalHeaders(for: response)
             return conditions.isEmpty ? nil : .stale(Stale(key: key, response: response, conditionalHeaders: conditions))
@@ -157,7 +164,7 @@ final class ResponseCache: Sendable {
         if let disk, disk.update(key: stale.key, response: merged) == false, disk.lookup(key: stale.key) == nil {
             disk.store(key: stale.key, response: merged, body: body)
         }
-        return Hit(response: merged, body: body, tier: .memory)
+        return Hit(key: stale.key, response: merged, body: body, tier: .memory)
     }
 
     func countHit() { counters.withLock { $0.hits += 1 } }

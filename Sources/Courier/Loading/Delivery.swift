@@ -12,6 +12,9 @@ struct Delivery {
     let source: OutcomeSource
     let downloadsDirectory: String
     let logger: Logger
+    /// For a stored body: a name that stays the same while the stored
+    /// response does, so repeated hits share one `path` file.
+    var sharedName: String? = nil
 
     /// The outcomes of a transfer that failed.
     static func failures(of result: TransferResult, for receipts: [Receipt]) -> [Outcome] {
@@ -59,8 +62,11 @@ struct Delivery {
                     try place(body.file(in: downloadsDirectory), at: destination, move: isLastConsumer)
                     outcome.path = destination
                 } else if request.body == .none {
-                    let path = "\(downloadsDirectory)/\(receipt.id)-\(Self.fileName(for: response.finalURL ?? request.url))"
-                    try place(body.file(in: downloadsDirectory), at: path, move: isLastConsumer, link: true)
+                    let name = Self.fileName(for: response.finalURL ?? request.url)
+                    let path = "\(downloadsDirectory)/\(sharedName ?? receipt.id)-\(name)"
+                    if sharedName == nil || Self.fileSize(path) != size {
+                        try place(body.file(in: downloadsDirectory), at: path, move: isLastConsumer, link: true)
+                    }
                     outcome.path = path
                 }
             } catch {
@@ -101,6 +107,11 @@ struct Delivery {
         var path: String
         var reason: String
         var description: String { "cannot write \(path): \(reason)" }
+    }
+
+    private static func fileSize(_ path: String) -> Int64? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
     }
 
     /// A safe file name from a URL's last path component.
@@ -144,11 +155,21 @@ final class BodyFile {
     func file(in directory: String) throws -> String {
         if let path { return path }
         let written = "\(directory)/.body-\(UInt64.random(in: 0...UInt64.max)).part"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: written, contents: Data(loaded ?? [])) else {
-            throw Delivery.PlacementError(path: written, reason: String(cString: strerror(errno)))
-        }
+        let fd = open(written, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Delivery.PlacementError(path: written, reason: String(cString: strerror(errno))) }
+        defer { close(fd) }
         path = written
+        let complete = (loaded ?? []).withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let count = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { return false }
+                offset += count
+            }
+            return true
+        }
+        guard complete else { throw Delivery.PlacementError(path: written, reason: String(cString: strerror(errno))) }
         return written
     }
 

@@ -155,7 +155,8 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     func serve(_ hit: ResponseCache.Hit, to receipt: Receipt) {
         let delivery = Delivery(
             response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, logger: logger)
+            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, logger: logger,
+            sharedName: hit.sharedName)
         let outcome = delivery.deliver(to: [receipt])[0]
         lock.withLock { finish(receipt, outcome, now: MonotonicClock.now()) }
     }
