@@ -49,9 +49,9 @@ struct CacheControl: Sendable, Equatable {
         var quoted = false
         var escaped = false
         func flush() {
-            let key = name.trimmingCharacters(in: .whitespaces).lowercased()
+            let key = name.trimmingBlanks.lowercased()
             if !key.isEmpty, directives[key] == nil {
-                directives[key] = argument.trimmingCharacters(in: .whitespaces)
+                directives[key] = argument.trimmingBlanks
             }
             name = ""
             argument = ""

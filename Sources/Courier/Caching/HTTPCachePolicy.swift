@@ -54,7 +54,7 @@ enum HTTPCachePolicy {
     static func storableHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
         let listed = Set(
             (field("connection", in: headers) ?? "").split(separator: ",").map {
-                $0.trimmingCharacters(in: .whitespaces).lowercased()
+                $0.trimmingBlanks.lowercased()
             })
         return headers.compactMap { name, value in
             let name = name.lowercased()
@@ -84,7 +84,7 @@ enum HTTPCachePolicy {
     /// The response's age at `now` (RFC 9111 §4.2.3).
     static func currentAge(of response: CachedResponse, now: Date) -> TimeInterval {
         let ageValue = response.header("age").flatMap { value in
-            TimeInterval(value.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "")
+            TimeInterval(value.split(separator: ",").first.map { $0.trimmingBlanks } ?? "")
         }.map { max(0, $0) } ?? 0
         let apparentAge = max(0, response.responseTime.timeIntervalSince(dateValue(of: response)))
         let responseDelay = max(0, response.responseTime.timeIntervalSince(response.requestTime))
@@ -137,7 +137,7 @@ enum HTTPCachePolicy {
         guard let vary = field("vary", in: responseHeaders) else { return [] }
         var names: [String] = []
         for part in vary.split(separator: ",") {
-            let name = part.trimmingCharacters(in: .whitespaces).lowercased()
+            let name = part.trimmingBlanks.lowercased()
             if name == "*" { return nil }
             if !name.isEmpty, !names.contains(name) { names.append(name) }
         }
@@ -209,7 +209,7 @@ enum HTTPCachePolicy {
     private static func normalizedField(_ name: String, in headers: [(name: String, value: String)]) -> String? {
         field(name, in: headers).map { value in
             value.split(separator: ",", omittingEmptySubsequences: false)
-                .map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
+                .map { $0.trimmingBlanks }.joined(separator: ",")
         }
     }
 
@@ -220,7 +220,7 @@ enum HTTPCachePolicy {
 
     /// An entity tag without its weakness marker, for the weak comparison.
     private static func opaqueTag(_ tag: String) -> String {
-        let trimmed = tag.trimmingCharacters(in: .whitespaces)
+        let trimmed = tag.trimmingBlanks
         return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
     }
 }

@@ -1,3 +1,4 @@
+import Curl
 import Foundation
 import Logging
 
@@ -116,7 +117,7 @@ struct Delivery {
 
     /// A safe file name from a URL's last path component.
     static func fileName(for url: String) -> String {
-        let last = URLComponents(string: url)?.path.split(separator: "/").last.map(String.init) ?? ""
+        let last = CurlURL(url)?.path.split(separator: "/").last.map(String.init) ?? ""
         let safe = String(last.map { $0.isLetter || $0.isNumber || "._-".contains($0) ? $0 : "_" }.prefix(80))
         return safe.isEmpty || safe.allSatisfy({ $0 == "." }) ? "body" : safe
     }

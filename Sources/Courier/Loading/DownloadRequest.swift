@@ -1,3 +1,4 @@
+import Curl
 import Foundation
 import JSON
 import JSONRPC
@@ -57,15 +58,13 @@ struct DownloadRequest: Sendable {
     init(_ params: Params, defaults: Configuration) throws(RPCError) {
         let named = try params.byName(allowed: Self.paramNames)
         url = try named.string("url")
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-            scheme.allSatisfy({ $0.isASCII }), !url.contains(where: { $0.isWhitespace })
-        else {
+        guard !url.contains(where: { $0.isWhitespace || $0 == "\0" }), let parsed = CurlURL(url) else {
             throw .invalidParams("param 'url' is not a valid absolute URL", param: "url")
         }
-        if scheme == "http" || scheme == "https", (components.host ?? "").isEmpty {
+        if parsed.scheme == "http" || parsed.scheme == "https", (parsed.host ?? "").isEmpty {
             throw .invalidParams("param 'url' has no host", param: "url")
         }
-        self.scheme = scheme
+        self.scheme = parsed.scheme
         headers = []
         for (name, value) in try named.optionalObject("headers") ?? [:] {
             guard let text = value.stringValue else {
@@ -83,7 +82,7 @@ struct DownloadRequest: Sendable {
         slot = try named.optionalString("slot")
         priority = try named.optionalChoice("priority", as: Priority.self) ?? .normal
         cachePolicy = try named.optionalChoice("cachePolicy", as: CachePolicy.self) ?? .default
-        accept = try named.optionalStringArray("accept").map { $0.map { $0.lowercased().trimmingCharacters(in: .whitespaces) } }
+        accept = try named.optionalStringArray("accept").map { $0.map { $0.lowercased().trimmingBlanks } }
         if let accept, !headers.contains(where: { $0.name.lowercased() == "accept" }), !accept.isEmpty {
             headers.append(("Accept", accept.joined(separator: ", ")))
             headers.sort { $0.name.lowercased() < $1.name.lowercased() }
@@ -108,12 +107,12 @@ struct DownloadRequest: Sendable {
         guard let accept, !accept.isEmpty else { return true }
         guard let contentType else { return false }
         let media = contentType.split(separator: ";", maxSplits: 1).first.map {
-            $0.trimmingCharacters(in: .whitespaces).lowercased()
+            $0.trimmingBlanks.lowercased()
         } ?? ""
         let type = media.split(separator: "/").first.map(String.init) ?? media
         return accept.contains { pattern in
             let pattern = pattern.split(separator: ";", maxSplits: 1).first.map {
-                $0.trimmingCharacters(in: .whitespaces)
+                $0.trimmingBlanks
             } ?? pattern
             return pattern == "*/*" || pattern == media || pattern == "\(type)/*"
         }

@@ -26,8 +26,8 @@ enum TextDecoding {
         guard let contentType else { return nil }
         for parameter in contentType.split(separator: ";").dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
-            return pair[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+            guard pair.count == 2, pair[0].trimmingBlanks.lowercased() == "charset" else { continue }
+            return pair[1].trimmingBlanks.trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
         }
         return nil
     }

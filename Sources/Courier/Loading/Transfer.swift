@@ -29,7 +29,7 @@ struct ResponseHead: Sendable {
     /// receive (not of an encoded form).
     var announcedLength: Int64? {
         guard header("content-encoding").map({ $0.lowercased() == "identity" }) ?? true else { return nil }
-        return header("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        return header("content-length").flatMap { Int64($0.trimmingBlanks) }
     }
 
     /// Repeated headers joined with ", ", as HTTP allows.
