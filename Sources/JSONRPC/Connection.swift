@@ -12,6 +12,9 @@ public final class Connection: Sendable {
     private let output: OutputChannel
     private let mode: FramingMode
     private let detected: Mutex<Framing?>
+    /// The reading thread, whose messages wait for the end of the read they
+    /// answer before the writer is woken.
+    private let reader = Atomic<UInt>(0)
     private let logger: Logger
 
     public init(input: Int32, output: Int32, mode: FramingMode, maxMessageBytes: Int, logger: Logger) {
@@ -45,7 +48,17 @@ public final class Connection: Sendable {
 
     public func send(_ message: JSON) {
         let framing = detected.withLock { $0 } ?? .ndjson
-        output.enqueue(framing.frame(JSONCodec.encode(message)))
+        output.enqueue(framing.frame(JSONCodec.encode(message)), wake: !isReader)
+    }
+
+    private var isReader: Bool { reader.load(ordering: .relaxed) == Self.currentThread }
+
+    private static var currentThread: UInt {
+        #if canImport(Darwin)
+        UInt(bitPattern: pthread_self())
+        #else
+        UInt(pthread_self())
+        #endif
     }
 
     /// Waits until every message sent so far is written, or `timeout` passes.
@@ -55,6 +68,11 @@ public final class Connection: Sendable {
     }
 
     private func readLoop(dispatcher: Dispatcher) {
+        reader.store(Self.currentThread, ordering: .relaxed)
+        defer {
+            reader.store(0, ordering: .relaxed)
+            output.wake()
+        }
         var framer = MessageFramer(mode: mode, maxMessageBytes: maxMessageBytes)
         let reply: @Sendable (JSON) -> Void = { [self] in send($0) }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -73,6 +91,7 @@ public final class Connection: Sendable {
                 noteFraming(framer.framing)
                 handle(event, dispatcher: dispatcher, reply: reply)
             }
+            output.wake()
         }
     }
 

@@ -4,11 +4,19 @@ import Foundation
 /// no sender ever blocks on a client that reads slowly. Messages are written
 /// whole and in the order they were sent; nothing is dropped unless the
 /// reader has gone away.
+///
+/// A sender may hold back the wake-up (`enqueue(_:wake: false)`, then
+/// `wake()`): the connection's reading thread does so while it answers one
+/// read's worth of requests, so a pipelined client's answers leave in one
+/// write instead of one thread hand-off each. Messages from other threads
+/// join the same queue, so the order is kept either way.
 final class OutputChannel: @unchecked Sendable {
     private let fd: Int32
     private let condition = NSCondition()
     // Guarded by `condition`.
     private var pending: [UInt8] = []
+    /// The writer waits for work and nobody has woken it yet.
+    private var idle = false
     private var writing = false
     private var broken = false
 
@@ -19,13 +27,19 @@ final class OutputChannel: @unchecked Sendable {
         thread.start()
     }
 
-    func enqueue(_ bytes: [UInt8]) {
+    func enqueue(_ bytes: [UInt8], wake: Bool = true) {
         condition.lock()
         if !broken {
-            let wasEmpty = pending.isEmpty
             pending.append(contentsOf: bytes)
-            if wasEmpty { condition.signal() }
+            if wake { wakeWriter() }
         }
+        condition.unlock()
+    }
+
+    /// Starts writing what was enqueued without a wake-up.
+    func wake() {
+        condition.lock()
+        wakeWriter()
         condition.unlock()
     }
 
@@ -37,6 +51,7 @@ final class OutputChannel: @unchecked Sendable {
         let deadline = timeout.isFinite ? Date(timeIntervalSinceNow: timeout) : nil
         condition.lock()
         defer { condition.unlock() }
+        wakeWriter()
         while (!pending.isEmpty || writing) && !broken {
             if let deadline {
                 if !condition.wait(until: deadline) { return false }
@@ -47,10 +62,20 @@ final class OutputChannel: @unchecked Sendable {
         return true
     }
 
+    /// Called with `condition` locked.
+    private func wakeWriter() {
+        guard idle, !pending.isEmpty else { return }
+        idle = false
+        condition.broadcast()
+    }
+
     private func writeLoop() {
         while true {
             condition.lock()
-            while pending.isEmpty { condition.wait() }
+            while pending.isEmpty || idle {
+                idle = true
+                condition.wait()
+            }
             var chunk: [UInt8] = []
             swap(&chunk, &pending)
             writing = true
