@@ -133,6 +133,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                        help="where the origin's files, the destinations and the cache go (default: /dev/shm, a "
+                             "tmpfs, so the file system's inode allocator is not what is measured)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
 
@@ -141,7 +144,7 @@ def main() -> int:
     if binary is None:
         print("no courier binary: run swift build -c release", file=sys.stderr)
         return 1
-    root = tempfile.mkdtemp(prefix="courier-bench-")
+    root = tempfile.mkdtemp(prefix="courier-bench-", dir=args.dir)
     os.chmod(root, 0o755)
     nginx, base = start_nginx(root, args.count, args.size)
     # nginx answers with ETag and Last-Modified, so by default courier also
@@ -151,11 +154,15 @@ def main() -> int:
     try:
         for run in range(args.runs):
             for name in times:
-                out = fresh_dir(f"{root}/out-{name.replace(' ', '').replace(',', '')}")
+                # A new directory each run: creating thousands of files where as
+                # many were just deleted makes ext4 search its inode table
+                # (recently_deleted), which would measure the file system.
+                out = fresh_dir(f"{root}/out-{run}-{name.replace(' ', '').replace(',', '')}")
                 if name == "curl":
                     elapsed = run_curl(base, args.count, args.parallel, out)
                 else:
-                    elapsed = run_courier(binary, base, args.count, args.parallel, out, fresh_dir(f"{root}/cache"),
+                    elapsed = run_courier(binary, base, args.count, args.parallel, out,
+                                          fresh_dir(f"{root}/cache-{run}-{len(times[name])}-{name[-3:]}"),
                                           variants[name])
                 verify(root, out, args.count)
                 times[name].append(elapsed)
@@ -166,8 +173,8 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
 
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"{args.count} downloads of {args.size} B to their own files, {args.parallel} at once, "
-          f"median of {args.runs} (binary: {binary})")
+    print(f"{args.count} downloads of {args.size} B to their own files in {args.dir or tempfile.gettempdir()}, "
+          f"{args.parallel} at once, median of {args.runs} (binary: {binary})")
     for name, median in medians.items():
         label = "curl --parallel (anchor)" if name == "curl" else name
         ratio = "" if name == "curl" else f"   ratio {median / medians['curl']:.2f}x"

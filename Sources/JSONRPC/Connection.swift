@@ -12,9 +12,8 @@ public final class Connection: Sendable {
     private let output: OutputChannel
     private let mode: FramingMode
     private let detected: Mutex<Framing?>
-    /// The reading thread, whose messages wait for the end of the read they
-    /// answer before the writer is woken.
-    private let reader = Atomic<UInt>(0)
+    /// Threads inside `batchingOutput`, with their nesting depth.
+    private let batching = Mutex<[UInt: Int]>([:])
     private let logger: Logger
 
     public init(input: Int32, output: Int32, mode: FramingMode, maxMessageBytes: Int, logger: Logger) {
@@ -48,10 +47,28 @@ public final class Connection: Sendable {
 
     public func send(_ message: JSON) {
         let framing = detected.withLock { $0 } ?? .ndjson
-        output.enqueue(framing.frame(JSONCodec.encode(message)), wake: !isReader)
+        let thread = Self.currentThread
+        let held = batching.withLock { $0[thread] != nil }
+        output.enqueue(framing.frame(JSONCodec.encode(message)), wake: !held)
     }
 
-    private var isReader: Bool { reader.load(ordering: .relaxed) == Self.currentThread }
+    /// Runs `body` with the messages this thread sends held back, then hands
+    /// them to the writer at once: one write for a burst of answers or
+    /// notifications instead of a thread hand-off per message. Messages of
+    /// other threads share the same queue, so the order is kept.
+    public func batchingOutput<T>(_ body: () throws -> T) rethrows -> T {
+        let thread = Self.currentThread
+        batching.withLock { $0[thread, default: 0] += 1 }
+        defer {
+            let outermost = batching.withLock { threads in
+                threads[thread]! -= 1
+                if threads[thread] == 0 { threads[thread] = nil }
+                return threads[thread] == nil
+            }
+            if outermost { output.wake() }
+        }
+        return try body()
+    }
 
     private static var currentThread: UInt {
         #if canImport(Darwin)
@@ -68,11 +85,6 @@ public final class Connection: Sendable {
     }
 
     private func readLoop(dispatcher: Dispatcher) {
-        reader.store(Self.currentThread, ordering: .relaxed)
-        defer {
-            reader.store(0, ordering: .relaxed)
-            output.wake()
-        }
         var framer = MessageFramer(mode: mode, maxMessageBytes: maxMessageBytes)
         let reply: @Sendable (JSON) -> Void = { [self] in send($0) }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -87,11 +99,12 @@ public final class Connection: Sendable {
                 return
             }
             chunk.withUnsafeBytes { framer.push(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-            while let event = framer.next() {
-                noteFraming(framer.framing)
-                handle(event, dispatcher: dispatcher, reply: reply)
+            batchingOutput {
+                while let event = framer.next() {
+                    noteFraming(framer.framing)
+                    handle(event, dispatcher: dispatcher, reply: reply)
+                }
             }
-            output.wake()
         }
     }
 

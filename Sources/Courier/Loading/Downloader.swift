@@ -39,8 +39,11 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     var activity: (any TaskActivityObserver)?
     var bindings: ViewBindings?
 
+    /// `batch` runs a turn of the transfer engine with the notifications it
+    /// causes sent as one burst.
     init(
-        settings: Configuration, cache: ResponseCache, emit: @escaping @Sendable (String, JSON) -> Void, logger: Logger
+        settings: Configuration, cache: ResponseCache, emit: @escaping @Sendable (String, JSON) -> Void,
+        batch: @escaping @Sendable (() -> Void) -> Void = { $0() }, logger: Logger
     ) throws {
         self.settings = settings
         self.cache = cache
@@ -57,7 +60,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         defaults.proxy = settings.proxy
         defaults.userAgent = "courier/\(Configuration.version)"
         transferDefaults = defaults
-        engine = TransferEngine(logger: logger)
+        engine = TransferEngine(logger: logger, batch: batch)
     }
 
     func setActivity(_ hub: ActivityHub) {

@@ -20,9 +20,13 @@ final class TransferEngine: Sendable {
     private let inbox = Mutex<[Command]>([])
     private let stopped = DispatchSemaphore(value: 0)
     private let logger: Logger
+    /// Runs one turn of the loop with the notifications it causes sent as
+    /// one burst.
+    private let batch: @Sendable (() -> Void) -> Void
 
-    init(logger: Logger) {
+    init(logger: Logger, batch: @escaping @Sendable (() -> Void) -> Void = { $0() }) {
         self.logger = logger
+        self.batch = batch
         multi = MultiHandle(maxHostConnections: 0, maxTotalConnections: 0)
         let thread = Thread { [self] in run() }
         thread.name = "courier.transfers"
@@ -52,36 +56,48 @@ final class TransferEngine: Sendable {
     private func run() {
         // Owned by this thread alone.
         var active: [ObjectIdentifier: Transfer] = [:]
-        while true {
-            for command in inbox.withLock({ inbox in defer { inbox = [] }; return inbox }) {
-                switch command {
-                case .start(let transfer):
-                    active[ObjectIdentifier(transfer)] = transfer
-                    transfer.begin(on: multi)
-                case .cancel(let transfer):
-                    if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
-                        transfer.abandon(on: multi)
-                    }
-                case .pause(let transfer):
-                    if active[ObjectIdentifier(transfer)] != nil { transfer.pause() }
-                case .resume(let transfer):
-                    if active[ObjectIdentifier(transfer)] != nil { transfer.resume() }
-                case .shutdown:
-                    for transfer in active.values { transfer.abandon(on: multi) }
-                    multi.cleanup()
-                    logger.debug("transfer engine stopped")
-                    stopped.signal()
-                    return
-                }
+        var running = true
+        while running {
+            batch {
+                running = turn(&active)
             }
-            multi.perform()
-            for (handle, code) in multi.completed() {
-                guard let transfer = handle.delegate as? Transfer,
-                    active.removeValue(forKey: ObjectIdentifier(transfer)) != nil
-                else { continue }
-                transfer.complete(code: code, on: multi)
+            if running {
+                multi.poll(timeoutMilliseconds: min(multi.timeoutMilliseconds ?? 1000, 1000))
             }
-            multi.poll(timeoutMilliseconds: min(multi.timeoutMilliseconds ?? 1000, 1000))
         }
+    }
+
+    /// Takes the inbox's commands, lets libcurl work, and reports finished
+    /// transfers; false once the engine has shut down.
+    private func turn(_ active: inout [ObjectIdentifier: Transfer]) -> Bool {
+        for command in inbox.withLock({ inbox in defer { inbox = [] }; return inbox }) {
+            switch command {
+            case .start(let transfer):
+                active[ObjectIdentifier(transfer)] = transfer
+                transfer.begin(on: multi)
+            case .cancel(let transfer):
+                if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
+                    transfer.abandon(on: multi)
+                }
+            case .pause(let transfer):
+                if active[ObjectIdentifier(transfer)] != nil { transfer.pause() }
+            case .resume(let transfer):
+                if active[ObjectIdentifier(transfer)] != nil { transfer.resume() }
+            case .shutdown:
+                for transfer in active.values { transfer.abandon(on: multi) }
+                multi.cleanup()
+                logger.debug("transfer engine stopped")
+                stopped.signal()
+                return false
+            }
+        }
+        multi.perform()
+        for (handle, code) in multi.completed() {
+            guard let transfer = handle.delegate as? Transfer,
+                active.removeValue(forKey: ObjectIdentifier(transfer)) != nil
+            else { continue }
+            transfer.complete(code: code, on: multi)
+        }
+        return true
     }
 }

@@ -39,7 +39,8 @@ public final class CourierServer: Sendable {
             connection.send(notification: method, params: params)
         }
         self.cache = ResponseCache(configuration: configuration, logger: logger)
-        self.downloader = try Downloader(settings: configuration, cache: cache, emit: emit, logger: logger)
+        self.downloader = try Downloader(
+            settings: configuration, cache: cache, emit: emit, batch: { connection.batchingOutput($0) }, logger: logger)
         self.indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
             completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
