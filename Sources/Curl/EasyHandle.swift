@@ -54,6 +54,23 @@ public final class EasyHandle {
     public init() {
         raw = curl_easy_init()
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        installCallbacks()
+    }
+
+    /// Makes the handle as new for another transfer, keeping what libcurl
+    /// caches in it (its buffers, DNS and session entries).
+    func reset() {
+        curl_easy_reset(raw)
+        delegate = nil
+        errorBuffer[0] = 0
+        curl_slist_free_all(headerList)
+        headerList = nil
+        strings.forEach { free($0) }
+        strings = []
+        installCallbacks()
+    }
+
+    private func installCallbacks() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         courier_easy_setopt_ptr(raw, CURLOPT_PRIVATE, me)
         courier_easy_setopt_ptr(raw, CURLOPT_ERRORBUFFER, errorBuffer)

@@ -5,6 +5,10 @@ import CLibcurl
 /// `poll`, `completed`, `cleanup`); `wakeup` may be called from any thread.
 public final class MultiHandle: @unchecked Sendable {
     private let raw: UnsafeMutableRawPointer
+    /// Easy handles that finished a transfer, reset for the next one.
+    private var idle: [EasyHandle] = []
+    /// How many idle handles are kept.
+    public static let idleLimit = 32
 
     public init(maxHostConnections: Int = 0, maxTotalConnections: Int = 0) {
         raw = curl_multi_init()
@@ -13,12 +17,30 @@ public final class MultiHandle: @unchecked Sendable {
         if maxTotalConnections > 0 { courier_multi_setopt_long(raw, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTotalConnections) }
     }
 
+    /// An easy handle for a new transfer: a reset idle one when there is
+    /// one, so each transfer does not allocate libcurl's buffers anew.
+    public func makeEasyHandle() -> EasyHandle {
+        idle.popLast() ?? EasyHandle()
+    }
+
     public func add(_ easy: EasyHandle) {
         curl_multi_add_handle(raw, easy.raw)
     }
 
     public func remove(_ easy: EasyHandle) {
         curl_multi_remove_handle(raw, easy.raw)
+    }
+
+    /// Removes `easy` from the multi handle and keeps it for a later
+    /// transfer, or frees it when enough are kept.
+    public func recycle(_ easy: EasyHandle) {
+        remove(easy)
+        guard idle.count < Self.idleLimit else {
+            easy.cleanup()
+            return
+        }
+        easy.reset()
+        idle.append(easy)
     }
 
     /// Lets libcurl do the work that is ready; returns the number of transfers
@@ -63,7 +85,11 @@ public final class MultiHandle: @unchecked Sendable {
         return finished
     }
 
+    /// Frees the multi handle and the idle easy handles; every transfer must
+    /// have been removed first.
     public func cleanup() {
+        idle.forEach { $0.cleanup() }
+        idle = []
         curl_multi_cleanup(raw)
     }
 }

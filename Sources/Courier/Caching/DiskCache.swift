@@ -16,8 +16,10 @@ import Synchronization
 /// modification time. When usage passes `capacity`, a sweep deletes entries
 /// from the least recently used until usage is at most `sweepTarget` of the
 /// capacity. Usage is tracked in memory between sweeps and recomputed by
-/// scanning the directory at start, at each sweep, and every
-/// `rescanInterval` writes, since other processes write too. Sweeps delete
+/// scanning the directory at start, at each sweep, and after
+/// `rescanInterval` writes or an eighth of the entry count, whichever is more
+/// (so a scan costs at most a few file checks per write), since other
+/// processes write too. Sweeps delete
 /// temporary files of processes that no longer run, and temporary and
 /// unknown files older than `abandonedAge`.
 final class DiskCache: Sendable {
@@ -25,7 +27,7 @@ final class DiskCache: Sendable {
     static let largestShare: Int64 = 8
     /// A sweep deletes down to this fraction of the capacity.
     static let sweepTarget = 0.8
-    /// Writes between rescans of the directory.
+    /// Writes between rescans of the directory, at least.
     static let rescanInterval = 64
     /// Temporary and unknown files older than this (one hour) are deleted.
     static let abandonedAge: TimeInterval = 3600
@@ -262,7 +264,7 @@ final class DiskCache: Sendable {
             state.usage += header.fileLength - (replaced ?? 0)
             if replaced == nil { state.count += 1 }
             state.writesSinceScan += 1
-            return state.usage > capacity || state.writesSinceScan >= Self.rescanInterval
+            return state.usage > capacity || state.writesSinceScan >= max(Self.rescanInterval, state.count / 8)
         }
         if needsSweep { sweep() }
         return true

@@ -35,7 +35,7 @@ extension Downloader {
     /// so placing it there is a rename within one directory, else in the
     /// cache's temporary directory.
     func bodyPath(for task: DownloadTask) -> String {
-        let name = "\(getpid())-\(task.id).part"
+        let name = "\(processID)-\(task.id).part"
         if let destination = task.receipts.first?.request.destination {
             let directory = (destination as NSString).deletingLastPathComponent
             if access(directory, W_OK) == 0 { return "\(directory)/.courier-\(name)" }

@@ -22,6 +22,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     let downloadsDirectory: String
     let transferDefaults: EasyOptions
     let cache: ResponseCache
+    let processID = getpid()
 
     // Guarded by `lock`.
     var settings: Configuration

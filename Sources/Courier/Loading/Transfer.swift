@@ -94,7 +94,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     func begin(on multi: MultiHandle) {
-        let easy = EasyHandle()
+        let easy = multi.makeEasyHandle()
         easy.delegate = self
         easy.configure(options)
         self.easy = easy
@@ -147,8 +147,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
 
     private func release(on multi: MultiHandle) {
         if let easy {
-            multi.remove(easy)
-            easy.cleanup()
+            multi.recycle(easy)
             self.easy = nil
         }
         if fd >= 0 {
