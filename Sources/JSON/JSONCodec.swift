@@ -115,19 +115,34 @@ public enum JSONCodec {
     /// Digits `%.Ng` needs to print `number` so that it reads back the same
     /// and keeps its integer digits (so 100.0 stays `100.0`, not `1e+02`).
     static func significantDigits(_ number: Double) -> Int {
-        let shortest = "\(number.magnitude)"
-        var mantissa = Substring(shortest)
-        if let e = mantissa.firstIndex(where: { $0 == "e" || $0 == "E" }) {
-            mantissa = mantissa[..<e]
+        let magnitude = number.magnitude
+        if magnitude < 1e15, magnitude.rounded(.towardZero) == magnitude {
+            var digits = 1
+            var value = UInt64(magnitude)
+            while value >= 10 {
+                value /= 10
+                digits += 1
+            }
+            return digits
         }
-        var digits = Array(mantissa.filter(\.isNumber).drop(while: { $0 == "0" }))
-        while digits.last == "0" { digits.removeLast() }
-        var needed = max(digits.count, 1)
-        if number.magnitude >= 1, number.magnitude < 1e17 {
-            needed = max(needed, Int(number.magnitude).description.count)
+        var digits = 0
+        var trailingZeros = 0
+        var leading = true
+        for byte in magnitude.description.utf8 {
+            if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") { break }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { continue }
+            if leading, byte == UInt8(ascii: "0") { continue }
+            leading = false
+            digits += 1
+            trailingZeros = byte == UInt8(ascii: "0") ? trailingZeros + 1 : 0
+        }
+        var needed = max(digits - trailingZeros, 1)
+        if magnitude >= 1, magnitude < 1e17 {
+            needed = max(needed, Int(magnitude).description.utf8.count)
         }
         return min(needed, 17)
     }
+
 }
 
 extension JSON {
