@@ -137,6 +137,30 @@ def _check_session(session: Session, validate: str) -> None:
             validate_message(message)
 
 
+def checked_sessions(make: Callable[..., Any]):
+    """A fixture body: yields a function that starts sessions with `make`;
+    at teardown stops them (killing any that hang), then checks that stdout
+    held nothing but messages that match the protocol document."""
+    started: list[Any] = []
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        session = make(*args, **kwargs)
+        started.append(session)
+        return session
+
+    yield start
+    for session in started:
+        try:
+            session.close(timeout=5)
+        finally:
+            if session.alive:
+                session.kill()
+    for session in started:
+        assert session.stdout_garbage == [], f"stdout carried non-protocol bytes: {session.stdout_garbage[:3]!r}"
+        for received in session.messages:
+            validate_message(received.message)
+
+
 @pytest.fixture
 def origin():
     with Origin() as o:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from conftest import checked_sessions
 from courier_client import Courier, RpcError, frame
 from schema import (implemented_methods, implemented_notifications, methods, notifications,
                     validate_message)
@@ -38,26 +39,8 @@ def framing(request) -> str:
 
 @pytest.fixture
 def spawn(framing):
-    """Starts courier in the test's framing; stops it at teardown and checks
-    that stdout held only messages that match the protocol document."""
-    started: list[Courier] = []
-
-    def start(*args: str) -> Courier:
-        session = Courier(COURIER, list(args), framing=framing)
-        started.append(session)
-        return session
-
-    yield start
-    for session in started:
-        try:
-            session.close(timeout=5)
-        finally:
-            if session.alive:
-                session.kill()
-    for session in started:
-        assert session.stdout_garbage == [], session.stdout_garbage[:3]
-        for received in session.messages:
-            validate_message(received.message)
+    """Starts courier in the test's framing; stops and checks it at teardown."""
+    yield from checked_sessions(lambda *args: Courier(COURIER, list(args), framing=framing))
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
+from conftest import checked_sessions
 from courier_client import Courier, CourierExited
 from schema import validate_message
 
@@ -102,26 +103,8 @@ def framing(request) -> str:
 
 @pytest.fixture
 def sessions():
-    """Starts courier sessions; stops them at teardown, then checks that stdout
-    held nothing but well-formed messages that match the protocol document."""
-    started: list[RawCourier] = []
-
-    def start(*args: str, framing: str) -> RawCourier:
-        session = RawCourier(COURIER, list(args), framing=framing)
-        started.append(session)
-        return session
-
-    yield start
-    for session in started:
-        try:
-            session.close(timeout=5)
-        finally:
-            if session.alive:
-                session.kill()
-    for session in started:
-        assert session.stdout_garbage == [], f"stdout carried non-protocol bytes: {session.stdout_garbage[:3]!r}"
-        for received in session.messages:
-            validate_message(received.message)
+    """Starts courier sessions; stops and checks them at teardown."""
+    yield from checked_sessions(lambda *args, framing: RawCourier(COURIER, list(args), framing=framing))
 
 
 @pytest.fixture
