@@ -824,6 +824,7 @@ class Origin:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
+        self._accepted = 0
         self._hits_by_path: dict[str, int] = {}
         self._hits_by_target: dict[str, int] = {}
         self._headers_by_path: dict[str, dict[str, str]] = {}
@@ -907,6 +908,11 @@ class Origin:
                 return self._hits_by_target.get(path, 0)
             return self._hits_by_path.get(path, 0)
 
+    def connections_accepted(self) -> int:
+        """TCP connections accepted since the origin started."""
+        with self._lock:
+            return self._accepted
+
     def total_hits(self) -> int:
         with self._lock:
             return sum(self._hits_by_path.values())
@@ -942,6 +948,7 @@ class Origin:
     def _track(self, conn, add: bool) -> None:
         with self._lock:
             if add:
+                self._accepted += 1
                 self._connections.add(conn)
             else:
                 self._connections.discard(conn)

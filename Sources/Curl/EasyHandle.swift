@@ -125,35 +125,10 @@ public final class EasyHandle {
         courier_easy_setopt_ptr(raw, option, copy)
     }
 
-    public var responseCode: Int {
-        var code = 0
-        courier_easy_getinfo_long(raw, CURLINFO_RESPONSE_CODE, &code)
-        return code
-    }
-
     public var effectiveURL: String? {
         var pointer: UnsafePointer<CChar>?
         courier_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer)
         return pointer.map { String(cString: $0) }
-    }
-
-    public var contentType: String? {
-        var pointer: UnsafePointer<CChar>?
-        courier_easy_getinfo_string(raw, CURLINFO_CONTENT_TYPE, &pointer)
-        return pointer.map { String(cString: $0) }
-    }
-
-    /// The Content-Length of the response being read, if it announced one.
-    public var contentLength: Int64? {
-        var length: curl_off_t = -1
-        courier_easy_getinfo_off(raw, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
-        return length >= 0 ? Int64(length) : nil
-    }
-
-    public var httpVersion: Int {
-        var version = 0
-        courier_easy_getinfo_long(raw, CURLINFO_HTTP_VERSION, &version)
-        return version
     }
 
     /// The text libcurl left in the error buffer, or its generic text for

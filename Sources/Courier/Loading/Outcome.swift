@@ -13,6 +13,7 @@ struct Outcome: Sendable {
     var url: String
     var finalURL: String
     var status: Int?
+    var httpVersion: String?
     var headers: [String: String] = [:]
     var contentType: String?
     var size: Int64 = 0
@@ -40,6 +41,7 @@ struct Outcome: Sendable {
     init(url: String, response: ResponseHead) {
         self.init(url: url, finalURL: response.finalURL)
         status = response.status == 0 ? nil : response.status
+        httpVersion = response.httpVersion
         headers = response.headerObject
         contentType = response.contentType
     }
@@ -50,6 +52,7 @@ struct Outcome: Sendable {
             "url": .string(url),
             "finalUrl": .string(finalURL),
             "status": status.map { JSON($0) } ?? .null,
+            "httpVersion": JSON(httpVersion),
             "headers": .object(headers.mapValues(JSON.string)),
             "contentType": JSON(contentType),
             "size": .integer(size),

@@ -18,6 +18,8 @@ struct ResponseHead: Sendable {
     /// In arrival order, names in lower case.
     var headers: [(name: String, value: String)]
     var finalURL: String?
+    /// The protocol version of the status line: "1.0", "1.1", "2" or "3".
+    var httpVersion: String?
 
     func header(_ name: String) -> String? {
         headers.last(where: { $0.name == name })?.value
@@ -56,7 +58,6 @@ struct TransferResult: Sendable {
     /// they streamed by so nobody reads the file again to recognise an image.
     var head: [UInt8] = []
     var failure: TransferFailure?
-    var httpVersion: Int
 }
 
 /// Why a transfer failed.
@@ -111,7 +112,6 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     func complete(code: Int32, on multi: MultiHandle) {
-        let httpVersion = easy?.httpVersion ?? 0
         var failure = stopReason
         if failure == nil, code != 0 {
             let kind = CurlFailure(code: code)
@@ -135,7 +135,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if failure != nil { unlink(bodyPath) }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
-            bodyPath: failure == nil ? bodyPath : nil, head: firstBytes, failure: failure, httpVersion: httpVersion)
+            bodyPath: failure == nil ? bodyPath : nil, head: firstBytes, failure: failure)
         observer.transferDidComplete(self, result)
     }
 
@@ -166,7 +166,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if text.starts(with: "HTTP/".utf8) {
             let fields = text.split(separator: 0x20, maxSplits: 2)
             let status = fields.count > 1 ? Int(String(decoding: fields[1], as: UTF8.self)) ?? 0 : 0
-            head = ResponseHead(status: status, headers: [])
+            let version = String(decoding: fields[0].dropFirst(5), as: UTF8.self)
+            head = ResponseHead(status: status, headers: [], httpVersion: version)
             return
         }
         if let first = text.first, first == 0x20 || first == 0x09, !head.headers.isEmpty {
