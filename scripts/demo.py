@@ -10,6 +10,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,6 +46,7 @@ def main() -> int:
     with Origin() as origin, Courier(args.courier, args=["--cache-dir", cache_dir, "--max-active", "4"]) as courier:
         events: list[str] = []
         lock = threading.Lock()
+        clock = {"start": time.monotonic()}
 
         def on_notification(method: str, params) -> None:
             if method == "download/progress":
@@ -52,7 +54,8 @@ def main() -> int:
             with lock:
                 events.append(method)
             if method.startswith("indicator/") or method.startswith("view/"):
-                print(f"   <- {method} {json.dumps(params, sort_keys=True)}")
+                elapsed = time.monotonic() - clock["start"]
+                print(f"   {elapsed:5.2f} s  <- {method} {json.dumps(params, sort_keys=True)}")
 
         courier.on_notification(on_notification)
 
@@ -135,6 +138,18 @@ def main() -> int:
                             ("/text?charset=iso-8859-1&declare=0&text=na%C3%AFve", {"textEncoding": "iso-8859-1"})]:
             outcome = courier.fetch(origin.url(path), body="text", **extra)
             print(f"   {outcome['contentType']!s:32} -> {outcome['text']!r}")
+
+        step("the activity indicator and bound views (shown after 1.0 s of activity, hidden 0.17 s after)")
+        print("   a 0.2 s download: too short for the indicator to show")
+        courier.fetch(origin.url("/drip?size=2000&chunks=2&interval=0.1&demo=short"))
+        clock["start"] = time.monotonic()
+        long = courier.download(origin.url("/drip?size=30000&chunks=6&interval=0.25&demo=long"))
+        print(f"   a 1.5 s download, {long['task']}, with a spinner and a progress bar bound to it")
+        courier.bind("spinner", task=long["task"])
+        courier.bind("bar", task=long["task"], kind="progress")
+        courier.wait(long["receipt"])
+        courier.wait_notification(lambda m, p: m == "indicator/visibility" and not p["visible"], timeout=5)
+        show("indicator/state", courier.indicator_state())
 
         step("errors carry precise codes")
         for label, url, extra in [
