@@ -9,14 +9,14 @@ import Synchronization
 /// the lifecycle (`initialize`, `shutdown`, `exit`, end of input).
 public final class CourierServer: Sendable {
     private let connection: Connection
-    private let dispatcher: Dispatcher
-    private let configuration: Mutex<Configuration>
+    let dispatcher: Dispatcher
+    let configuration: Mutex<Configuration>
     private let logger: Logger
     private let phase = Mutex(Phase.running)
     private let terminate: @Sendable (Int32) -> Never
-    private let downloader: Downloader
-    private let indicator: ActivityIndicator
-    private let cache: ResponseCache
+    let downloader: Downloader
+    let indicator: ActivityIndicator
+    let cache: ResponseCache
 
     enum Phase {
         case running
@@ -128,74 +128,6 @@ public final class CourierServer: Sendable {
     static let notifications = [
         "download/progress", "download/finished", "indicator/visibility", "view/animating", "view/progress",
     ]
-
-    private func registerCache() {
-        dispatcher.register("cache/stats") { [cache] params, reply in
-            _ = try params.byName(allowed: [])
-            reply.success(cache.stats)
-        }
-        dispatcher.register("cache/lookup") { [cache] params, reply in
-            reply.success(cache.describe(key: try Self.cacheKey(params)))
-        }
-        dispatcher.register("cache/remove") { [cache] params, reply in
-            reply.success(["removed": .bool(cache.remove(key: try Self.cacheKey(params)))])
-        }
-        dispatcher.register("cache/clear") { [cache] params, reply in
-            let named = try params.byName(allowed: ["memory", "disk"])
-            let memory = try named.optionalBool("memory") ?? true
-            let disk = try named.optionalBool("disk") ?? true
-            reply.success(cache.clear(memory: memory, disk: disk))
-        }
-    }
-
-    /// The key `cache/lookup` and `cache/remove` name: `cacheKey`, else `url`.
-    private static func cacheKey(_ params: Params) throws -> String {
-        let named = try params.byName(allowed: ["url", "cacheKey"])
-        let url = try named.optionalString("url")
-        guard let key = try named.optionalString("cacheKey") ?? url else {
-            throw RPCError.invalidParams("missing param 'url'", param: "url")
-        }
-        return key
-    }
-
-    private func registerActivity() {
-        dispatcher.register("bind") { [downloader] params, reply in try downloader.bind(params, reply: reply) }
-        dispatcher.register("indicator/state") { [indicator] params, reply in
-            _ = try params.byName(allowed: [])
-            reply.success(indicator.state)
-        }
-        dispatcher.register("indicator/configure") { [self] params, reply in
-            let named = try params.byName(allowed: ["enabled", "activationDelay", "completionDelay"])
-            let enabled = try named.optionalBool("enabled")
-            let activationDelay = try named.optionalNumber("activationDelay", range: 0...3600)
-            let completionDelay = try named.optionalNumber("completionDelay", range: 0...3600)
-            configuration.withLock { config in
-                config.indicatorEnabled = enabled ?? config.indicatorEnabled
-                config.activationDelay = activationDelay ?? config.activationDelay
-                config.completionDelay = completionDelay ?? config.completionDelay
-            }
-            indicator.configure(enabled: enabled, activationDelay: activationDelay, completionDelay: completionDelay)
-            reply.success(indicator.state)
-        }
-        dispatcher.register("indicator/increment") { [indicator] params, reply in
-            _ = try params.byName(allowed: [])
-            indicator.increment()
-            reply.success(indicator.state)
-        }
-        dispatcher.register("indicator/decrement") { [indicator] params, reply in
-            _ = try params.byName(allowed: [])
-            indicator.decrement()
-            reply.success(indicator.state)
-        }
-    }
-
-    private func registerDownloads() {
-        dispatcher.register("download") { [downloader] params, reply in try downloader.download(params, reply: reply) }
-        dispatcher.register("cancel") { [downloader] params, reply in reply.success(try downloader.cancel(params)) }
-        dispatcher.register("suspend") { [downloader] params, reply in reply.success(try downloader.suspend(params)) }
-        dispatcher.register("resume") { [downloader] params, reply in reply.success(try downloader.resume(params)) }
-        dispatcher.register("progress") { [downloader] params, reply in reply.success(try downloader.progress(params)) }
-    }
 
     /// Ends every unfinished piece of work and refuses requests from now on.
     private func shutDown() {

@@ -1,0 +1,34 @@
+import JSON
+import JSONRPC
+
+/// `cache/stats`, `cache/lookup`, `cache/remove`, `cache/clear`.
+extension CourierServer {
+    func registerCache() {
+        dispatcher.register("cache/stats") { [cache] params, reply in
+            _ = try params.byName(allowed: [])
+            reply.success(cache.stats)
+        }
+        dispatcher.register("cache/lookup") { [cache] params, reply in
+            reply.success(cache.describe(key: try Self.cacheKey(params)))
+        }
+        dispatcher.register("cache/remove") { [cache] params, reply in
+            reply.success(["removed": .bool(cache.remove(key: try Self.cacheKey(params)))])
+        }
+        dispatcher.register("cache/clear") { [cache] params, reply in
+            let named = try params.byName(allowed: ["memory", "disk"])
+            let memory = try named.optionalBool("memory") ?? true
+            let disk = try named.optionalBool("disk") ?? true
+            reply.success(cache.clear(memory: memory, disk: disk))
+        }
+    }
+
+    /// The key `cache/lookup` and `cache/remove` name: `cacheKey`, else `url`.
+    private static func cacheKey(_ params: Params) throws -> String {
+        let named = try params.byName(allowed: ["url", "cacheKey"])
+        let url = try named.optionalString("url")
+        guard let key = try named.optionalString("cacheKey") ?? url else {
+            throw RPCError.invalidParams("missing param 'url'", param: "url")
+        }
+        return key
+    }
+}
