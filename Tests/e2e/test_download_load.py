@@ -23,7 +23,7 @@ def peak_rss_kib(pid: int) -> int:
     raise AssertionError("no VmHWM in /proc status")
 
 
-def test_ten_thousand_queued_downloads_each_finish_once(courier, origin):
+def test_ten_thousand_queued_downloads_each_finish_once(courier, origin, capsys):
     c = courier("--max-active", "16", validate="sample")
     total, batch_size = 10_000, 1_000
     ids = []
@@ -40,7 +40,8 @@ def test_ten_thousand_queued_downloads_each_finish_once(courier, origin):
 
     outcomes = c.wait_all(receipts, timeout=150)
     rss = peak_rss_kib(c.pid)
-    print(f"\npeak RSS of courier after {total:,} downloads: {rss / 1024:.1f} MiB")
+    with capsys.disabled():
+        print(f"\npeak RSS of courier after {total:,} downloads: {rss / 1024:.1f} MiB")
 
     body = pattern(64)
     assert all(o["ok"] and base64.b64decode(o["base64"]) == body for o in outcomes.values())
@@ -179,10 +180,11 @@ def _churn(run: ChurnRun, origin: Origin, rng: random.Random) -> None:
     poll()
 
 
-def test_churn_keeps_every_invariant(churn):
+def test_churn_keeps_every_invariant(churn, capsys):
     c = churn.c
-    print(f"\nchurn: {len(churn.receipts)} receipts, operations {churn.ops}, "
-          f"{churn.polls} polls, peak running {churn.peak_running}, idle ticks {churn.idle_ticks}")
+    with capsys.disabled():
+        print(f"\nchurn: {len(churn.receipts)} receipts, operations {churn.ops}, "
+              f"{churn.polls} polls, peak running {churn.peak_running}, idle ticks {churn.idle_ticks}")
     assert sum(churn.ops.values()) == OPERATIONS
     assert len(churn.receipts) > 300
     for receipt in churn.receipts:
