@@ -19,7 +19,8 @@ struct TaskKey: Hashable, Sendable {
 }
 
 /// One transfer from the origin, shared by every receipt that asked for it.
-final class DownloadTask {
+/// Its state is guarded by the downloader's lock.
+final class DownloadTask: @unchecked Sendable {
     enum State: String {
         case queued
         case running
@@ -73,7 +74,8 @@ final class DownloadTask {
 
 /// One client's claim on a task's result: it ends with exactly one
 /// `download/finished`.
-final class Receipt {
+/// Its state is guarded by the downloader's lock.
+final class Receipt: @unchecked Sendable {
     enum Phase {
         case active
         /// Its task has ended and its outcome is being prepared.

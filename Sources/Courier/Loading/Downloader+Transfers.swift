@@ -52,6 +52,14 @@ extension Downloader {
             if let path = result.bodyPath { unlink(path) }
             return
         }
+        deliveries.async { [self] in
+            batch { deliver(result, of: task, to: receipts) }
+        }
+    }
+
+    /// The outcomes of a finished transfer for the receipts it had, on the
+    /// delivery queue.
+    private func deliver(_ result: TransferResult, of task: DownloadTask, to receipts: [Receipt]) {
         let outcomes: [Outcome]
         if let response = result.response, let bodyPath = result.bodyPath, result.failure == nil {
             let responseDate = Date()

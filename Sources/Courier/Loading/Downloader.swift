@@ -23,6 +23,10 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     let transferDefaults: EasyOptions
     let cache: ResponseCache
     let processID = getpid()
+    /// Turns finished transfers into outcomes (file moves, cache writes, text
+    /// decoding) off the engine's thread, so no transfer waits on that I/O.
+    let deliveries = DispatchQueue(label: "courier.deliveries")
+    let batch: @Sendable (() -> Void) -> Void
 
     // Guarded by `lock`.
     var settings: Configuration
@@ -40,14 +44,15 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     var activity: (any TaskActivityObserver)?
     var bindings: ViewBindings?
 
-    /// `batch` runs a turn of the transfer engine with the notifications it
-    /// causes sent as one burst.
+    /// `batch` runs a turn of the transfer engine, or one delivery, with the
+    /// notifications it causes sent as one burst.
     init(
         settings: Configuration, cache: ResponseCache, emit: @escaping @Sendable (String, JSON) -> Void,
         batch: @escaping @Sendable (() -> Void) -> Void = { $0() }, logger: Logger
     ) throws {
         self.settings = settings
         self.cache = cache
+        self.batch = batch
         self.emit = emit
         self.logger = logger
         temporaryDirectory = settings.cacheDir + "/tmp"
@@ -304,6 +309,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             queue.removeAll()
         }
         engine.shutdown(timeout: 5)
+        deliveries.sync {}
         try? FileManager.default.removeItem(atPath: downloadsDirectory)
     }
 
