@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,58 +20,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from courier_client import Courier  # noqa: E402
+from nginx_origin import NginxOrigin  # noqa: E402
 
-NGINX_CONF = """
-daemon off;
-worker_processes 1;
-pid {root}/nginx.pid;
-error_log {root}/error.log error;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    sendfile on;
-    keepalive_requests 100000;
-    client_body_temp_path {root}/tmp;
-    proxy_temp_path {root}/tmp;
-    fastcgi_temp_path {root}/tmp;
-    uwsgi_temp_path {root}/tmp;
-    scgi_temp_path {root}/tmp;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root}/www;
-    }}
-}}
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_nginx(root: str, count: int, size: int) -> tuple[subprocess.Popen, str]:
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+def start_nginx(root: str, count: int, size: int) -> NginxOrigin:
     os.makedirs(f"{root}/www/f", exist_ok=True)
-    os.makedirs(f"{root}/tmp", exist_ok=True)
     for index in range(count):
         with open(f"{root}/www/f/{index}", "wb") as file:
             file.write(os.urandom(size))
-    port = free_port()
-    with open(f"{root}/nginx.conf", "w") as file:
-        file.write(NGINX_CONF.format(root=root, port=port))
-    process = subprocess.Popen([nginx, "-c", f"{root}/nginx.conf", "-p", root],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, f"http://127.0.0.1:{port}"
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError(f"nginx exited: see {root}/error.log")
-            time.sleep(0.02)
-    raise RuntimeError("nginx did not start")
+    return NginxOrigin(root).start()
 
 
 def fresh_dir(path: str) -> str:
@@ -146,7 +101,8 @@ def main() -> int:
         return 1
     root = tempfile.mkdtemp(prefix="courier-bench-", dir=args.dir)
     os.chmod(root, 0o755)
-    nginx, base = start_nginx(root, args.count, args.size)
+    nginx = start_nginx(root, args.count, args.size)
+    base = nginx.base_url
     # nginx answers with ETag and Last-Modified, so by default courier also
     # stores every response in both cache tiers; "no cache" turns both off.
     variants = {"courier": (), "courier, no cache": ("--memory-capacity", "0", "--disk-capacity", "0")}
@@ -168,8 +124,7 @@ def main() -> int:
                 times[name].append(elapsed)
                 print(f"run {run + 1}: {name:18} {elapsed * 1000:8.1f} ms", file=sys.stderr)
     finally:
-        nginx.terminate()
-        nginx.wait()
+        nginx.stop()
         shutil.rmtree(root, ignore_errors=True)
 
     medians = {name: statistics.median(values) for name, values in times.items()}
