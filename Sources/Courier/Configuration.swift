@@ -24,6 +24,7 @@ public struct Configuration: Sendable {
     public var completionDelay = 0.17
     public var progressInterval = 0.1
     public var allowScheme: [String] = []
+    public var allowInsecureRedirects = false
     public var downloadRoot: String?
     public var maxBytes: Int64?
     public var timeout = 300.0
@@ -51,7 +52,15 @@ public struct Configuration: Sendable {
     /// Schemes a download may use.
     public var allowedSchemes: Set<String> { Set(["http", "https"] + allowScheme.map { $0.lowercased() }) }
 
+    /// The settings as `initialize` reports them: a proxy's password is
+    /// replaced by `***`.
     public var json: JSON {
+        var object = settings.objectValue ?? [:]
+        object["proxy"] = JSON(proxy.map(Redaction.url))
+        return .object(object)
+    }
+
+    private var settings: JSON {
         [
             "cacheDir": .string(cacheDir),
             "memoryCapacity": JSON(memoryCapacity),
@@ -63,6 +72,7 @@ public struct Configuration: Sendable {
             "completionDelay": .double(completionDelay),
             "progressInterval": .double(progressInterval),
             "allowScheme": .array(allowScheme.map(JSON.string)),
+            "allowInsecureRedirects": .bool(allowInsecureRedirects),
             "downloadRoot": JSON(downloadRoot),
             "maxBytes": maxBytes.map(JSON.integer) ?? .null,
             "timeout": .double(timeout),
@@ -79,8 +89,8 @@ public struct Configuration: Sendable {
     /// Settings that only the command line can set: they shape resources
     /// made at start-up.
     static let startupOnly: Set<String> = [
-        "cacheDir", "memoryCapacity", "memoryAfterPurge", "diskCapacity", "allowScheme", "downloadRoot",
-        "caFile", "proxy", "framing", "maxMessageBytes",
+        "cacheDir", "memoryCapacity", "memoryAfterPurge", "diskCapacity", "allowScheme", "allowInsecureRedirects",
+        "downloadRoot", "caFile", "proxy", "framing", "maxMessageBytes",
     ]
 
     /// Applies `initialize` options, all or none. Start-up settings may be
@@ -92,13 +102,14 @@ public struct Configuration: Sendable {
     }
 
     private mutating func assign(_ options: NamedParams) throws(RPCError) {
-        let current = json
+        let current = settings
+        let reported = json
         for (name, value) in options.members.sorted(by: { $0.key < $1.key }) {
             guard let existing = current[name] else {
                 throw .invalidParams("unknown option '\(name)'", param: name)
             }
             if Self.startupOnly.contains(name) {
-                if value != existing {
+                if value != existing, value != reported[name] {
                     throw .invalidParams("option '\(name)' can only be set on the command line", param: name)
                 }
                 continue

@@ -50,6 +50,9 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "A URL scheme to allow beyond http and https (repeatable).")
     var allowScheme: [String] = []
 
+    @Flag(help: "Let a redirect lead from https down to http (refused by default with insecure_redirect).")
+    var allowInsecureRedirects = false
+
     @Option(help: "Directory that every download destination must lie inside.")
     var downloadRoot: String?
 
@@ -107,6 +110,7 @@ struct CourierCommand: ParsableCommand {
         config.indicatorEnabled = !noIndicator
         config.progressInterval = progressInterval
         config.allowScheme = allowScheme
+        config.allowInsecureRedirects = allowInsecureRedirects
         config.downloadRoot = downloadRoot.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         config.maxBytes = maxBytes
         config.timeout = timeout
@@ -119,7 +123,7 @@ struct CourierCommand: ParsableCommand {
 
         let level = config.logLevel
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = RedactingLogHandler(StreamLogHandler.standardError(label: label))
             handler.logLevel = level
             return handler
         }

@@ -13,6 +13,7 @@ enum OutcomeErrorCode: String, Sendable, CaseIterable {
     case tlsFailed = "tls_failed"
     case tooManyRedirects = "too_many_redirects"
     case schemeNotAllowed = "scheme_not_allowed"
+    case insecureRedirect = "insecure_redirect"
     case notCached = "not_cached"
     case destinationNotAllowed = "destination_not_allowed"
     case io
