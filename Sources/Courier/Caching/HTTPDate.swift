@@ -1,56 +1,106 @@
+import Curl
 import Foundation
 
 /// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and
 /// asctime forms a recipient must also accept. All in GMT.
+///
+/// Parsing is libcurl's (`CurlDate`), after a check that the text is made
+/// of the words an HTTP date has, and only dates from the year 1583 (the
+/// earliest libcurl reads) through 9999 are taken: beyond them a date is
+/// invalid, so no arithmetic on it can overflow.
 enum HTTPDate {
+    /// 1583-01-01T00:00:00Z, in seconds since 1970.
+    static let earliest: Int64 = -12_212_553_600
+    /// 9999-12-31T23:59:59Z, in seconds since 1970.
+    static let latest: Int64 = 253_402_300_799
+    /// 0001-01-01T00:00:00Z, the earliest instant `format` writes.
+    private static let formatEarliest: Int64 = -62_135_596_800
+
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
     private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+    /// The words of letters an HTTP date may hold, in lower case.
+    private static let words: Set<String> = Set(months).union([
+        "mon", "tue", "wed", "thu", "fri", "sat", "sun", "monday", "tuesday", "wednesday", "thursday", "friday",
+        "saturday", "sunday", "gmt", "utc",
+    ])
 
-    /// The date `text` names, or nil when it is not an HTTP date.
+    /// The date `text` names, or nil when it is not an HTTP date or falls
+    /// outside the years 1583 through 9999.
     static func parse(_ text: String) -> Date? {
-        let tokens = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" || $0 == ":" }).map(String.init)
-        guard tokens.count >= 7, months.contains(tokens[1].lowercased()) || tokens.count >= 8 else { return nil }
-        let day, month, year, hour, minute, second: Int?
-        if let asctimeMonth = months.firstIndex(of: tokens[1].lowercased()) {
-            // Sun Nov  6 08:49:37 1994
-            month = asctimeMonth + 1
-            (day, hour, minute, second, year) = (Int(tokens[2]), Int(tokens[3]), Int(tokens[4]), Int(tokens[5]), Int(tokens[6]))
-        } else {
-            // Sun, 06 Nov 1994 08:49:37 GMT and Sunday, 06-Nov-94 08:49:37 GMT
-            month = months.firstIndex(of: tokens[2].lowercased()).map { $0 + 1 }
-            (day, year, hour, minute, second) = (Int(tokens[1]), Int(tokens[3]), Int(tokens[4]), Int(tokens[5]), Int(tokens[6]))
-            guard ["gmt", "utc", "+0000"].contains(tokens[7].lowercased()) else { return nil }
+        guard hasDateWords(text), let seconds = CurlDate.parse(text), (earliest...latest).contains(seconds) else {
+            return nil
         }
-        guard let day, let month, var year, let hour, let minute, let second,
-            (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
-        else { return nil }
-        if year < 100 { year += year < 70 ? 2000 : 1900 }
-        let days = daysFromCivil(year: year, month: month, day: day)
-        return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3600 + minute * 60 + second))
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
     }
 
-    /// `date` as an IMF-fixdate, whole seconds.
+    /// Whether `text` holds only what the three HTTP date forms do: digits,
+    /// weekday and month names and GMT, separated by spaces, commas and
+    /// colons, with dashes only inside an RFC 850 date ("06-Nov-94") and a
+    /// sign only in the zone "+0000". libcurl alone would read other zones,
+    /// trailing words and "-1994" (as 1994).
+    private static func hasDateWords(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty, bytes.count <= 64 else { return false }
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if isLetter(byte) {
+                var end = index
+                while end < bytes.count, isLetter(bytes[end]) { end += 1 }
+                let word = String(decoding: bytes[index..<end].map { $0 | 0x20 }, as: UTF8.self)
+                guard words.contains(word) else { return false }
+                index = end
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: " "), UInt8(ascii: ","), UInt8(ascii: ":"):
+                break
+            case UInt8(ascii: "-"):
+                guard index > 0, index + 1 < bytes.count, isAlphanumeric(bytes[index - 1]),
+                    isAlphanumeric(bytes[index + 1])
+                else { return false }
+            case UInt8(ascii: "+"):
+                guard bytes[(index + 1)...].starts(with: "0000".utf8),
+                    index + 5 == bytes.count || !isAlphanumeric(bytes[index + 5])
+                else { return false }
+            default:
+                return false
+            }
+            index += 1
+        }
+        return true
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        isLetter(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+    }
+
+    /// `date` as an IMF-fixdate, whole seconds. A date outside the years 1
+    /// through 9999 is written as the nearest of them; NaN as 1970.
     static func format(_ date: Date) -> String {
-        let seconds = Int(date.timeIntervalSince1970.rounded(.down))
+        let seconds = clampedSeconds(date.timeIntervalSince1970)
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let time = seconds - days * 86_400
         let (year, month, day) = civil(fromDays: days)
         let weekday = weekdays[((days % 7) + 7) % 7]
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        func four(_ n: Int) -> String { String(repeating: "0", count: max(0, 4 - String(n).utf8.count)) + String(n) }
         let monthName = months[month - 1].capitalized
-        return "\(weekday), \(two(day)) \(monthName) \(year) \(two(time / 3600)):\(two(time / 60 % 60)):\(two(time % 60)) GMT"
+        return "\(weekday), \(two(day)) \(monthName) \(four(year)) \(two(time / 3600)):\(two(time / 60 % 60)):\(two(time % 60)) GMT"
     }
 
-    /// Days since 1970-01-01 (Howard Hinnant's algorithm).
-    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
+    /// Whole seconds of `interval`, bounded to what `format` writes.
+    private static func clampedSeconds(_ interval: TimeInterval) -> Int {
+        guard !interval.isNaN else { return 0 }
+        let bounded = min(max(interval.rounded(.down), TimeInterval(formatEarliest)), TimeInterval(latest))
+        return Int(bounded)
     }
 
+    /// The civil date `days` after 1970-01-01 (Howard Hinnant's algorithm).
     private static func civil(fromDays days: Int) -> (year: Int, month: Int, day: Int) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
