@@ -33,13 +33,28 @@ struct CacheControl: Sendable, Equatable {
         return argument.isEmpty ? .infinity : seconds("max-stale")
     }
 
+    /// The largest delta-seconds courier represents: 2^31 (RFC 9111 §1.2.2).
+    static let maximumDeltaSeconds: TimeInterval = 2_147_483_648
+
+    /// A delta-seconds value (RFC 9111 §1.2.2): ASCII digits only, no sign,
+    /// no fraction, no exponent; one too large counts as 2^31. Nil when
+    /// `text` is not one.
+    static func deltaSeconds(_ text: some StringProtocol) -> TimeInterval? {
+        guard !text.utf8.isEmpty else { return nil }
+        var value = 0
+        for byte in text.utf8 {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            // Past 2^31 the value stays there: no overflow, however long.
+            value = min(value * 10 + Int(byte - UInt8(ascii: "0")), Int(maximumDeltaSeconds))
+        }
+        return TimeInterval(value)
+    }
+
     /// A delta-seconds argument; one that is not a number counts as 0
     /// (stale), one too large as 2^31 (RFC 9111 §1.2.2).
     private func seconds(_ name: String) -> TimeInterval? {
         guard let argument = directives[name] else { return nil }
-        guard !argument.isEmpty, argument.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return 0 }
-        guard let value = Int(argument), value < 2_147_483_648 else { return 2_147_483_648 }
-        return TimeInterval(value)
+        return Self.deltaSeconds(argument) ?? 0
     }
 
     private mutating func add(_ value: String) {

@@ -66,31 +66,38 @@ enum HTTPCachePolicy {
 
     /// How long the response stays fresh from its origin's point of view
     /// (RFC 9111 §4.2.1): max-age, else Expires − Date, else the heuristic
-    /// from Last-Modified for statuses cacheable by default, else 0.
+    /// from Last-Modified for statuses cacheable by default, else 0. Always
+    /// within 0...2^31 seconds, whatever the headers say.
     static func freshnessLifetime(of response: CachedResponse) -> TimeInterval {
         let control = CacheControl(response.headers)
-        if let maxAge = control.maxAge { return maxAge }
+        if let maxAge = control.maxAge { return bounded(maxAge, nan: 0) }
         if let expires = response.header("expires") {
             guard let expiry = HTTPDate.parse(expires) else { return 0 }
-            return max(0, expiry.timeIntervalSince(dateValue(of: response)))
+            return bounded(expiry.timeIntervalSince(dateValue(of: response)), nan: 0)
         }
         guard cacheableByDefault.contains(response.status) || control.isPublic,
             let lastModified = response.header("last-modified").flatMap(HTTPDate.parse)
         else { return 0 }
-        let sinceModified = max(0, dateValue(of: response).timeIntervalSince(lastModified))
+        let sinceModified = bounded(dateValue(of: response).timeIntervalSince(lastModified), nan: 0)
         return min(sinceModified * heuristicFraction, heuristicLimit)
     }
 
-    /// The response's age at `now` (RFC 9111 §4.2.3).
+    /// The response's age at `now` (RFC 9111 §4.2.3), within 0...2^31
+    /// seconds. An `Age` that is not delta-seconds is ignored (§5.1).
     static func currentAge(of response: CachedResponse, now: Date) -> TimeInterval {
         let ageValue = response.header("age").flatMap { value in
-            TimeInterval(value.split(separator: ",").first.map { $0.trimmingBlanks } ?? "")
-        }.map { max(0, $0) } ?? 0
-        let apparentAge = max(0, response.responseTime.timeIntervalSince(dateValue(of: response)))
-        let responseDelay = max(0, response.responseTime.timeIntervalSince(response.requestTime))
+            CacheControl.deltaSeconds(value.split(separator: ",").first.map { $0.trimmingBlanks } ?? "")
+        } ?? 0
+        let apparentAge = bounded(response.responseTime.timeIntervalSince(dateValue(of: response)), nan: 0)
+        let responseDelay = bounded(response.responseTime.timeIntervalSince(response.requestTime), nan: 0)
         let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
-        let residentTime = max(0, now.timeIntervalSince(response.responseTime))
-        return correctedInitialAge + residentTime
+        let residentTime = bounded(now.timeIntervalSince(response.responseTime), nan: 0)
+        return bounded(correctedInitialAge + residentTime, nan: CacheControl.maximumDeltaSeconds)
+    }
+
+    /// `interval` within 0...2^31 seconds; `nan` when it is not a number.
+    private static func bounded(_ interval: TimeInterval, nan: TimeInterval) -> TimeInterval {
+        interval.isNaN ? nan : min(max(interval, 0), CacheControl.maximumDeltaSeconds)
     }
 
     /// Whether `response` may answer a request with `requestHeaders` at
