@@ -97,30 +97,60 @@ struct DiskCacheEntry: Sendable, Equatable {
     }
 
     /// The key and response `bytes` describe, or nil when they are not
-    /// metadata.
+    /// metadata courier could have written: any process may write the cache
+    /// directory, so every field is checked before it is believed. The
+    /// status must be within 100...999, the times finite and within 1970
+    /// through 9999, field names tokens and field values free of CR, LF and
+    /// NUL (RFC 9110 §5.1, §5.5).
     static func parseMetadata(_ bytes: [UInt8]) -> (key: String, response: CachedResponse)? {
         guard let object = try? JSONCodec.decode(bytes), let key = object["key"]?.stringValue,
             let url = object["url"]?.stringValue, let status = object["status"]?.integerValue,
-            let headerList = object["headers"]?.arrayValue, let vary = object["vary"]?.objectValue,
-            let requestTime = object["requestTime"]?.doubleValue, let responseTime = object["responseTime"]?.doubleValue,
-            let storedAt = object["storedAt"]?.doubleValue
+            (100...999).contains(status), let headerList = object["headers"]?.arrayValue,
+            let vary = object["vary"]?.objectValue, let requestTime = time(object["requestTime"]),
+            let responseTime = time(object["responseTime"]), let storedAt = time(object["storedAt"])
         else { return nil }
         var headers: [(name: String, value: String)] = []
         for item in headerList {
             guard let pair = item.arrayValue, pair.count == 2, let name = pair[0].stringValue,
-                let value = pair[1].stringValue
+                let value = pair[1].stringValue, isFieldName(name), isFieldValue(value)
             else { return nil }
             headers.append((name, value))
         }
         var varyValues: [String: String] = [:]
         for (name, value) in vary {
-            guard let value = value.stringValue else { return nil }
+            guard let value = value.stringValue, isFieldName(name), isFieldValue(value) else { return nil }
             varyValues[name] = value
         }
         let response = CachedResponse(
-            status: Int(status), headers: headers, url: url, requestTime: Date(timeIntervalSince1970: requestTime),
-            responseTime: Date(timeIntervalSince1970: responseTime), storedAt: Date(timeIntervalSince1970: storedAt),
-            varyValues: varyValues)
+            status: Int(status), headers: headers, url: url, requestTime: requestTime, responseTime: responseTime,
+            storedAt: storedAt, varyValues: varyValues)
         return (key, response)
+    }
+
+    /// Seconds since 1970 as a date, when finite and no later than 9999.
+    private static func time(_ value: JSON?) -> Date? {
+        guard let seconds = value?.doubleValue, seconds.isFinite, (0...Double(HTTPDate.latest)).contains(seconds)
+        else { return nil }
+        return Date(timeIntervalSince1970: seconds)
+    }
+
+    /// Whether `name` is a token (RFC 9110 §5.6.2).
+    static func isFieldName(_ name: String) -> Bool {
+        !name.utf8.isEmpty && name.utf8.allSatisfy(isTokenByte)
+    }
+
+    /// Whether `value` holds no CR, LF or NUL (RFC 9110 §5.5).
+    static func isFieldValue(_ value: String) -> Bool {
+        !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }
+    }
+
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "A")...UInt8(ascii: "Z"):
+            return true
+        default:
+            return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
     }
 }
