@@ -12,6 +12,9 @@ struct ImageInfo: Sendable, Equatable {
     /// Bytes enough to find the size of any of the four formats in practice.
     static let sniffLength = 64 << 10
 
+    /// The image `bytes` start with, or nil. The bytes come from the
+    /// origin: every read is bounds-checked and every size is computed from
+    /// at most four bytes, so no header traps or overflows.
     static func sniff(_ bytes: [UInt8]) -> ImageInfo? {
         png(bytes) ?? gif(bytes) ?? webp(bytes) ?? jpeg(bytes)
     }
@@ -20,7 +23,10 @@ struct ImageInfo: Sendable, Equatable {
         guard b.count >= 24, b.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]),
             Array(b[12..<16]) == Array("IHDR".utf8)
         else { return nil }
-        return ImageInfo(format: "png", width: be32(b, 16), height: be32(b, 20))
+        // PNG sizes are 1...2^31 - 1; others are a corrupt header.
+        let (width, height) = (be32(b, 16), be32(b, 20))
+        guard (1...Int(Int32.max)).contains(width), (1...Int(Int32.max)).contains(height) else { return nil }
+        return ImageInfo(format: "png", width: width, height: height)
     }
 
     private static func gif(_ b: [UInt8]) -> ImageInfo? {
