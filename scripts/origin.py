@@ -1034,3 +1034,53 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --------------------------------------------------------------------------
+# Raw responses: exact bytes, for tests of what a hostile origin may send.
+# Set from Python only (Origin.set_raw_response), so the command line above
+# needs none of this.
+
+
+def _set_raw_response(self: Origin, path: str, head: bytes | str, body: bytes | str = b"") -> str:
+    """Serve ``head`` (status line and header lines, CRLF-separated, without
+    the blank line that ends them) then ``body`` at ``path``, byte for byte,
+    and close the connection; returns its URL. A bare name is served at
+    ``/raw/<name>``. Nothing is added: no Date, no Content-Length."""
+    if not path.startswith("/"):
+        path = "/raw/" + path
+    if isinstance(head, str):
+        head = head.encode("latin-1")
+    if isinstance(body, str):
+        body = body.encode()
+    head = head.rstrip(b"\r\n")
+    with self._lock:
+        raw = self.__dict__.setdefault("_raw_responses", {})
+        raw[path] = head + b"\r\n\r\n" + body
+    return self.url(path) if self._server is not None else path
+
+
+def _raw_response(self: Origin, path: str) -> bytes | None:
+    with self._lock:
+        return self.__dict__.get("_raw_responses", {}).get(path)
+
+
+Origin.set_raw_response = _set_raw_response  # type: ignore[attr-defined]
+Origin._raw_response = _raw_response  # type: ignore[attr-defined]
+_dispatch_without_raw = _Handler._dispatch
+
+
+def _dispatch_with_raw(self: _Handler) -> None:
+    path = urlsplit(self.path).path or "/"
+    raw = self.origin._raw_response(path)
+    if raw is None:
+        _dispatch_without_raw(self)
+        return
+    self.origin._record(path, self.path, self.headers)
+    self.close_connection = True
+    if self.command == "HEAD":
+        raw = raw[:raw.index(b"\r\n\r\n") + 4]
+    self.wfile.write(raw)
+
+
+_Handler._dispatch = _dispatch_with_raw  # type: ignore[method-assign]
