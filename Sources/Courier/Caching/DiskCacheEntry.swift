@@ -43,8 +43,10 @@ struct DiskCacheEntry: Sendable, Equatable {
         var bytes: [UInt8] {
             var bytes = DiskCacheEntry.magic
             append(DiskCacheEntry.version, to: &bytes)
-            append(UInt32(metadataLength), to: &bytes)
-            append(UInt64(bodyLength), to: &bytes)
+            // Clamped, not trapping: a length out of range makes a file
+            // whose size disagrees with its header, which no reader takes.
+            append(UInt32(clamping: metadataLength), to: &bytes)
+            append(UInt64(clamping: bodyLength), to: &bytes)
             append(metadataChecksum, to: &bytes)
             append(bodyChecksum, to: &bytes)
             return bytes
