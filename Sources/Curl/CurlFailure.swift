@@ -13,6 +13,10 @@ public enum CurlFailure: String, Sendable {
     case aborted
     case network
 
+    /// The code libcurl gives when it stops following redirects, which
+    /// courier gives too when it stops following them itself.
+    public static let tooManyRedirectsCode = Int(CURLE_TOO_MANY_REDIRECTS.rawValue)
+
     /// Maps a result code, with the text curl left in the error buffer.
     public init(code: Int32) {
         switch CURLcode(UInt32(code)) {

@@ -20,6 +20,9 @@ public struct EasyOptions: Sendable {
     /// Schemes a redirect may lead to.
     public var redirectProtocols = "http,https"
     public var maxRedirects = 10
+    /// Whether libcurl follows redirects itself. Off when the caller follows
+    /// them (to check each hop), as courier's transfers do.
+    public var followRedirects = true
     public var caFile: String?
     public var proxy: String?
     public var userAgent = "courier"
@@ -90,7 +93,7 @@ public final class EasyHandle {
         setString(CURLOPT_URL, options.url)
         setString(CURLOPT_PROTOCOLS_STR, options.protocols)
         setString(CURLOPT_REDIR_PROTOCOLS_STR, options.redirectProtocols)
-        setLong(CURLOPT_FOLLOWLOCATION, 1)
+        setLong(CURLOPT_FOLLOWLOCATION, options.followRedirects ? 1 : 0)
         setLong(CURLOPT_MAXREDIRS, options.maxRedirects)
         setString(CURLOPT_ACCEPT_ENCODING, "")
         setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
@@ -128,6 +131,14 @@ public final class EasyHandle {
     public var effectiveURL: String? {
         var pointer: UnsafePointer<CChar>?
         courier_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer)
+        return pointer.map { String(cString: $0) }
+    }
+
+    /// The absolute URL a redirect response's `Location` names, when
+    /// libcurl did not follow it.
+    public var redirectURL: String? {
+        var pointer: UnsafePointer<CChar>?
+        courier_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &pointer)
         return pointer.map { String(cString: $0) }
     }
 

@@ -41,8 +41,11 @@ def counters(c) -> tuple[int, int, int]:
     return stats["hits"], stats["misses"], stats["revalidations"]
 
 
-def entry_file(cache_dir, key: str) -> str:
-    return os.path.join(str(cache_dir), "http", hashlib.sha256(key.encode()).hexdigest())
+def entry_file(cache_dir, url: str) -> str:
+    """The entry file of ``url``'s response: named by the SHA-256 of its key,
+    ``url `` and the URL's bytes with all but printable ASCII (and ``%``) as %XX."""
+    escaped = "".join(chr(b) if 0x20 < b < 0x7F and b != 0x25 else f"%{b:02X}" for b in url.encode())
+    return os.path.join(str(cache_dir), "http", hashlib.sha256(("url " + escaped).encode()).hexdigest())
 
 
 def entry_files(cache_dir) -> dict[str, int]:

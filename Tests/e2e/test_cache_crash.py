@@ -29,8 +29,11 @@ def log_uniform_size(rng: random.Random, low: int, high: int) -> int:
     return int(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
-def entry_path(cache_dir, key: str) -> str:
-    return os.path.join(str(cache_dir), "http", hashlib.sha256(key.encode()).hexdigest())
+def entry_path(cache_dir, url: str) -> str:
+    """The entry file of ``url``'s response: named by the SHA-256 of its key,
+    ``url `` and the URL's bytes with all but printable ASCII (and ``%``) as %XX."""
+    escaped = "".join(chr(b) if 0x20 < b < 0x7F and b != 0x25 else f"%{b:02X}" for b in url.encode())
+    return os.path.join(str(cache_dir), "http", hashlib.sha256(("url " + escaped).encode()).hexdigest())
 
 
 def served_bytes(outcome: dict) -> bytes:

@@ -28,9 +28,10 @@ public final class ViewBindings {
         fileprivate var expected: Int64?
     }
 
-    private var bindings: [String: Binding] = [:]
+    /// By view name, compared as bytes.
+    private var bindings: [ExactString: Binding] = [:]
     /// The views bound to each task, in the order they were bound.
-    private var viewsByTask: [String: [String]] = [:]
+    private var viewsByTask: [String: [ExactString]] = [:]
     private let emit: (String, JSON) -> Void
 
     public init(emit: @escaping (String, JSON) -> Void) {
@@ -38,10 +39,10 @@ public final class ViewBindings {
     }
 
     /// The binding of `view`, if it has one.
-    public func binding(of view: String) -> Binding? { bindings[view] }
+    public func binding(of view: String) -> Binding? { bindings[ExactString(view)] }
 
     /// The views following `task`, in the order they were bound.
-    public func views(boundTo task: String) -> [String] { viewsByTask[task] ?? [] }
+    public func views(boundTo task: String) -> [String] { (viewsByTask[task] ?? []).map(\.value) }
 
     /// Binds `view` to `task`, replacing any binding it had. `snapshot` is
     /// the task's state now, nil when it has finished: then nothing is sent,
@@ -61,13 +62,14 @@ public final class ViewBindings {
             binding.expected = snapshot.expected
             sendProgress(view: view, binding)
         }
-        bindings[view] = binding
-        viewsByTask[task, default: []].append(view)
+        bindings[ExactString(view)] = binding
+        viewsByTask[task, default: []].append(ExactString(view))
         return true
     }
 
     /// Ends the binding of `view`, if it has one. Nothing is sent.
     public func unbind(view: String) {
+        let view = ExactString(view)
         guard let old = bindings.removeValue(forKey: view) else { return }
         viewsByTask[old.task]?.removeAll { $0 == view }
         if viewsByTask[old.task]?.isEmpty == true { viewsByTask[old.task] = nil }
@@ -98,10 +100,10 @@ public final class ViewBindings {
             guard let binding = bindings[view] else { continue }
             switch binding.kind {
             case .animating:
-                updateAnimating(view: view, to: false)
+                updateAnimating(view: view.value, to: false)
             case .progress:
                 if let received {
-                    updateProgress(view: view, received: received, expected: expected)
+                    updateProgress(view: view.value, received: received, expected: expected)
                 }
             }
             bindings[view] = nil
@@ -109,19 +111,21 @@ public final class ViewBindings {
     }
 
     private func updateAnimating(view: String, to running: Bool) {
-        guard var binding = bindings[view], binding.kind == .animating, binding.animating != running else { return }
+        guard var binding = bindings[ExactString(view)], binding.kind == .animating, binding.animating != running else {
+            return
+        }
         binding.animating = running
-        bindings[view] = binding
+        bindings[ExactString(view)] = binding
         sendAnimating(view: view, binding)
     }
 
     private func updateProgress(view: String, received: Int64, expected: Int64?) {
-        guard var binding = bindings[view], binding.kind == .progress else { return }
+        guard var binding = bindings[ExactString(view)], binding.kind == .progress else { return }
         let received = max(binding.received, received)
         guard received != binding.received || expected != binding.expected else { return }
         binding.received = received
         binding.expected = expected
-        bindings[view] = binding
+        bindings[ExactString(view)] = binding
         sendProgress(view: view, binding)
     }
 

@@ -51,7 +51,7 @@ final class DiskCache: Sendable {
         path = cacheDirectory + "/http"
         self.capacity = capacity
         self.durable = durable
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try DirectoryHandle.makePrivateDirectories(path)
         sweep()
     }
 
@@ -98,7 +98,7 @@ final class DiskCache: Sendable {
         let directory = (destination as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let partial = "\(directory)/.\((destination as NSString).lastPathComponent).courier-\(Self.uniqueSuffix()).partial"
-        let out = Foundation.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let out = Foundation.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard out >= 0 else { return nil }
         let sum = CacheFileIO.copy(
             from: opened.fd, offset: opened.entry.bodyOffset, length: opened.header.bodyLength, to: out)
@@ -232,7 +232,7 @@ final class DiskCache: Sendable {
     private func write(key: String, response: CachedResponse, body: Body) -> Bool {
         let metadata = DiskCacheEntry.metadata(key: key, response: response)
         let temporary = "\(path)/\(Self.temporaryPrefix)\(Self.uniqueSuffix())"
-        let fd = Foundation.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let fd = Foundation.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         var header = DiskCacheEntry.Header(
             metadataLength: metadata.count, bodyLength: 0, metadataChecksum: XXH64.hash(metadata), bodyChecksum: 0)
@@ -285,7 +285,7 @@ final class DiskCache: Sendable {
             let header = DiskCacheEntry.Header(headerBytes), header.fileLength == Int64(info.st_size),
             let metadata = CacheFileIO.read(fd, count: header.metadataLength, at: Int64(DiskCacheEntry.headerLength)),
             XXH64.hash(metadata) == header.metadataChecksum,
-            let (storedKey, response) = DiskCacheEntry.parseMetadata(metadata), storedKey == key
+            let (storedKey, response) = DiskCacheEntry.parseMetadata(metadata), storedKey.isExactly(key)
         else {
             discard(fd, file)
             return nil

@@ -1,3 +1,4 @@
+import Curl
 import Foundation
 import JSON
 import Logging
@@ -68,14 +69,63 @@ final class ResponseCache: Sendable {
 
     var memoryEntryLimit: Int { memory.capacity / Self.memoryEntryShare }
 
-    /// Requests that carry their own validators or ask for a range are passed
-    /// through: the cache neither answers nor stores them.
+    /// Requests that carry credentials (`Authorization`, `Cookie`, a user
+    /// or password in the URL), their own validators, or a range are passed
+    /// through: the cache neither answers nor stores them. The disk tier is
+    /// shared by every process on the cache directory, and no credential or
+    /// personal response belongs there.
     static func applies(to request: DownloadRequest) -> Bool {
         let bypass: Set<String> = ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range", "range"]
-        return !request.headers.contains { bypass.contains($0.name.lowercased()) }
+        return !request.hasCredentials && !request.headers.contains { bypass.contains($0.name.lowercased()) }
     }
 
-    static func key(for request: DownloadRequest) -> String { request.cacheKey ?? request.url }
+    /// The keys a response reached through `redirects` is stored under, for
+    /// receipts that asked with `keys`: none when a hop said `no-store` or
+    /// the final URL carries a user or password; the keys asked for when
+    /// every hop may be stored on its own (a 301 or 308, or one with
+    /// explicit freshness) or is named by a `cacheKey`; else the final URL's
+    /// own key, since a temporary redirect must be asked again.
+    static func storageKeys(
+        for requests: [DownloadRequest], redirects: [ResponseHead], finalURL: String?
+    ) -> Set<String> {
+        if redirects.contains(where: { CacheControl($0.headers).noStore }) { return [] }
+        if let finalURL, CurlURL(finalURL)?.hasUserInfo ?? true { return [] }
+        let permanent = redirects.allSatisfy {
+            HTTPCachePolicy.isStorable(status: $0.status, requestHeaders: [], responseHeaders: $0.headers)
+        }
+        return Set(requests.map { request in
+            if permanent || request.cacheKey != nil { return key(for: request) }
+            return key(url: finalURL ?? request.url)
+        })
+    }
+
+    static func key(for request: DownloadRequest) -> String {
+        request.cacheKey.map { key(cacheKey: $0) } ?? key(url: request.url)
+    }
+
+    /// The key of a URL's response: `url ` and the URL's bytes, escaped.
+    static func key(url: String) -> String { "url " + escaped(url) }
+
+    /// The key of a client's `cacheKey`: `key ` and its bytes, escaped, so it
+    /// never names the response of a URL of the same text.
+    static func key(cacheKey: String) -> String { "key " + escaped(cacheKey) }
+
+    /// `text` in printable ASCII: every other byte, and `%`, as `%XX`. Two
+    /// texts escape alike only when their bytes are equal, so the tiers'
+    /// String-keyed maps tell apart what Unicode equivalence would merge.
+    static func escaped(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            if byte > 0x20, byte < 0x7F, byte != UInt8(ascii: "%") {
+                bytes.append(byte)
+            } else {
+                let digits = Array("0123456789ABCDEF".utf8)
+                bytes += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
 
     /// What the caches can do for `request` under its cache policy.
     func lookup(_ request: DownloadRequest, now: Date = Date()) -> Lookup {
@@ -90,7 +140,9 @@ final class ResponseCache: Sendable {
                 guard let loaded = body() else { return nil }
                 return .hit(Hit(key: key, response: loaded.response, body: loaded.body, tier: tier))
             }
-            let conditions = HTTPCachePolicy.conditionalHeaders(for: response)
+            // Validators come from the origin or from a file another process
+            // wrote: one that could end the header line is never replayed.
+            let conditions = HTTPCachePolicy.conditionalHeaders(for: response).filter { HTTPField.isValidValue($0.value) }
             return conditions.isEmpty ? nil : .stale(Stale(key: key, response: response, conditionalHeaders: conditions))
         }
 

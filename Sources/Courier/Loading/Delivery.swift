@@ -12,6 +12,8 @@ struct Delivery {
     let body: BodyFile
     let source: OutcomeSource
     let downloadsDirectory: String
+    /// `--download-root`, which every destination lies inside.
+    let downloadRoot: String?
     let logger: Logger
     /// For a stored body: a name that stays the same while the stored
     /// response does, so repeated hits share one `path` file.
@@ -60,7 +62,14 @@ struct Delivery {
             let isLastConsumer = fileConsumers.last == index
             do {
                 if let destination = request.destination {
-                    try place(body.file(in: downloadsDirectory), at: destination, move: isLastConsumer)
+                    let source = try body.file(in: downloadsDirectory)
+                    do throws(Destination.Failure) {
+                        try Destination(destination, root: downloadRoot).place(from: source, move: isLastConsumer)
+                    } catch {
+                        outcome.error = error.transferFailure
+                        outcomes.append(outcome)
+                        continue
+                    }
                     outcome.path = destination
                 } else if request.body == .none {
                     let name = Self.fileName(for: response.finalURL ?? request.url)
@@ -79,9 +88,9 @@ struct Delivery {
         return outcomes
     }
 
-    /// Puts the body at `path`: by rename when this is its last use, else by
-    /// a hard link (files courier owns) or a copy renamed into place, so the
-    /// destination never holds a partial body.
+    /// Puts the body at `path` in courier's own downloads directory: by
+    /// rename when this is its last use, else by a hard link or a copy
+    /// renamed into place, so the file never holds a partial body.
     private func place(_ source: String, at path: String, move: Bool, link: Bool = false) throws {
         let directory = (path as NSString).deletingLastPathComponent
         if move, rename(source, path) == 0 { return }
@@ -156,7 +165,7 @@ final class BodyFile {
     func file(in directory: String) throws -> String {
         if let path { return path }
         let written = "\(directory)/.body-\(UInt64.random(in: 0...UInt64.max)).part"
-        let fd = open(written, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let fd = open(written, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Delivery.PlacementError(path: written, reason: String(cString: strerror(errno))) }
         defer { close(fd) }
         path = written

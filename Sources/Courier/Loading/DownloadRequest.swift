@@ -36,6 +36,8 @@ enum CachePolicy: String, Sendable {
 struct DownloadRequest: Sendable {
     var url: String
     var scheme: String
+    /// The URL carries a user name or password.
+    var hasUserInfo: Bool
     /// Names as the client gave them; compared without case.
     var headers: [(name: String, value: String)]
     var slot: String?
@@ -58,23 +60,24 @@ struct DownloadRequest: Sendable {
     init(_ params: Params, defaults: Configuration) throws(RPCError) {
         let named = try params.byName(allowed: Self.paramNames)
         url = try named.string("url")
-        guard !url.contains(where: { $0.isWhitespace || $0 == "\0" }), let parsed = CurlURL(url) else {
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }), let parsed = CurlURL(url) else {
             throw .invalidParams("param 'url' is not a valid absolute URL", param: "url")
         }
         if parsed.scheme == "http" || parsed.scheme == "https", (parsed.host ?? "").isEmpty {
             throw .invalidParams("param 'url' has no host", param: "url")
         }
         self.scheme = parsed.scheme
+        hasUserInfo = parsed.hasUserInfo
         headers = []
         for (name, value) in try named.optionalObject("headers") ?? [:] {
             guard let text = value.stringValue else {
                 throw .invalidParams("header '\(name)' must have a string value", param: "headers")
             }
-            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
+            guard HTTPField.isValidName(name) else {
                 throw .invalidParams("header name '\(name)' is not a valid HTTP token", param: "headers")
             }
-            guard !text.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-                throw .invalidParams("header '\(name)' contains CR, LF or NUL", param: "headers")
+            guard HTTPField.isValidValue(text) else {
+                throw .invalidParams("header '\(name)' contains CR, LF, NUL or another control character", param: "headers")
             }
             headers.append((name, text))
         }
@@ -83,6 +86,9 @@ struct DownloadRequest: Sendable {
         priority = try named.optionalChoice("priority", as: Priority.self) ?? .normal
         cachePolicy = try named.optionalChoice("cachePolicy", as: CachePolicy.self) ?? .default
         accept = try named.optionalStringArray("accept").map { $0.map { $0.lowercased().trimmingBlanks } }
+        if let accept, !accept.allSatisfy(HTTPField.isValidValue) {
+            throw .invalidParams("an 'accept' entry contains CR, LF, NUL or another control character", param: "accept")
+        }
         if let accept, !headers.contains(where: { $0.name.lowercased() == "accept" }), !accept.isEmpty {
             headers.append(("Accept", accept.joined(separator: ", ")))
             headers.sort { $0.name.lowercased() < $1.name.lowercased() }
@@ -96,10 +102,24 @@ struct DownloadRequest: Sendable {
         if let destination, !destination.hasPrefix("/") {
             throw .invalidParams("param 'destination' must be an absolute path", param: "destination")
         }
+        if let destination, destination.utf8.contains(0) {
+            throw .invalidParams("param 'destination' contains a NUL byte", param: "destination")
+        }
         maxBytes = try named.optionalInteger("maxBytes", range: 0...Int64.max) ?? defaults.maxBytes
         timeout = try named.optionalNumber("timeout", range: 0.001...31_536_000) ?? defaults.timeout
         cacheKey = try named.optionalString("cacheKey")
         wait = try named.optionalBool("wait") ?? false
+    }
+
+    /// Header names whose values identify the user: a response to a request
+    /// carrying one is never stored, and none follows a redirect to another
+    /// origin.
+    static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// Whether the request carries credentials: a user name or password in
+    /// its URL, or a credential header.
+    var hasCredentials: Bool {
+        hasUserInfo || headers.contains { Self.credentialHeaders.contains($0.name.lowercased()) }
     }
 
     /// Whether a response's Content-Type is one `accept` allows.
@@ -115,15 +135,6 @@ struct DownloadRequest: Sendable {
                 $0.trimmingBlanks
             } ?? pattern
             return pattern == "*/*" || pattern == media || pattern == "\(type)/*"
-        }
-    }
-
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
         }
     }
 }

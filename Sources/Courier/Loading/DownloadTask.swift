@@ -5,15 +5,18 @@ import JSONRPC
 /// origin is asked.
 struct TaskKey: Hashable, Sendable {
     var method: String
-    var url: String
-    /// `name: value` lines, names in lower case, sorted.
-    var headers: [String]
+    /// As the client sent it, compared as bytes.
+    var url: ExactString
+    /// `name: value` lines, names in lower case, sorted, compared as bytes.
+    var headers: [ExactString]
     var timeout: Double
 
     init(_ request: DownloadRequest) {
         method = "GET"
-        url = request.url
-        headers = request.headers.map { "\($0.name.lowercased()): \($0.value)" }.sorted()
+        url = ExactString(request.url)
+        headers = request.headers.map { "\($0.name.lowercased()): \($0.value)" }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            .map(ExactString.init)
         timeout = request.timeout
     }
 }

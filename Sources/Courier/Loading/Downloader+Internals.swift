@@ -21,7 +21,8 @@ extension Downloader {
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         let limits = task.receipts.map(\.request.maxBytes)
         if !limits.contains(where: { $0 == nil }) { options.maxFileSize = limits.compactMap { $0 }.max() }
-        let transfer = Transfer(taskID: task.id, options: options, bodyPath: bodyPath(for: task), observer: self)
+        let transfer = Transfer(
+            taskID: task.id, options: options, redirectPolicy: redirectPolicy, body: bodyTarget(for: task), observer: self)
         task.transfer = transfer
         task.started = true
         task.state = .running
@@ -31,16 +32,18 @@ extension Downloader {
         activity?.transferStarted(task: task.id)
     }
 
-    /// Where a task's body streams to: beside its first receipt's destination,
-    /// so placing it there is a rename within one directory, else in the
-    /// cache's temporary directory.
-    func bodyPath(for task: DownloadTask) -> String {
-        let name = "\(processID)-\(task.id).part"
-        if let destination = task.receipts.first?.request.destination {
-            let directory = (destination as NSString).deletingLastPathComponent
-            if access(directory, W_OK) == 0 { return "\(directory)/.courier-\(name)" }
+    /// Where a task's body streams to: beside its first receipt's destination
+    /// when that directory exists and may be written, so placing it there is
+    /// a rename within one directory, else in the cache's temporary directory.
+    func bodyTarget(for task: DownloadTask) -> BodyTarget {
+        if let path = task.receipts.first?.request.destination {
+            let destination = Destination(path, root: downloadRoot)
+            if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
+                return BodyTarget(directory: directory, name: Destination.temporaryName(for: name), mode: 0o666)
+            }
         }
-        return "\(temporaryDirectory)/\(name)"
+        let name = "\(processID)-\(task.id)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
+        return BodyTarget(directory: temporaryDirectory, name: name, mode: 0o600)
     }
 
     /// Removes a task from every map and stops its transfer; `completed`
@@ -57,7 +60,7 @@ extension Downloader {
                 // land in the unlinked file.
                 if !completed {
                     transfer.isAbandoned.store(true, ordering: .releasing)
-                    unlink(transfer.bodyPath)
+                    transfer.body.remove()
                 }
             }
         }
@@ -94,7 +97,7 @@ extension Downloader {
         guard receipt.phase != .finished else { return }
         receipt.phase = .finished
         receipts[receipt.id] = nil
-        if let slot = receipt.request.slot, slots[slot] === receipt { slots[slot] = nil }
+        if let slot = receipt.request.slot.map(ExactString.init), slots[slot] === receipt { slots[slot] = nil }
         receipt.task?.receipts.removeAll { $0 === receipt }
 
         var outcome = outcome

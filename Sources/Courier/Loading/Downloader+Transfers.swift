@@ -72,10 +72,11 @@ extension Downloader {
                 }
                 outcomes = Delivery(
                     response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-                    source: .revalidated, downloadsDirectory: downloadsDirectory, logger: logger
+                    source: .revalidated, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, logger: logger
                 ).deliver(to: receipts)
             } else {
-                let keys = Set(receipts.map { ResponseCache.key(for: $0.request) })
+                let keys = ResponseCache.storageKeys(
+                    for: receipts.map(\.request), redirects: result.redirects, finalURL: response.finalURL)
                 let bytes = (200...299).contains(response.status)
                     ? cache.store(
                         keys: keys, request: task.request, head: response, requestTime: task.requestDate,
@@ -83,7 +84,7 @@ extension Downloader {
                     : nil
                 outcomes = Delivery(
                     response: response, size: result.size, body: BodyFile(path: bodyPath, firstBytes: result.head, bytes: bytes),
-                    source: .network, downloadsDirectory: downloadsDirectory, logger: logger
+                    source: .network, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, logger: logger
                 ).deliver(to: receipts)
             }
         } else {

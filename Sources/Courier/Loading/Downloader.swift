@@ -18,8 +18,12 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     let engine: TransferEngine
     let emit: @Sendable (String, JSON) -> Void
     let logger: Logger
-    let temporaryDirectory: String
+    /// `<cache dir>/tmp`, where bodies stream when not beside a destination.
+    let temporaryDirectory: DirectoryHandle
     let downloadsDirectory: String
+    /// Set at start-up: every destination lies inside it.
+    let downloadRoot: String?
+    let redirectPolicy: RedirectPolicy
     let transferDefaults: EasyOptions
     let cache: ResponseCache
     let processID = getpid()
@@ -34,7 +38,8 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     var tasksByKey: [TaskKey: DownloadTask] = [:]
     /// Receipts without their `download/finished` yet.
     var receipts: [String: Receipt] = [:]
-    var slots: [String: Receipt] = [:]
+    /// By slot name, compared as bytes.
+    var slots: [ExactString: Receipt] = [:]
     var history = FinishedHistory(limit: 10_000)
     var queue = RunQueue()
     /// Tasks handed to the engine and not yet ended, suspended ones included.
@@ -55,11 +60,13 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         self.batch = batch
         self.emit = emit
         self.logger = logger
-        temporaryDirectory = settings.cacheDir + "/tmp"
         downloadsDirectory = settings.cacheDir + "/downloads/\(getpid())"
-        for directory in [temporaryDirectory, downloadsDirectory] {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for directory in [settings.cacheDir + "/tmp", downloadsDirectory] {
+            try DirectoryHandle.makePrivateDirectories(directory)
         }
+        temporaryDirectory = try DirectoryHandle(opening: settings.cacheDir + "/tmp")
+        downloadRoot = settings.downloadRoot
+        redirectPolicy = RedirectPolicy(allowsInsecure: settings.allowInsecureRedirects)
         var defaults = EasyOptions(url: "")
         defaults.protocols = settings.allowedSchemes.sorted().joined(separator: ",")
         defaults.caFile = settings.caFile
@@ -89,13 +96,20 @@ final class Downloader: TransferObserver, @unchecked Sendable {
 
     func download(_ params: Params, reply: Reply) throws {
         let request = try DownloadRequest(params, defaults: currentSettings)
-        let destinationAllowed = request.destination.map(isDestinationAllowed) ?? true
+        let destinationFailure = request.destination.flatMap { path -> TransferFailure? in
+            do throws(Destination.Failure) {
+                try Destination(path, root: downloadRoot).check()
+                return nil
+            } catch {
+                return error.transferFailure
+            }
+        }
         let lookup = cache.lookup(request)
 
         lock.lock()
         let now = MonotonicClock.now()
-        if let slot = request.slot, let current = slots[slot], current.phase == .active {
-            if current.request.url == request.url {
+        if let slot = request.slot, let current = slots[ExactString(slot)], current.phase == .active {
+            if current.request.url.isExactly(request.url) {
                 reply.success(result(for: current, reused: true))
                 lock.unlock()
                 return
@@ -108,15 +122,14 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         let taskID = existing?.id ?? "t\(counter)"
         let receipt = Receipt(id: receiptID, taskID: taskID, request: request, createdAt: now)
         receipts[receipt.id] = receipt
-        if let slot = request.slot { slots[slot] = receipt }
+        if let slot = request.slot { slots[ExactString(slot)] = receipt }
         if request.wait { receipt.reply = reply }
 
         var refusal: TransferFailure?
         if !settings.allowedSchemes.contains(request.scheme) {
             refusal = TransferFailure(code: .schemeNotAllowed, message: "the scheme '\(request.scheme)' is not allowed")
-        } else if !destinationAllowed {
-            refusal = TransferFailure(
-                code: .destinationNotAllowed, message: "the destination lies outside the download root")
+        } else if let destinationFailure {
+            refusal = destinationFailure
         } else if case .hit(let hit) = lookup {
             cache.countHit()
             receipt.phase = .completing
@@ -164,7 +177,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     func serve(_ hit: ResponseCache.Hit, to receipt: Receipt) {
         let delivery = Delivery(
             response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, logger: logger,
+            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, logger: logger,
             sharedName: hit.sharedName)
         let outcome = delivery.deliver(to: [receipt])[0]
         lock.withLock { finish(receipt, outcome, now: MonotonicClock.now()) }
@@ -186,7 +199,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
                     throw unknown("receipt", id)
                 }
             } else if let slot = try named.optionalString("slot") {
-                if let receipt = slots[slot] { count = cancel(receipt, now: now) ? 1 : 0 }
+                if let receipt = slots[ExactString(slot)] { count = cancel(receipt, now: now) ? 1 : 0 }
             } else if try named.optionalBool("all") == true {
                 for receipt in receipts.values.sorted(by: { $0.createdAt < $1.createdAt }) where cancel(receipt, now: now) {
                     count += 1
@@ -332,15 +345,6 @@ final class Downloader: TransferObserver, @unchecked Sendable {
 
     static func tooLarge(_ limit: Int64) -> TransferFailure {
         TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes")
-    }
-
-    func isDestinationAllowed(_ destination: String) -> Bool {
-        guard let root = currentSettings.downloadRoot else { return true }
-        let standardized = URL(fileURLWithPath: destination).standardizedFileURL
-        let parent = standardized.deletingLastPathComponent().resolvingSymlinksInPath().path
-        let resolvedRoot = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
-        let candidate = parent + "/" + standardized.lastPathComponent
-        return candidate.hasPrefix(resolvedRoot.hasSuffix("/") ? resolvedRoot : resolvedRoot + "/")
     }
 }
 

@@ -31,7 +31,10 @@ struct ResponseHead: Sendable {
     /// receive (not of an encoded form).
     var announcedLength: Int64? {
         guard header("content-encoding").map({ $0.lowercased() == "identity" }) ?? true else { return nil }
-        return header("content-length").flatMap { Int64($0.trimmingBlanks) }
+        guard let value = header("content-length")?.trimmingBlanks, !value.isEmpty,
+            value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else { return nil }
+        return Int64(value)
     }
 
     /// Repeated headers joined with ", ", as HTTP allows.
@@ -57,6 +60,8 @@ struct TransferResult: Sendable {
     /// The body's first bytes (up to `ImageInfo.sniffLength`), kept while
     /// they streamed by so nobody reads the file again to recognise an image.
     var head: [UInt8] = []
+    /// The redirect responses followed on the way, oldest first.
+    var redirects: [ResponseHead] = []
     var failure: TransferFailure?
 }
 
@@ -67,13 +72,68 @@ struct TransferFailure: Error, Sendable {
     var curlCode: Int32?
 }
 
+/// Where a transfer's body streams: a file created exclusively (never
+/// through a symlink, never over an existing file) in a directory opened
+/// beforehand.
+struct BodyTarget: Sendable {
+    let directory: DirectoryHandle
+    let name: String
+    /// 0600 for files in courier's own directories; 0666 (less the umask)
+    /// for one that becomes the client's destination.
+    let mode: mode_t
+
+    var path: String { directory.path + "/" + name }
+
+    func create() throws(Destination.Failure) -> Int32 { try directory.createFile(name, mode: mode) }
+
+    func remove() { directory.remove(name) }
+}
+
+/// What a redirect may do: at most `limit` hops, to http or https only,
+/// from https down to http only when `allowsInsecure`.
+struct RedirectPolicy: Sendable {
+    static let schemes: Set<String> = ["http", "https"]
+    static let statuses: Set<Int> = [301, 302, 303, 307, 308]
+
+    var limit = 10
+    var allowsInsecure = false
+
+    /// Why the hop from `current` to `target` may not be taken, if it may not.
+    func refusal(from current: CurlURL?, to target: CurlURL, hop: Int) -> TransferFailure? {
+        if hop > limit {
+            return TransferFailure(
+                code: .tooManyRedirects, message: "Maximum (\(limit)) redirects followed",
+                curlCode: Int32(CurlFailure.tooManyRedirectsCode))
+        }
+        if !Self.schemes.contains(target.scheme) {
+            return TransferFailure(code: .schemeNotAllowed, message: "a redirect to a \(target.scheme) URL is not allowed")
+        }
+        if current?.scheme == "https", target.scheme == "http", !allowsInsecure {
+            return TransferFailure(code: .insecureRedirect, message: "a redirect from https down to http is not allowed")
+        }
+        return nil
+    }
+
+    /// The request headers of the next hop: credential headers stay behind
+    /// when the target is another origin (scheme, host or port).
+    static func headers(
+        _ headers: [(name: String, value: String)], from current: CurlURL?, to target: CurlURL
+    ) -> [(name: String, value: String)] {
+        guard current?.origin != target.origin else { return headers }
+        return headers.filter { !DownloadRequest.credentialHeaders.contains($0.name.lowercased()) }
+    }
+}
+
 /// One HTTP transfer: an easy handle, its response, and the temporary file its
-/// body streams into. Everything but the immutable configuration is touched
-/// only on the engine's thread.
+/// body streams into. It follows redirects itself, hop by hop, so each hop
+/// is checked against `RedirectPolicy` before anything is sent to it.
+/// Everything but the immutable configuration is touched only on the
+/// engine's thread.
 final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     let taskID: String
     let options: EasyOptions
-    let bodyPath: String
+    let redirectPolicy: RedirectPolicy
+    let body: BodyTarget
     private let observer: any TransferObserver
     /// Set from any thread when the downloader has let the transfer go; its
     /// body file is then never created again.
@@ -86,20 +146,64 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var received: Int64 = 0
     private var firstBytes: [UInt8] = []
     private var stopReason: TransferFailure?
+    /// The options of the hop under way.
+    private var hopOptions: EasyOptions
+    /// The current response is a redirect that will be followed: its body
+    /// is skipped.
+    private var redirecting = false
+    private var redirects: [ResponseHead] = []
+    private var deadline = Double.infinity
 
-    init(taskID: String, options: EasyOptions, bodyPath: String, observer: any TransferObserver) {
+    init(
+        taskID: String, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
+        observer: any TransferObserver
+    ) {
         self.taskID = taskID
         self.options = options
-        self.bodyPath = bodyPath
+        self.redirectPolicy = redirectPolicy
+        self.body = body
         self.observer = observer
+        hopOptions = options
+        hopOptions.followRedirects = false
     }
 
     func begin(on multi: MultiHandle) {
+        if let timeout = options.timeoutMilliseconds { deadline = MonotonicClock.now() + Double(timeout) / 1000 }
+        start(hopOptions, on: multi)
+    }
+
+    private func start(_ options: EasyOptions, on multi: MultiHandle) {
         let easy = multi.makeEasyHandle()
         easy.delegate = self
         easy.configure(options)
         self.easy = easy
         multi.add(easy)
+    }
+
+    /// Takes the redirect the current response names, if it is allowed:
+    /// true when the next hop has started.
+    private func followRedirect(on multi: MultiHandle) throws(TransferFailure) -> Bool {
+        guard let location = easy?.redirectURL, let target = CurlURL(location) else { return false }
+        let current = CurlURL(hopOptions.url)
+        if let refusal = redirectPolicy.refusal(from: current, to: target, hop: redirects.count + 1) { throw refusal }
+        var next = hopOptions
+        next.url = location
+        next.headers = RedirectPolicy.headers(hopOptions.headers, from: current, to: target)
+        if options.timeoutMilliseconds != nil {
+            let remaining = Int(((deadline - MonotonicClock.now()) * 1000).rounded(.up))
+            guard remaining > 0 else {
+                throw TransferFailure(code: .timeout, message: "Operation timed out after \(options.timeoutMilliseconds!) milliseconds")
+            }
+            next.timeoutMilliseconds = remaining
+        }
+        redirects.append(head)
+        if let easy { multi.recycle(easy) }
+        easy = nil
+        hopOptions = next
+        head = ResponseHead(status: 0, headers: [])
+        redirecting = false
+        start(next, on: multi)
+        return true
     }
 
     func pause() { easy?.pause() }
@@ -108,21 +212,40 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// Stops the transfer without reporting it, and removes its file.
     func abandon(on multi: MultiHandle) {
         release(on: multi)
-        unlink(bodyPath)
+        body.remove()
     }
 
-    func complete(code: Int32, on multi: MultiHandle) {
+    /// The transfer's easy handle has finished: reports the outcome, or
+    /// starts the next hop of a redirect and returns false.
+    @discardableResult
+    func complete(code: Int32, on multi: MultiHandle) -> Bool {
+        if redirecting, code == 0, stopReason == nil {
+            do throws(TransferFailure) {
+                if try followRedirect(on: multi) { return false }
+            } catch {
+                stopReason = error
+            }
+        }
         var failure = stopReason
         if failure == nil, code != 0 {
-            let kind = CurlFailure(code: code)
+            var kind = CurlFailure(code: code)
+            // An http(s) URL was allowed before it was sent, and redirects are
+            // checked hop by hop: curl's "unsupported protocol" then means a
+            // response it could not read as HTTP.
+            if kind == .schemeNotAllowed, RedirectPolicy.schemes.contains(CurlURL(hopOptions.url)?.scheme ?? "") {
+                kind = .network
+            }
             let message = easy?.errorMessage(code: code) ?? "transfer failed"
             failure = TransferFailure(code: OutcomeErrorCode(kind), message: message, curlCode: code)
         } else if failure != nil, code != 0 {
             failure?.curlCode = code
         }
         if failure == nil, fd < 0 {
-            fd = open(bodyPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            if fd < 0 { failure = TransferFailure(code: .io, message: "cannot create \(bodyPath): \(String(cString: strerror(errno)))") }
+            do throws(Destination.Failure) {
+                fd = try body.create()
+            } catch {
+                failure = error.transferFailure
+            }
         }
         if head.finalURL == nil { head.finalURL = easy?.effectiveURL }
         if !announced, failure == nil {
@@ -132,11 +255,12 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             }
         }
         release(on: multi)
-        if failure != nil { unlink(bodyPath) }
+        if failure != nil { body.remove() }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
-            bodyPath: failure == nil ? bodyPath : nil, head: firstBytes, failure: failure)
+            bodyPath: failure == nil ? body.path : nil, head: firstBytes, redirects: redirects, failure: failure)
         observer.transferDidComplete(self, result)
+        return true
     }
 
     /// Ends the transfer at the next callback with `failure` as its reason.
@@ -163,9 +287,16 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         var end = bytes.count
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
         let text = UnsafeBufferPointer(rebasing: bytes[..<end])
+        if text.isEmpty {
+            redirecting = RedirectPolicy.statuses.contains(head.status) && head.header("location") != nil
+            return
+        }
         if text.starts(with: "HTTP/".utf8) {
             let fields = text.split(separator: 0x20, maxSplits: 2)
-            let status = fields.count > 1 ? Int(String(decoding: fields[1], as: UTF8.self)) ?? 0 : 0
+            // The three digits curl reads, whatever follows them.
+            let digits = fields.count > 1 ? Array(fields[1].prefix(3)) : []
+            let status = digits.count == 3 && digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+                ? digits.reduce(0) { $0 * 10 + Int($1 - 0x30) } : 0
             let version = String(decoding: fields[0].dropFirst(5), as: UTF8.self)
             head = ResponseHead(status: status, headers: [], httpVersion: version)
             return
@@ -175,7 +306,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             return
         }
         guard let colon = text.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = String(decoding: Self.trimmingBlanks(text[..<colon]).map(Self.lowercased), as: UTF8.self)
+        let nameBytes = Self.trimmingBlanks(text[..<colon])
+        guard !nameBytes.isEmpty, nameBytes.allSatisfy(HTTPField.isTokenByte) else { return }
+        let name = String(decoding: nameBytes.map(Self.lowercased), as: UTF8.self)
         let value = String(decoding: Self.trimmingBlanks(text[(colon + 1)...]), as: UTF8.self)
         head.headers.append((name, value))
     }
@@ -192,6 +325,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {
+        if redirecting { return .accept }
         if !announced {
             announced = true
             head.finalURL = handle.effectiveURL
@@ -201,9 +335,10 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             guard !isAbandoned.load(ordering: .acquiring) else {
                 return stop(TransferFailure(code: .cancelled, message: "stopped"))
             }
-            fd = open(bodyPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            if fd < 0 {
-                return stop(TransferFailure(code: .io, message: "cannot create \(bodyPath): \(String(cString: strerror(errno)))"))
+            do throws(Destination.Failure) {
+                fd = try body.create()
+            } catch {
+                return stop(error.transferFailure)
             }
         }
         var offset = 0
@@ -211,7 +346,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             let written = write(fd, data.baseAddress! + offset, data.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
-                return stop(TransferFailure(code: .io, message: "cannot write \(bodyPath): \(String(cString: strerror(errno)))"))
+                return stop(TransferFailure(code: .io, message: "cannot write \(body.path): \(String(cString: strerror(errno)))"))
             }
             offset += written
         }

@@ -93,10 +93,8 @@ final class TransferEngine: Sendable {
         }
         multi.perform()
         for (handle, code) in multi.completed() {
-            guard let transfer = handle.delegate as? Transfer,
-                active.removeValue(forKey: ObjectIdentifier(transfer)) != nil
-            else { continue }
-            transfer.complete(code: code, on: multi)
+            guard let transfer = handle.delegate as? Transfer, active[ObjectIdentifier(transfer)] != nil else { continue }
+            if transfer.complete(code: code, on: multi) { active[ObjectIdentifier(transfer)] = nil }
         }
         return true
     }

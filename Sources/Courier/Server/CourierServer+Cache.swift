@@ -25,10 +25,10 @@ extension CourierServer {
     /// The key `cache/lookup` and `cache/remove` name: `cacheKey`, else `url`.
     private static func cacheKey(_ params: Params) throws -> String {
         let named = try params.byName(allowed: ["url", "cacheKey"])
-        let url = try named.optionalString("url")
-        guard let key = try named.optionalString("cacheKey") ?? url else {
+        if let cacheKey = try named.optionalString("cacheKey") { return ResponseCache.key(cacheKey: cacheKey) }
+        guard let url = try named.optionalString("url") else {
             throw RPCError.invalidParams("missing param 'url'", param: "url")
         }
-        return key
+        return ResponseCache.key(url: url)
     }
 }

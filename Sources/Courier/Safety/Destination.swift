@@ -1,0 +1,257 @@
+import Foundation
+
+/// An open directory, closed when the last reference goes.
+final class DirectoryHandle: Sendable {
+    let fd: Int32
+    /// The path it was opened by, for messages and for reading files back.
+    let path: String
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    /// Opens the directory at `path`, following symlinks (a path courier
+    /// chose or was configured with).
+    convenience init(opening path: String) throws(Destination.Failure) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .io("cannot open \(path): \(Destination.errorText())") }
+        self.init(fd: fd, path: path)
+    }
+
+    deinit { close(fd) }
+
+    /// Creates `name` here exclusively: never through a symlink, never over
+    /// an existing file. The caller closes the descriptor.
+    func createFile(_ name: String, mode: mode_t) throws(Destination.Failure) -> Int32 {
+        let fd = openat(self.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw .io("cannot create \(path)/\(name): \(Destination.errorText())") }
+        return fd
+    }
+
+    func remove(_ name: String) { unlinkat(fd, name, 0) }
+}
+
+/// Where a download's `destination` may go, and how its body gets there.
+///
+/// Under `--download-root` the path is walked from the root one component
+/// at a time with `openat(O_NOFOLLOW | O_DIRECTORY)`: no symlink below the
+/// root is followed (whether it leads inside or out), `..` may not climb
+/// above the root, and missing directories are made with `mkdirat` in the
+/// directory already opened, so nothing is created, truncated or deleted
+/// outside the root whatever the tree holds or becomes meanwhile. Without a
+/// root the client is trusted with any absolute path. Either way the body is
+/// written to a file created exclusively beside the destination and renamed
+/// over it, so the destination never holds a partial body and a planted
+/// symlink cannot redirect the write.
+struct Destination: Sendable {
+    enum Failure: Error, Sendable {
+        case notAllowed(String)
+        case io(String)
+
+        var transferFailure: TransferFailure {
+            switch self {
+            case .notAllowed(let message): TransferFailure(code: .destinationNotAllowed, message: message)
+            case .io(let message): TransferFailure(code: .io, message: message)
+            }
+        }
+    }
+
+    let path: String
+    let root: String?
+
+    init(_ path: String, root: String?) {
+        self.path = path
+        self.root = root
+    }
+
+    /// The final component of `path`.
+    var fileName: String { String(decoding: Self.components(of: Array(path.utf8)).last ?? [], as: UTF8.self) }
+
+    /// Checks the path without changing anything: the directories that
+    /// exist are walked as `openParent` would walk them.
+    func check() throws(Failure) {
+        _ = try openParent(create: false)
+    }
+
+    /// The directory that holds the destination, opened safely, and the
+    /// destination's name in it. Missing directories are created when
+    /// `create`; otherwise a missing one ends the walk with nil.
+    func openParent(create: Bool) throws(Failure) -> (directory: DirectoryHandle, name: String)? {
+        let bytes = Array(path.utf8)
+        guard !bytes.contains(0) else { throw .notAllowed("the destination contains a NUL byte") }
+        let start: String
+        let relative: [[UInt8]]
+        if let root {
+            guard let rest = Self.relativeComponents(of: bytes, under: root) ?? Self.realRoot(root).flatMap({
+                Self.relativeComponents(of: bytes, under: $0)
+            }) else {
+                throw .notAllowed("the destination lies outside the download root")
+            }
+            (start, relative) = (root, rest)
+        } else {
+            (start, relative) = ("/", Self.components(of: bytes))
+        }
+        guard let leaf = relative.last, !leaf.isEmpty, leaf != Array(".".utf8), leaf != Array("..".utf8) else {
+            throw .io("the destination \(path) names no file")
+        }
+        var stack = [try DirectoryHandle(opening: start)]
+        var shown = start
+        for component in relative.dropLast() {
+            let name = String(decoding: component, as: UTF8.self)
+            switch name {
+            case ".":
+                continue
+            case "..":
+                if root != nil {
+                    guard stack.count > 1 else { throw .notAllowed("the destination climbs above the download root") }
+                    stack.removeLast()
+                } else {
+                    stack.append(try openDirectory(name, in: stack.last!, shown: shown, create: false, followSymlinks: true)!)
+                }
+            default:
+                guard let next = try openDirectory(name, in: stack.last!, shown: shown, create: create, followSymlinks: root == nil)
+                else { return nil }
+                stack.append(next)
+            }
+            shown += shown.hasSuffix("/") ? name : "/" + name
+        }
+        let directory = stack.last!
+        let name = String(decoding: leaf, as: UTF8.self)
+        if root != nil {
+            var info = stat()
+            if fstatat(directory.fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFLNK {
+                throw .notAllowed("the destination is a symbolic link")
+            }
+        }
+        return (directory, name)
+    }
+
+    /// Puts the file at `source` (a file courier owns) at the destination:
+    /// renamed when `move` and on the same file system, else copied into an
+    /// exclusively created file beside it and renamed into place.
+    func place(from source: String, move: Bool) throws(Failure) {
+        guard let (directory, name) = try openParent(create: true) else {
+            throw .io("cannot create the directories of \(path)")
+        }
+        if move, renameat(AT_FDCWD, source, directory.fd, name) == 0 {
+            fchmodat(directory.fd, name, Self.fileMode, 0)
+            return
+        }
+        let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard input >= 0 else { throw .io("cannot read \(source): \(Self.errorText())") }
+        defer { close(input) }
+        let partial = Self.temporaryName(for: name)
+        let output = try directory.createFile(partial, mode: 0o666)
+        let copied = Self.copy(from: input, to: output)
+        let closed = close(output) == 0
+        guard copied, closed, renameat(directory.fd, partial, directory.fd, name) == 0 else {
+            let reason = Self.errorText()
+            directory.remove(partial)
+            throw .io("cannot write \(path): \(reason)")
+        }
+    }
+
+    /// The mode a new file of the client's gets: 0666 less the umask, as
+    /// curl's `-o` gives (courier's own files, which may be moved into
+    /// place, are 0600).
+    static let fileMode: mode_t = {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("Umask:") }
+        let mask = line.flatMap { mode_t($0.dropFirst(6).trimmingBlanks, radix: 8) } ?? 0o022
+        return 0o666 & ~mask
+    }()
+
+    /// A name for a file beside `name` that no other writer uses.
+    static func temporaryName(for name: String) -> String {
+        ".\(name.prefix(100)).courier-\(getpid())-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
+    }
+
+    static func errorText() -> String { String(cString: strerror(errno)) }
+
+    // MARK: - Internals
+
+    /// Opens directory `name` inside `parent`, making it first when missing
+    /// and `create`; nil when missing and not `create`.
+    private func openDirectory(
+        _ name: String, in parent: DirectoryHandle, shown: String, create: Bool, followSymlinks: Bool
+    ) throws(Failure) -> DirectoryHandle? {
+        let flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (followSymlinks ? 0 : O_NOFOLLOW)
+        let full = shown.hasSuffix("/") ? shown + name : shown + "/" + name
+        for _ in 0..<2 {
+            let fd = openat(parent.fd, name, flags)
+            if fd >= 0 { return DirectoryHandle(fd: fd, path: full) }
+            switch errno {
+            case ENOENT where create:
+                if mkdirat(parent.fd, name, 0o777) != 0, errno != EEXIST {
+                    throw .io("cannot create \(full): \(Self.errorText())")
+                }
+            case ENOENT:
+                return nil
+            case ELOOP, ENOTDIR where !followSymlinks:
+                throw .notAllowed("\(full) is a symbolic link or not a directory")
+            default:
+                throw .io("cannot open \(full): \(Self.errorText())")
+            }
+        }
+        throw .io("cannot create \(full)")
+    }
+
+    /// Components of `path` below `root` (compared as bytes), or nil when
+    /// `path` does not start with `root` and a slash.
+    private static func relativeComponents(of path: [UInt8], under root: String) -> [[UInt8]]? {
+        var prefix = Array(root.utf8)
+        while prefix.count > 1, prefix.last == UInt8(ascii: "/") { prefix.removeLast() }
+        if prefix != [UInt8(ascii: "/")] { prefix.append(UInt8(ascii: "/")) }
+        guard path.count > prefix.count, path.starts(with: prefix) else { return nil }
+        return components(of: Array(path[prefix.count...]))
+    }
+
+    private static func components(of path: [UInt8]) -> [[UInt8]] {
+        var parts = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
+        if path.last == UInt8(ascii: "/") { parts.append([]) }
+        return parts
+    }
+
+    /// The root with its symlinks resolved, when that differs.
+    private static func realRoot(_ root: String) -> String? {
+        guard let resolved = realpath(root, nil) else { return nil }
+        defer { free(resolved) }
+        let real = String(cString: resolved)
+        return real == root ? nil : real
+    }
+
+    private static func copy(from input: Int32, to output: Int32) -> Bool {
+        let size = 256 * 1024
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(input, buffer, size)
+            if count < 0, errno == EINTR { continue }
+            if count < 0 { return false }
+            if count == 0 { return true }
+            var done = 0
+            while done < count {
+                let written = write(output, buffer + done, count - done)
+                if written < 0, errno == EINTR { continue }
+                if written <= 0 { return false }
+                done += written
+            }
+        }
+    }
+}
+
+extension DirectoryHandle {
+    /// Makes `path` and any missing parents with mode 0700 (directories of
+    /// fetched data are private to the user); existing ones are left as
+    /// they are.
+    static func makePrivateDirectories(_ path: String) throws(Destination.Failure) {
+        var built = ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            built += "/" + component
+            if mkdir(built, 0o700) != 0, errno != EEXIST {
+                throw .io("cannot create \(built): \(Destination.errorText())")
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+/// A string that equals another only when their UTF-8 bytes are equal.
+///
+/// Swift's `String` compares and hashes by canonical equivalence, so
+/// `"K" == "\u{212A}"` and `"\u{E9}" == "e\u{301}"`; as dictionary keys they
+/// would name one resource, slot or view where the client named two. Keys
+/// built from client or origin text use this type instead.
+struct ExactString: Hashable, Sendable, CustomStringConvertible {
+    let value: String
+
+    init(_ value: String) { self.value = value }
+
+    var description: String { value }
+
+    static func == (lhs: ExactString, rhs: ExactString) -> Bool {
+        lhs.value.utf8.elementsEqual(rhs.value.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(value.utf8.count)
+        for byte in value.utf8 { hasher.combine(byte) }
+    }
+}
+
+extension String {
+    /// Whether both hold the same UTF-8 bytes (not merely equivalent text).
+    func isExactly(_ other: String) -> Bool { utf8.elementsEqual(other.utf8) }
+}
