@@ -131,9 +131,13 @@ public struct MessageFramer: Sendable {
 
     // MARK: - Newline-delimited
 
+    /// A line is too large when it holds more than `maxMessageBytes` bytes
+    /// besides its CR LF, white space or not: judged the same whether the
+    /// line arrives at once or byte by byte. Without a newline yet, one byte
+    /// more may still be the CR of a line that fits.
     private mutating func nextLine() -> (FramerEvent?, Bool) {
         guard let newline = findNewline() else {
-            if buffer.count - start > maxMessageBytes {
+            if buffer.count - start - 1 > maxMessageBytes {
                 let seen = buffer.count - start
                 start = buffer.count
                 scanned = start
@@ -146,23 +150,31 @@ public struct MessageFramer: Sendable {
         if end > start, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
         let line = buffer[start..<end]
         start = newline + 1
-        if line.allSatisfy(Self.isWhitespace) { return (nil, true) }
         if line.count > maxMessageBytes { return (.tooLarge(line.count), true) }
+        if line.allSatisfy(Self.isWhitespace) { return (nil, true) }
         return (.message(Array(line)), true)
     }
 
     // MARK: - LSP base protocol
 
+    /// A header line longer than `maxHeaderLineBytes` (counting its CR) is
+    /// skipped with its block whether it arrives at once or byte by byte.
     private mutating func nextHeaderLine() -> (FramerEvent?, Bool) {
+        let tooLong = FramerEvent.malformed("header line longer than \(Self.maxHeaderLineBytes) bytes")
         guard let newline = findNewline() else {
             if buffer.count - start > Self.maxHeaderLineBytes {
                 start = buffer.count
                 scanned = start
                 state = .skipLine
                 header = HeaderBlock()
-                return (.malformed("header line longer than \(Self.maxHeaderLineBytes) bytes"), true)
+                return (tooLong, true)
             }
             return (nil, false)
+        }
+        if newline - start > Self.maxHeaderLineBytes {
+            start = newline + 1
+            header = HeaderBlock()
+            return (tooLong, true)
         }
         var end = newline
         if end > start, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
