@@ -114,6 +114,13 @@ public enum JSONCodec {
 
     /// Digits `%.Ng` needs to print `number` so that it reads back the same
     /// and keeps its integer digits (so 100.0 stays `100.0`, not `1e+02`).
+    ///
+    /// The shortest digits Swift prints lie within the interval of decimals
+    /// that read back as `number`; `%.Ng` rounds to the nearest N-digit
+    /// decimal instead, which is as good only when that interval is
+    /// symmetric. At a power of two it is not (the next lower double is
+    /// nearer), so `2^-383` printed with its 16 shortest digits reads back
+    /// as another double: those get 17.
     static func significantDigits(_ number: Double) -> Int {
         let magnitude = number.magnitude
         if magnitude < 1e15, magnitude.rounded(.towardZero) == magnitude {
@@ -136,6 +143,7 @@ public enum JSONCodec {
             digits += 1
             trailingZeros = byte == UInt8(ascii: "0") ? trailingZeros + 1 : 0
         }
+        if number.significandBitPattern == 0, number.isNormal { return 17 }
         var needed = max(digits - trailingZeros, 1)
         if magnitude >= 1, magnitude < 1e17 {
             needed = max(needed, Int(magnitude).description.utf8.count)
