@@ -14,6 +14,8 @@ struct Delivery {
     let downloadsDirectory: String
     /// `--download-root`, which every destination lies inside.
     let downloadRoot: String?
+    /// Where partial files beside destinations are noted.
+    let leftovers: Leftovers?
     let logger: Logger
     /// For a stored body: a name that stays the same while the stored
     /// response does, so repeated hits share one `path` file.
@@ -30,32 +32,43 @@ struct Delivery {
         }
     }
 
+    /// Each receipt's outcome in its own kind. Receipts of one transfer may
+    /// ask for different things (a file, text, base64, several
+    /// destinations): bodies held in memory are read before any file is
+    /// moved away, and only the last receipt that needs the file may move it.
     func deliver(to receipts: [Receipt]) -> [Outcome] {
         defer { body.discard() }
-        let image = ImageInfo.sniff(body.prefix(ImageInfo.sniffLength))
-        var outcomes: [Outcome] = []
-        var fileConsumers = receipts.indices.filter {
+        let failures = receipts.map { Downloader.check($0.request, response: response, size: size) }
+        let accepted = receipts.indices.filter { failures[$0] == nil }
+        let fileConsumers = accepted.filter {
             receipts[$0].request.destination != nil || receipts[$0].request.body == .none
         }
+        let bytes = accepted.contains { receipts[$0].request.body != .none } ? body.bytes : nil
+        let image = ImageInfo.sniff(body.prefix(ImageInfo.sniffLength))
+        var outcomes: [Outcome] = []
 
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
             var outcome = Outcome(url: request.url, response: response)
             outcome.size = size
             outcome.source = source
-            if let failure = Downloader.check(request, response: response, size: size) {
+            if let failure = failures[index] {
                 outcome.error = failure
-                fileConsumers.removeAll { $0 == index }
                 outcomes.append(outcome)
                 continue
             }
             outcome.image = image
+            if request.body != .none, bytes?.count != Int(size) {
+                outcome.error = TransferFailure(code: .io, message: "cannot read the body back: \(body.readError ?? "short read")")
+                outcomes.append(outcome)
+                continue
+            }
             switch request.body {
             case .text:
                 let charset = request.textEncoding ?? TextDecoding.charset(ofContentType: response.contentType)
-                outcome.text = TextDecoding.decode(body.bytes, charset: charset)
+                outcome.text = TextDecoding.decode(bytes ?? [], charset: charset)
             case .base64:
-                outcome.base64 = Data(body.bytes).base64EncodedString()
+                outcome.base64 = Data(bytes ?? []).base64EncodedString()
             case .none:
                 break
             }
@@ -64,9 +77,11 @@ struct Delivery {
                 if let destination = request.destination {
                     let source = try body.file(in: downloadsDirectory)
                     do throws(Destination.Failure) {
-                        try Destination(destination, root: downloadRoot).place(from: source, move: isLastConsumer)
+                        try Destination(destination, root: downloadRoot)
+                            .place(from: source, move: isLastConsumer, recordingPartial: leftovers?.record(partial:))
                     } catch {
                         outcome.error = error.transferFailure
+                        (outcome.text, outcome.base64) = (nil, nil)
                         outcomes.append(outcome)
                         continue
                     }
@@ -81,7 +96,7 @@ struct Delivery {
                 }
             } catch {
                 outcome.error = TransferFailure(code: .io, message: "\(error)")
-                outcome.path = nil
+                (outcome.path, outcome.text, outcome.base64) = (nil, nil, nil)
             }
             outcomes.append(outcome)
         }
@@ -149,16 +164,32 @@ final class BodyFile {
 
     init(bytes: [UInt8]) { self.loaded = bytes }
 
-    var bytes: [UInt8] {
+    /// Why the body could not be read, when it could not.
+    private(set) var readError: String?
+
+    /// The whole body, read from its file at most once; nil when the file
+    /// cannot be read.
+    var bytes: [UInt8]? {
         if let loaded { return loaded }
-        let data = path.flatMap { FileManager.default.contents(atPath: $0) }.map { [UInt8]($0) } ?? []
-        loaded = data
-        return data
+        guard let path, readError == nil else { return nil }
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            readError = "cannot open \(path): \(Destination.errorText())"
+            return nil
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, let read = CacheFileIO.read(fd, count: Int(info.st_size), at: 0) else {
+            readError = "cannot read \(path): \(Destination.errorText())"
+            return nil
+        }
+        loaded = read
+        return read
     }
 
     func prefix(_ count: Int) -> [UInt8] {
         if let prefixBytes { return Array(prefixBytes.prefix(count)) }
-        return Array(bytes.prefix(count))
+        return Array((bytes ?? []).prefix(count))
     }
 
     /// The body as a file, written into `directory` if it was only in memory.

@@ -19,8 +19,6 @@ extension Downloader {
         task.requestDate = Date()
         options.timeoutMilliseconds = Int(task.request.timeout * 1000)
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
-        let limits = task.receipts.map(\.request.maxBytes)
-        if !limits.contains(where: { $0 == nil }) { options.maxFileSize = limits.compactMap { $0 }.max() }
         let transfer = Transfer(
             taskID: task.id, options: options, redirectPolicy: redirectPolicy, body: bodyTarget(for: task), observer: self)
         task.transfer = transfer
@@ -39,10 +37,12 @@ extension Downloader {
         if let path = task.receipts.first?.request.destination {
             let destination = Destination(path, root: downloadRoot)
             if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
-                return BodyTarget(directory: directory, name: Destination.temporaryName(for: name), mode: 0o666)
+                let target = BodyTarget(directory: directory, name: Destination.temporaryName(for: name), mode: 0o666)
+                leftovers.record(partial: target.path)
+                return target
             }
         }
-        let name = "\(processID)-\(task.id)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
+        let name = "\(leftovers.owner)-\(task.id)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
         return BodyTarget(directory: temporaryDirectory, name: name, mode: 0o600)
     }
 

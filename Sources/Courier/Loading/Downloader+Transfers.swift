@@ -28,7 +28,7 @@ extension Downloader {
             task.received = received
             if expected != nil { task.expected = expected }
             let tooLarge = task.receipts.compactMap { receipt -> (Receipt, Outcome)? in
-                guard let limit = receipt.request.maxBytes, received > limit else { return nil }
+                guard let limit = Self.byteLimit(of: receipt.request), received > limit else { return nil }
                 return (receipt, Outcome(url: receipt.request.url, failure: Self.tooLarge(limit)))
             }
             guard end(tooLarge, of: task, now: now) else { return false }
@@ -72,7 +72,7 @@ extension Downloader {
                 }
                 outcomes = Delivery(
                     response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-                    source: .revalidated, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, logger: logger
+                    source: .revalidated, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers, logger: logger
                 ).deliver(to: receipts)
             } else {
                 let keys = ResponseCache.storageKeys(
@@ -84,7 +84,7 @@ extension Downloader {
                     : nil
                 outcomes = Delivery(
                     response: response, size: result.size, body: BodyFile(path: bodyPath, firstBytes: result.head, bytes: bytes),
-                    source: .network, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, logger: logger
+                    source: .network, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers, logger: logger
                 ).deliver(to: receipts)
             }
         } else {

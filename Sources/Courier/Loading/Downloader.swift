@@ -24,9 +24,10 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     /// Set at start-up: every destination lies inside it.
     let downloadRoot: String?
     let redirectPolicy: RedirectPolicy
+    /// This process's files outside the cache entries, for removal after a crash.
+    let leftovers: Leftovers
     let transferDefaults: EasyOptions
     let cache: ResponseCache
-    let processID = getpid()
     /// Turns finished transfers into outcomes (file moves, cache writes, text
     /// decoding) off the engine's thread, so no transfer waits on that I/O.
     let deliveries = DispatchQueue(label: "courier.deliveries")
@@ -65,6 +66,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
             try DirectoryHandle.makePrivateDirectories(directory)
         }
         temporaryDirectory = try DirectoryHandle(opening: settings.cacheDir + "/tmp")
+        leftovers = try Leftovers(temporaryDirectory: temporaryDirectory.path, downloadsDirectory: downloadsDirectory)
         downloadRoot = settings.downloadRoot
         redirectPolicy = RedirectPolicy(allowsInsecure: settings.allowInsecureRedirects)
         var defaults = EasyOptions(url: "")
@@ -177,7 +179,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     func serve(_ hit: ResponseCache.Hit, to receipt: Receipt) {
         let delivery = Delivery(
             response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, logger: logger,
+            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers, logger: logger,
             sharedName: hit.sharedName)
         let outcome = delivery.deliver(to: [receipt])[0]
         lock.withLock { finish(receipt, outcome, now: MonotonicClock.now()) }
@@ -324,6 +326,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         engine.shutdown(timeout: 5)
         deliveries.sync {}
         try? FileManager.default.removeItem(atPath: downloadsDirectory)
+        leftovers.finish()
     }
 
     // MARK: - Checks
@@ -339,8 +342,20 @@ final class Downloader: TransferObserver, @unchecked Sendable {
                 code: .unacceptableContentType,
                 message: "content type \(response.contentType ?? "(none)") is not among \(request.accept ?? [])")
         }
-        if let limit = request.maxBytes, let size, size > limit { return tooLarge(limit) }
+        if let limit = byteLimit(of: request), let size, size > limit { return tooLarge(limit) }
         return nil
+    }
+
+    /// The largest body a receipt asking for `text` or `base64` may have:
+    /// such bodies are held in memory, and decoded (decompressed) bytes
+    /// count, so a small gzip cannot expand into gigabytes of memory.
+    static let memoryBodyLimit: Int64 = 64 << 20
+
+    /// The receipt's own limit: its `maxBytes`, and `memoryBodyLimit` when
+    /// its body is held in memory. Other receipts of its task have theirs.
+    static func byteLimit(of request: DownloadRequest) -> Int64? {
+        guard request.body != .none else { return request.maxBytes }
+        return min(request.maxBytes ?? .max, memoryBodyLimit)
     }
 
     static func tooLarge(_ limit: Int64) -> TransferFailure {

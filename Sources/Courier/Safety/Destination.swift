@@ -130,7 +130,8 @@ struct Destination: Sendable {
     /// Puts the file at `source` (a file courier owns) at the destination:
     /// renamed when `move` and on the same file system, else copied into an
     /// exclusively created file beside it and renamed into place.
-    func place(from source: String, move: Bool) throws(Failure) {
+    /// `recordingPartial` hears of the partial file before it is made.
+    func place(from source: String, move: Bool, recordingPartial: ((String) -> Void)? = nil) throws(Failure) {
         guard let (directory, name) = try openParent(create: true) else {
             throw .io("cannot create the directories of \(path)")
         }
@@ -142,6 +143,7 @@ struct Destination: Sendable {
         guard input >= 0 else { throw .io("cannot read \(source): \(Self.errorText())") }
         defer { close(input) }
         let partial = Self.temporaryName(for: name)
+        recordingPartial?(directory.path + "/" + partial)
         let output = try directory.createFile(partial, mode: 0o666)
         let copied = Self.copy(from: input, to: output)
         let closed = close(output) == 0

@@ -1,0 +1,110 @@
+import Foundation
+
+/// The files a running courier owns outside the cache entries, and their
+/// removal once it has died, so a crash or a kill leaves nothing behind for
+/// good.
+///
+/// Each process holds an exclusive `flock` on its journal,
+/// `<cache dir>/tmp/<owner>.journal` (`<owner>` is `<pid>-<nonce>`), for as
+/// long as it runs; the kernel drops the lock when the process dies, however
+/// it dies, and whatever PID namespace it ran in. The journal's lines name
+/// the process's `path` directory (`downloads/<pid>/`) and every partial
+/// file it creates beside a destination. At start, every journal whose lock
+/// can be taken belongs to a process that is gone: its bodies in transit
+/// (`tmp/<owner>-*`), its `path` directory and its partial files are
+/// removed, then the journal. Partial files are removed only when their name
+/// is one courier gives (`.<name>.courier-<pid>-<random>.part`), since the
+/// journal, like everything in the cache directory, may have been written
+/// by anyone.
+final class Leftovers: Sendable {
+    static let journalSuffix = ".journal"
+
+    /// `<pid>-<nonce>`: names this process's files in `tmp/`.
+    let owner: String
+    private let temporaryDirectory: String
+    private let journalPath: String
+    private let fd: Int32
+
+    /// Takes this process's journal (recording `downloadsDirectory` in it),
+    /// after removing what dead processes left.
+    init(temporaryDirectory: String, downloadsDirectory: String) throws(Destination.Failure) {
+        Self.sweep(temporaryDirectory)
+        self.temporaryDirectory = temporaryDirectory
+        owner = "\(getpid())-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+        journalPath = "\(temporaryDirectory)/\(owner)\(Self.journalSuffix)"
+        fd = open(journalPath, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .io("cannot create \(journalPath): \(Destination.errorText())") }
+        flock(fd, LOCK_EX)
+        record(directory: downloadsDirectory)
+    }
+
+    deinit { Foundation.close(fd) }
+
+    /// Notes a partial file about to be created beside a destination.
+    func record(partial path: String) { append("partial " + path) }
+
+    /// Ends the journal at a clean exit: what it named is gone already.
+    func finish() {
+        unlink(journalPath)
+    }
+
+    private func record(directory path: String) { append("downloads " + path) }
+
+    private func append(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    // MARK: - Sweeping
+
+    /// Removes what every process that died left in `temporaryDirectory`.
+    static func sweep(_ temporaryDirectory: String) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: temporaryDirectory)) ?? []
+        for name in names where name.hasSuffix(journalSuffix) {
+            let owner = String(name.dropLast(journalSuffix.count))
+            let path = "\(temporaryDirectory)/\(name)"
+            let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { Foundation.close(fd) }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            for other in names where other.hasPrefix(owner + "-") {
+                unlink("\(temporaryDirectory)/\(other)")
+            }
+            let pid = owner.split(separator: "-").first.map(String.init) ?? ""
+            for line in readLines(fd) {
+                if line.hasPrefix("downloads "), let directory = ownedDirectory(line.dropFirst(10), pid: pid) {
+                    try? FileManager.default.removeItem(atPath: directory)
+                } else if line.hasPrefix("partial "), isPartialName(line.dropFirst(8), pid: pid) {
+                    unlink(String(line.dropFirst(8)))
+                }
+            }
+            unlink(path)
+        }
+    }
+
+    /// Whether `path` ends in a partial file name courier gives for `pid`.
+    static func isPartialName(_ path: Substring, pid: String) -> Bool {
+        guard let name = path.split(separator: "/").last, !pid.isEmpty else { return false }
+        return name.hasPrefix(".") && name.hasSuffix(".part") && name.contains(".courier-\(pid)-")
+            && !path.utf8.contains(0)
+    }
+
+    /// `path` when it is a `downloads/<pid>` directory of that process.
+    private static func ownedDirectory(_ path: Substring, pid: String) -> String? {
+        let parts = path.split(separator: "/")
+        guard parts.count >= 2, parts[parts.count - 1] == pid, parts[parts.count - 2] == "downloads" else { return nil }
+        return String(path)
+    }
+
+    private static func readLines(_ fd: Int32) -> [Substring] {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while bytes.count < 64 << 20 {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += buffer[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+    }
+}
