@@ -1084,3 +1084,56 @@ def _dispatch_with_raw(self: _Handler) -> None:
 
 
 _Handler._dispatch = _dispatch_with_raw  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------
+# A connection reset in the middle of a body: /reset?size=N&send=M announces
+# N bytes (Content-Length), sends the first M of pattern(N, seed), then
+# closes the socket with SO_LINGER 0, so the client gets a TCP RST rather
+# than an orderly end of stream.
+
+import io  # noqa: E402
+
+
+def _reset_mid_body(self: _Handler) -> None:
+    size = self._int("size", 1_000_000)
+    send = min(self._int("send", size // 4), size)
+    self._start(200, [("Content-Type", "application/octet-stream"),
+                      ("Content-Length", str(size))])
+    self.close_connection = True
+    if self.head:
+        return
+    self._write(pattern(send, self.q.get("seed", "")))
+    self.wfile.flush()
+    self.request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    # The buffered files hold references to the socket: close them first so
+    # that closing the socket closes the descriptor (and sends the RST) now.
+    self.wfile.close()
+    self.rfile.close()
+    self.request.close()
+    # What the request handler flushes and closes afterwards goes nowhere.
+    self.wfile = io.BytesIO()
+    self.rfile = io.BytesIO()
+
+
+_dispatch_without_reset = _Handler._dispatch
+
+
+def _dispatch_with_reset(self: _Handler) -> None:
+    target = self.path
+    if "://" in target.split("?", 1)[0]:
+        parts = urlsplit(target)
+        target = parts.path + ("?" + parts.query if parts.query else "")
+    parts = urlsplit(target)
+    if parts.path != "/reset" or self.origin._resource("/reset") is not None:
+        _dispatch_without_reset(self)
+        return
+    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    self.origin._record(parts.path, target, self.headers)
+    try:
+        _reset_mid_body(self)
+    except ValueError as exc:
+        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+
+_Handler._dispatch = _dispatch_with_reset  # type: ignore[method-assign]
