@@ -153,6 +153,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var redirecting = false
     private var redirects: [ResponseHead] = []
     private var deadline = Double.infinity
+    /// Suspended by the client: a redirect's next hop starts paused too.
+    private var paused = false
 
     init(
         taskID: String, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
@@ -178,6 +180,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         easy.configure(options)
         self.easy = easy
         multi.add(easy)
+        if paused { easy.pause() }
     }
 
     /// Takes the redirect the current response names, if it is allowed:
@@ -206,8 +209,15 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         return true
     }
 
-    func pause() { easy?.pause() }
-    func resume() { easy?.unpause() }
+    func pause() {
+        paused = true
+        easy?.pause()
+    }
+
+    func resume() {
+        paused = false
+        easy?.unpause()
+    }
 
     /// Stops the transfer without reporting it, and removes its file.
     func abandon(on multi: MultiHandle) {
