@@ -6,7 +6,16 @@ import Synchronization
 /// A JSON-RPC connection over a pair of file descriptors (stdin and stdout
 /// for a stdio server). It reads and frames on a thread of its own, hands
 /// messages to a `Dispatcher`, and answers in the framing the client chose.
+///
+/// Memory stays bounded whatever the client does: when more than
+/// `outputHighWater` bytes wait for a client that does not read, the
+/// connection reads no further request until the backlog has fallen to
+/// `outputLowWater`; and a notification sent with a coalescing key replaces
+/// an older one with the same key that is still waiting.
 public final class Connection: Sendable {
+    /// The default `outputHighWater`: 16 MiB.
+    public static let defaultOutputHighWater = 16 << 20
+
     public let maxMessageBytes: Int
     private let input: Int32
     private let output: OutputChannel
@@ -16,9 +25,13 @@ public final class Connection: Sendable {
     private let batching = Mutex<[UInt: Int]>([:])
     private let logger: Logger
 
-    public init(input: Int32, output: Int32, mode: FramingMode, maxMessageBytes: Int, logger: Logger) {
+    /// `outputLowWater` defaults to half of `outputHighWater`.
+    public init(
+        input: Int32, output: Int32, mode: FramingMode, maxMessageBytes: Int,
+        outputHighWater: Int = Connection.defaultOutputHighWater, outputLowWater: Int? = nil, logger: Logger
+    ) {
         self.input = input
-        self.output = OutputChannel(fd: output)
+        self.output = OutputChannel(fd: output, highWater: outputHighWater, lowWater: outputLowWater)
         self.mode = mode
         self.detected = Mutex(mode.forced)
         self.maxMessageBytes = maxMessageBytes
@@ -41,15 +54,34 @@ public final class Connection: Sendable {
         thread.start()
     }
 
-    public func send(notification method: String, params: JSON) {
-        send(["jsonrpc": "2.0", "method": .string(method), "params": params])
+    /// The output backlog above which no further request is read.
+    public var outputHighWater: Int { output.highWater }
+
+    /// The output backlog at or below which reading resumes.
+    public var outputLowWater: Int { output.lowWater }
+
+    /// Bytes sent and not yet written to the client.
+    public var queuedOutputBytes: Int { output.queuedBytes }
+
+    /// Sends a notification. With a `coalescingKey`, the notification
+    /// replaces an older one with the same key that is still waiting to be
+    /// written: the older one is dropped and this one takes its turn at the
+    /// end of the queue. Use a key only for notifications that describe a
+    /// current state (such as progress), where the newest makes the older
+    /// ones redundant.
+    public func send(notification method: String, params: JSON, coalescingKey: String? = nil) {
+        send(["jsonrpc": "2.0", "method": .string(method), "params": params], coalescingKey: coalescingKey)
     }
 
     public func send(_ message: JSON) {
+        send(message, coalescingKey: nil)
+    }
+
+    private func send(_ message: JSON, coalescingKey: String?) {
         let framing = detected.withLock { $0 } ?? .ndjson
         let thread = Self.currentThread
         let held = batching.withLock { $0[thread] != nil }
-        output.enqueue(framing.frame(JSONCodec.encode(message)), wake: !held)
+        output.enqueue(framing.frame(JSONCodec.encode(message)), coalescingKey: coalescingKey, wake: !held)
     }
 
     /// Runs `body` with the messages this thread sends held back, then hands
@@ -95,17 +127,31 @@ public final class Connection: Sendable {
                 if count < 0 { logger.error("reading input failed: \(String(cString: strerror(errno)))") }
                 let rest = framer.finish()
                 noteFraming(framer.framing)
-                for event in rest { handle(event, dispatcher: dispatcher, reply: reply) }
+                for event in rest {
+                    waitForOutputRoom()
+                    handle(event, dispatcher: dispatcher, reply: reply)
+                }
                 return
             }
             chunk.withUnsafeBytes { framer.push(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
             batchingOutput {
                 while let event = framer.next() {
                     noteFraming(framer.framing)
+                    waitForOutputRoom()
                     handle(event, dispatcher: dispatcher, reply: reply)
                 }
             }
         }
+    }
+
+    /// Blocks reading while the client leaves more than `outputHighWater`
+    /// bytes unread, until it has read down to `outputLowWater`. The writer
+    /// wakes this thread as soon as it gets there.
+    private func waitForOutputRoom() {
+        guard !output.isWritable else { return }
+        logger.debug("output backlog of \(output.queuedBytes) bytes: reading paused")
+        output.waitUntilWritable()
+        logger.debug("output backlog down to \(output.queuedBytes) bytes: reading resumed")
     }
 
     private func noteFraming(_ framing: Framing?) {

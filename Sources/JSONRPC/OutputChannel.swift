@@ -3,37 +3,86 @@ import Foundation
 /// Writes framed messages to a file descriptor from a thread of its own, so
 /// no sender ever blocks on a client that reads slowly. Messages are written
 /// whole and in the order they were sent; nothing is dropped unless the
-/// reader has gone away.
+/// reader has gone away, or a newer message with the same coalescing key
+/// supersedes one still waiting.
 ///
 /// A sender may hold back the wake-up (`enqueue(_:wake: false)`, then
 /// `wake()`): the connection's reading thread does so while it answers one
 /// read's worth of requests, so a pipelined client's answers leave in one
 /// write instead of one thread hand-off each. Messages from other threads
 /// join the same queue, so the order is kept either way.
+///
+/// Backpressure (swift-nio's writability): the channel counts the bytes
+/// queued and not yet written. Once they exceed `highWater` it is no longer
+/// writable, and it becomes writable again when they fall to `lowWater` or
+/// below. Senders are never blocked; the connection's reading thread waits
+/// in `waitUntilWritable()` before each request, so a client that does not
+/// read its answers stops being read from.
+///
+/// Coalescing: a message enqueued with a key replaces an older message with
+/// the same key that is still queued and not yet handed to the writer. The
+/// older one is dropped and the newer one joins the end of the queue, where
+/// it happened: nothing is reordered, only superseded states are skipped.
 final class OutputChannel: @unchecked Sendable {
+    /// One framed message waiting for the writer.
+    private struct Entry {
+        var bytes: [UInt8]
+        var key: String?
+    }
+
+    let highWater: Int
+    let lowWater: Int
+    /// Bytes handed to `write(2)` at once: small enough for the queued count
+    /// to follow the client's reading closely, large enough to cost few calls.
+    let writeSlice: Int
     private let fd: Int32
     private let condition = NSCondition()
     // Guarded by `condition`.
-    private var pending: [UInt8] = []
-    /// The writer waits for work and nobody has woken it yet.
-    private var idle = false
+    private var pending: [Entry] = []
+    /// Index in `pending` of the entry holding each coalescing key.
+    private var keyed: [String: Int] = [:]
+    /// Bytes in `pending` plus the bytes the writer holds and has not written.
+    private var queued = 0
+    private var writable = true
+    /// The writer waits for work and nobody has woken it yet (true from the
+    /// start, so a message held back is not written before its wake-up).
+    private var idle = true
     private var writing = false
     private var broken = false
+    private var coalesced = 0
 
-    init(fd: Int32) {
+    /// `lowWater` defaults to half of `highWater`.
+    init(fd: Int32, highWater: Int = 16 << 20, lowWater: Int? = nil, writeSlice: Int = 64 << 10) {
+        precondition(highWater > 0 && writeSlice > 0, "the high-water mark and the slice must be positive")
         self.fd = fd
-        let thread = Thread { [unowned self] in self.writeLoop() }
+        self.highWater = highWater
+        self.lowWater = min(lowWater ?? highWater / 2, highWater)
+        self.writeSlice = writeSlice
+        // The writer thread keeps the channel alive until the reader goes
+        // away: it may still hold messages when every sender is gone.
+        let thread = Thread { [self] in self.writeLoop() }
         thread.name = "courier.output"
         thread.start()
     }
 
-    func enqueue(_ bytes: [UInt8], wake: Bool = true) {
+    /// Queues `bytes`; with `coalescingKey`, an older queued message with the
+    /// same key that the writer has not taken yet is dropped.
+    func enqueue(_ bytes: [UInt8], coalescingKey: String? = nil, wake: Bool = true) {
         condition.lock()
-        if !broken {
-            pending.append(contentsOf: bytes)
-            if wake { wakeWriter() }
+        defer { condition.unlock() }
+        guard !broken else { return }
+        if let coalescingKey {
+            if let older = keyed[coalescingKey] {
+                queued -= pending[older].bytes.count
+                pending[older] = Entry(bytes: [], key: nil)
+                coalesced += 1
+            }
+            keyed[coalescingKey] = pending.count
         }
-        condition.unlock()
+        pending.append(Entry(bytes: bytes, key: coalescingKey))
+        queued += bytes.count
+        if queued > highWater { writable = false }
+        if wake { wakeWriter() }
     }
 
     /// Starts writing what was enqueued without a wake-up.
@@ -41,6 +90,47 @@ final class OutputChannel: @unchecked Sendable {
         condition.lock()
         wakeWriter()
         condition.unlock()
+    }
+
+    /// Bytes queued and not yet written.
+    var queuedBytes: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queued
+    }
+
+    /// False from the moment the queued bytes exceed `highWater` until they
+    /// fall to `lowWater`.
+    var isWritable: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return writable || broken
+    }
+
+    /// Messages dropped because a newer one with the same key replaced them.
+    var coalescedCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return coalesced
+    }
+
+    /// Starts the writer on anything held back, then waits until the channel
+    /// is writable (or the reader is gone), at most `timeout` seconds. Returns
+    /// false on time-out.
+    @discardableResult
+    func waitUntilWritable(timeout: Double = .infinity) -> Bool {
+        let deadline = timeout.isFinite ? Date(timeIntervalSinceNow: timeout) : nil
+        condition.lock()
+        defer { condition.unlock() }
+        wakeWriter()
+        while !writable && !broken {
+            if let deadline {
+                if !condition.wait(until: deadline) { return writable || broken }
+            } else {
+                condition.wait()
+            }
+        }
+        return true
     }
 
     /// Waits until everything enqueued so far has been written (or the reader
@@ -76,8 +166,9 @@ final class OutputChannel: @unchecked Sendable {
                 idle = true
                 condition.wait()
             }
-            var chunk: [UInt8] = []
+            var chunk: [Entry] = []
             swap(&chunk, &pending)
+            keyed.removeAll(keepingCapacity: true)
             writing = true
             condition.unlock()
 
@@ -88,6 +179,8 @@ final class OutputChannel: @unchecked Sendable {
             if !ok {
                 broken = true
                 pending = []
+                keyed = [:]
+                queued = 0
             }
             condition.broadcast()
             condition.unlock()
@@ -95,18 +188,51 @@ final class OutputChannel: @unchecked Sendable {
         }
     }
 
-    private func writeAll(_ bytes: [UInt8]) -> Bool {
+    /// Writes the entries in slices of about `writeSlice` bytes, counting each
+    /// slice off `queued` as soon as it is written.
+    private func writeAll(_ entries: [Entry]) -> Bool {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(writeSlice)
+        for entry in entries where !entry.bytes.isEmpty {
+            if !buffer.isEmpty, buffer.count + entry.bytes.count > writeSlice {
+                guard writeSlices(buffer) else { return false }
+                buffer.removeAll(keepingCapacity: true)
+            }
+            if entry.bytes.count >= writeSlice {
+                guard writeSlices(entry.bytes) else { return false }
+            } else {
+                buffer.append(contentsOf: entry.bytes)
+            }
+        }
+        return buffer.isEmpty || writeSlices(buffer)
+    }
+
+    private func writeSlices(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                let count = min(buffer.count - offset, writeSlice)
+                let written = write(fd, buffer.baseAddress! + offset, count)
                 if written < 0 {
                     if errno == EINTR || errno == EAGAIN { continue }
                     return false
                 }
                 offset += written
+                countWritten(written)
             }
             return true
         }
+    }
+
+    /// Counts `count` written bytes off the queue; wakes waiters when the
+    /// channel becomes writable again.
+    private func countWritten(_ count: Int) {
+        condition.lock()
+        queued -= count
+        if !writable, queued <= lowWater {
+            writable = true
+            condition.broadcast()
+        }
+        condition.unlock()
     }
 }
