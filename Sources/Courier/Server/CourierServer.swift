@@ -36,7 +36,7 @@ public final class CourierServer: Sendable {
         self.dispatcher = Dispatcher(logger: logger)
         self.terminate = terminate
         let emit: @Sendable (String, JSON) -> Void = { method, params in
-            connection.send(notification: method, params: params)
+            connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
         }
         self.cache = ResponseCache(configuration: configuration, logger: logger)
         self.downloader = try Downloader(
@@ -90,9 +90,11 @@ public final class CourierServer: Sendable {
             shutDown()
             reply.success(.null)
         }
+        // Parsed once: a client may ask for it many times.
+        let document = OpenRPCDocument.load()
         dispatcher.register("rpc.discover") { params, reply in
             _ = try params.byName(allowed: [])
-            reply(OpenRPCDocument.load())
+            reply(document)
         }
         dispatcher.registerNotification("exit") { [self] _ in
             let code: Int32 = phase.withLock { $0 == .shutDown } ? 0 : 1
@@ -123,6 +125,18 @@ public final class CourierServer: Sendable {
                 "jansson": ["version": .string(JSONCodec.libraryVersion)],
             ],
         ]
+    }
+
+    /// Notifications that tell a current state: for a client that reads
+    /// slowly, a newer one for the same task (or view) replaces the one still
+    /// waiting. The kept one leaves where it happened, so it never follows
+    /// the receipt's `download/finished`.
+    static func coalescingKey(_ method: String, _ params: JSON) -> String? {
+        switch method {
+        case "download/progress": params["task"]?.stringValue.map { "download/progress " + $0 }
+        case "view/progress": params["view"]?.stringValue.map { "view/progress " + $0 }
+        default: nil
+        }
     }
 
     static let notifications = [
