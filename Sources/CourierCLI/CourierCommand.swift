@@ -3,6 +3,7 @@ import Courier
 import Foundation
 import JSONRPC
 import Logging
+import Synchronization
 
 @main
 struct CourierCommand: ParsableCommand {
@@ -99,6 +100,11 @@ struct CourierCommand: ParsableCommand {
     }
 
     func run() throws {
+        // Before any thread starts, so that every thread inherits the mask:
+        // the termination signals wait for the signal sources below instead
+        // of killing the process in the middle of a write.
+        SignalWatch.blockTerminationSignals()
+
         var config = Configuration(cacheDir: cacheDir)
         config.memoryCapacity = Int(memoryCapacity)
         config.memoryAfterPurge = Int(memoryAfterPurge ?? min(60 << 20, memoryCapacity * 3 / 5))
@@ -141,6 +147,67 @@ struct CourierCommand: ParsableCommand {
             maxMessageBytes: config.maxMessageBytes, logger: logger)
         let server = try CourierServer(configuration: config, connection: connection, logger: logger)
         server.start()
-        while true { pause() }
+        let signals = SignalWatch(server: server, logger: logger)
+        withExtendedLifetime(signals) {
+            while true { pause() }
+        }
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP (a closing terminal) end courier the way
+/// `shutdown` and `exit` do: every unfinished receipt ends with `shutdown`,
+/// the output is flushed, and the exit code is 0. A second one while that
+/// runs (a client that does not read its output can hold it up) ends the
+/// process at once with 128 + the signal's number: 143 for SIGTERM, 130 for
+/// SIGINT, 129 for SIGHUP.
+///
+/// The signals are blocked in every thread and read by dispatch signal
+/// sources, so the work runs on an ordinary thread, never in a C handler.
+private final class SignalWatch {
+    static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+
+    /// Termination signals received so far.
+    private final class Count: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    private let sources: [any DispatchSourceSignal]
+
+    static func blockTerminationSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in signals { sigaddset(&set, signal) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    init(server: CourierServer, logger: Logger) {
+        let queue = DispatchQueue(label: "courier.signals")
+        let received = Count()
+        sources = Self.signals.map { signal in
+            let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
+            source.setEventHandler {
+                let name = Self.name(of: signal)
+                if received.value.add(1, ordering: .relaxed).oldValue == 0 {
+                    logger.notice("\(name): shutting down (a second signal ends courier at once)")
+                    let thread = Thread { server.shutDownAndExit() }
+                    thread.name = "courier.shutdown"
+                    thread.start()
+                } else {
+                    logger.notice("\(name) again: exiting at once")
+                    _exit(128 + signal)
+                }
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    private static func name(of signal: Int32) -> String {
+        switch signal {
+        case SIGTERM: "SIGTERM"
+        case SIGINT: "SIGINT"
+        case SIGHUP: "SIGHUP"
+        default: "signal \(signal)"
+        }
     }
 }

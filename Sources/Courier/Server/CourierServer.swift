@@ -13,6 +13,7 @@ public final class CourierServer: Sendable {
     let configuration: Mutex<Configuration>
     private let logger: Logger
     private let phase = Mutex(Phase.running)
+    private let finishing = Mutex(false)
     private let terminate: @Sendable (Int32) -> Never
     let downloader: Downloader
     let indicator: ActivityIndicator
@@ -155,11 +156,25 @@ public final class CourierServer: Sendable {
         logger.debug("shut down")
     }
 
+    /// Ends the session as `shutdown` followed by `exit` would, with code 0:
+    /// what a termination signal does. Does not return.
+    public func shutDownAndExit() -> Never {
+        shutDown()
+        finish(code: 0)
+    }
+
     private func finish(code: Int32) -> Never {
         shutDown()
         // A client that reads slowly still gets every message; one that has
         // gone away breaks the pipe, which ends the wait.
         connection.flush(timeout: .infinity)
-        terminate(code)
+        // End of input, `exit` and a signal may race here: the first ends the
+        // process, the others wait for it to go.
+        let first = finishing.withLock { finishing in
+            defer { finishing = true }
+            return !finishing
+        }
+        if first { terminate(code) }
+        while true { pause() }
     }
 }
