@@ -105,7 +105,13 @@ public final class EasyHandle {
         if let timeout = options.timeoutMilliseconds { setLong(CURLOPT_TIMEOUT_MS, timeout) }
         if let timeout = options.connectTimeoutMilliseconds { setLong(CURLOPT_CONNECTTIMEOUT_MS, timeout) }
         if let limit = options.maxFileSize { courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }
-        if let caFile = options.caFile { setString(CURLOPT_CAINFO, caFile) }
+        if let caFile = options.caFile {
+            // CAINFO replaces libcurl's CA bundle. The system's hashed
+            // directory, set beside it, keeps the system's CAs trusted: the
+            // file adds CAs rather than replacing them.
+            setString(CURLOPT_CAINFO, caFile)
+            if let directory = Self.systemCertificateDirectory { setString(CURLOPT_CAPATH, directory) }
+        }
         if let proxy = options.proxy {
             setString(CURLOPT_PROXY, proxy)
             setString(CURLOPT_NOPROXY, "")
@@ -114,6 +120,31 @@ public final class EasyHandle {
             headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
         if let headerList { courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, headerList) }
+    }
+
+    /// The system's directory of CA certificates named by their hashes, as
+    /// OpenSSL finds it: `$SSL_CERT_DIR` (a colon-separated list), else
+    /// `/etc/ssl/certs`; nil when it holds no hash link (`1a2b3c4d.0`).
+    public static let systemCertificateDirectory: String? = {
+        let fromEnvironment = getenv("SSL_CERT_DIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        let candidate = fromEnvironment ?? "/etc/ssl/certs"
+        let hashed = candidate.split(separator: ":").contains { holdsHashLinks(String($0)) }
+        return hashed ? candidate : nil
+    }()
+
+    private static func holdsHashLinks(_ directory: String) -> Bool {
+        guard let stream = opendir(directory) else { return false }
+        defer { closedir(stream) }
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+            // Eight hex digits, a dot, a digit or more.
+            guard name.count >= 10, name[8] == UInt8(ascii: "."),
+                name[..<8].allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }),
+                name[9...].allSatisfy({ (0x30...0x39).contains($0) })
+            else { continue }
+            return true
+        }
+        return false
     }
 
     public func setLong(_ option: CURLoption, _ value: Int) {
