@@ -2,6 +2,7 @@ import Foundation
 import JSON
 import JSONRPC
 import Logging
+import Synchronization
 
 /// The prioritization of queued tasks of equal priority.
 public enum Prioritization: String, Sendable, CaseIterable {
@@ -32,7 +33,14 @@ public struct Configuration: Sendable {
     public var caFile: String?
     public var proxy: String?
     public var framing = FramingMode.auto
-    public var logLevel = Logger.Level.info
+    /// Least severity logged. Setting it also sets `logLevels`, which the
+    /// log handlers made by `LiveLevelLogHandler` follow.
+    public var logLevel = Logger.Level.info {
+        didSet { logLevels.level = logLevel }
+    }
+    /// The level in effect for the log handlers, shared by every copy of
+    /// this configuration: `initialize` changes it while courier runs.
+    public let logLevels = LogLevelSetting(.info)
     public var maxMessageBytes = 16 << 20
     public var indicatorEnabled = true
 
@@ -93,9 +101,11 @@ public struct Configuration: Sendable {
         "downloadRoot", "caFile", "proxy", "framing", "maxMessageBytes",
     ]
 
-    /// Applies `initialize` options, all or none. Start-up settings may be
-    /// given only with the value they already have.
+    /// Applies `initialize` options, all or none, checked against the
+    /// document's `ConfigOptions` (types, ranges, enums, names). Start-up
+    /// settings may be given only with the value they already have.
     public mutating func apply(options: NamedParams) throws(RPCError) {
+        try OpenRPCDocument.check(.object(options.members), againstSchemaNamed: "ConfigOptions")
         var next = self
         try next.assign(options)
         self = next
@@ -104,6 +114,8 @@ public struct Configuration: Sendable {
     private mutating func assign(_ options: NamedParams) throws(RPCError) {
         let current = settings
         let reported = json
+        // Set once nothing can fail: its setter reaches the live log handlers.
+        var level = logLevel
         for (name, value) in options.members.sorted(by: { $0.key < $1.key }) {
             guard let existing = current[name] else {
                 throw .invalidParams("unknown option '\(name)'", param: name)
@@ -121,18 +133,78 @@ public struct Configuration: Sendable {
             case "completionDelay": completionDelay = try options.optionalNumber(name, range: 0...3600) ?? completionDelay
             case "progressInterval": progressInterval = try options.optionalNumber(name, range: 0...3600) ?? progressInterval
             case "maxBytes": maxBytes = try options.optionalInteger(name, range: 0...Int64.max)
-            case "timeout": timeout = try options.optionalNumber(name, range: 0.001...31_536_000) ?? timeout
-            case "connectTimeout": connectTimeout = try options.optionalNumber(name, range: 0.001...31_536_000) ?? connectTimeout
+            case "timeout": timeout = try options.optionalNumber(name, range: Self.timeoutRange) ?? timeout
+            case "connectTimeout": connectTimeout = try options.optionalNumber(name, range: Self.timeoutRange) ?? connectTimeout
             case "indicatorEnabled": indicatorEnabled = try options.optionalBool(name) ?? indicatorEnabled
             case "logLevel":
-                guard let level = try options.optionalString(name).flatMap(Logger.Level.init(rawValue:)) else {
+                guard let parsed = try options.optionalString(name).flatMap(Logger.Level.init(rawValue:)) else {
                     throw .invalidParams("option 'logLevel' must be one of \(Logger.Level.allCases.map(\.rawValue))", param: name)
                 }
-                logLevel = level
+                level = parsed
             default:
                 throw .invalidParams("unknown option '\(name)'", param: name)
             }
         }
+        logLevel = level
+    }
+}
+
+extension Configuration {
+    /// Seconds a `timeout` or `connectTimeout` may be: from a millisecond
+    /// (libcurl counts milliseconds, and 0 would mean none) to a year.
+    public static let timeoutRange: ClosedRange<Double> = 0.001...31_536_000
+}
+
+/// The least severity courier logs, one for the whole process: the
+/// command line sets it, `initialize` may change it while courier runs, and
+/// every `LiveLevelLogHandler` reads it at each message.
+public final class LogLevelSetting: Sendable {
+    private let index: Atomic<Int>
+
+    public init(_ level: Logger.Level) {
+        index = Atomic(Self.levels.firstIndex(of: level) ?? 0)
+    }
+
+    private static let levels = Logger.Level.allCases
+
+    public var level: Logger.Level {
+        get { Self.levels[index.load(ordering: .relaxed)] }
+        set { index.store(Self.levels.firstIndex(of: newValue) ?? 0, ordering: .relaxed) }
+    }
+}
+
+/// A log handler in front of another whose level is a `LogLevelSetting`,
+/// read at each message, so that a change reaches every logger at once.
+/// Setting `logLevel` sets it for the whole process.
+public struct LiveLevelLogHandler: LogHandler {
+    private var base: any LogHandler
+    private let setting: LogLevelSetting
+
+    public init(_ base: any LogHandler, level setting: LogLevelSetting) {
+        self.base = base
+        self.setting = setting
+    }
+
+    public func log(event: LogEvent) { base.log(event: event) }
+
+    public var logLevel: Logger.Level {
+        get { setting.level }
+        nonmutating set { setting.level = newValue }
+    }
+
+    public var metadataProvider: Logger.MetadataProvider? {
+        get { base.metadataProvider }
+        set { base.metadataProvider = newValue }
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { base[metadataKey: key] }
+        set { base[metadataKey: key] = newValue }
+    }
+
+    public var metadata: Logger.Metadata {
+        get { base.metadata }
+        set { base.metadata = newValue }
     }
 }
 

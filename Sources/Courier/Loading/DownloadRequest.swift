@@ -106,7 +106,7 @@ struct DownloadRequest: Sendable {
             throw .invalidParams("param 'destination' contains a NUL byte", param: "destination")
         }
         maxBytes = try named.optionalInteger("maxBytes", range: 0...Int64.max) ?? defaults.maxBytes
-        timeout = try named.optionalNumber("timeout", range: 0.001...31_536_000) ?? defaults.timeout
+        timeout = try named.optionalNumber("timeout", range: Configuration.timeoutRange) ?? defaults.timeout
         cacheKey = try named.optionalString("cacheKey")
         wait = try named.optionalBool("wait") ?? false
     }

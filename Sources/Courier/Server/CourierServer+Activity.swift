@@ -4,12 +4,12 @@ import JSONRPC
 /// `bind` and the `indicator/*` methods.
 extension CourierServer {
     func registerActivity() {
-        dispatcher.register("bind") { [downloader] params, reply in try downloader.bind(params, reply: reply) }
-        dispatcher.register("indicator/state") { [indicator] params, reply in
+        dispatcher.register(checked: "bind") { [downloader] params, reply in try downloader.bind(params, reply: reply) }
+        dispatcher.register(checked: "indicator/state") { [indicator] params, reply in
             _ = try params.byName(allowed: [])
             reply.success(indicator.state)
         }
-        dispatcher.register("indicator/configure") { [self] params, reply in
+        dispatcher.register(checked: "indicator/configure") { [self] params, reply in
             let named = try params.byName(allowed: ["enabled", "activationDelay", "completionDelay"])
             let enabled = try named.optionalBool("enabled")
             let activationDelay = try named.optionalNumber("activationDelay", range: 0...3600)
@@ -22,12 +22,12 @@ extension CourierServer {
             indicator.configure(enabled: enabled, activationDelay: activationDelay, completionDelay: completionDelay)
             reply.success(indicator.state)
         }
-        dispatcher.register("indicator/increment") { [indicator] params, reply in
+        dispatcher.register(checked: "indicator/increment") { [indicator] params, reply in
             _ = try params.byName(allowed: [])
             indicator.increment()
             reply.success(indicator.state)
         }
-        dispatcher.register("indicator/decrement") { [indicator] params, reply in
+        dispatcher.register(checked: "indicator/decrement") { [indicator] params, reply in
             _ = try params.byName(allowed: [])
             indicator.decrement()
             reply.success(indicator.state)

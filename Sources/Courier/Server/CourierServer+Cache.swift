@@ -4,17 +4,17 @@ import JSONRPC
 /// `cache/stats`, `cache/lookup`, `cache/remove`, `cache/clear`.
 extension CourierServer {
     func registerCache() {
-        dispatcher.register("cache/stats") { [cache] params, reply in
+        dispatcher.register(checked: "cache/stats") { [cache] params, reply in
             _ = try params.byName(allowed: [])
             reply.success(cache.stats)
         }
-        dispatcher.register("cache/lookup") { [cache] params, reply in
+        dispatcher.register(checked: "cache/lookup") { [cache] params, reply in
             reply.success(cache.describe(key: try Self.cacheKey(params)))
         }
-        dispatcher.register("cache/remove") { [cache] params, reply in
+        dispatcher.register(checked: "cache/remove") { [cache] params, reply in
             reply.success(["removed": .bool(cache.remove(key: try Self.cacheKey(params)))])
         }
-        dispatcher.register("cache/clear") { [cache] params, reply in
+        dispatcher.register(checked: "cache/clear") { [cache] params, reply in
             let named = try params.byName(allowed: ["memory", "disk"])
             let memory = try named.optionalBool("memory") ?? true
             let disk = try named.optionalBool("disk") ?? true

@@ -1,13 +1,189 @@
+import Foundation
 import JSON
 import JSONRPC
 
-/// The OpenRPC document of `protocol/openrpc.json`, built into the binary.
+/// The OpenRPC document of `protocol/openrpc.json`, built into the binary,
+/// and the check of every request's params against it: the document is the
+/// one statement of what courier accepts.
+///
+/// The check covers what JSON Schema says about a value's shape: `type`
+/// (an integer-valued real is an `integer`), `enum`, `minimum`, `maximum`,
+/// `exclusiveMinimum`, `exclusiveMaximum`, `minLength`, `items`,
+/// `properties`, `required`, `additionalProperties` and `$ref`. Rules
+/// between params (give exactly one of `receipt` or `slot`) and rules on
+/// content (a parsable URL, header names that are tokens) stay with the
+/// methods. A refusal is -32602 with `data.param` naming the param, dotted
+/// below it (`options.maxActive`); members of a map or an array are named by
+/// the map or the array (`headers`, `accept`).
 enum OpenRPCDocument {
     static func load() -> Result<JSON, RPCError> {
         do {
             return .success(try JSONCodec.decode(PackageResources.openrpc_json))
         } catch {
             return .failure(RPCError(.internalError, "the built-in OpenRPC document is not valid JSON: \(error)"))
+        }
+    }
+
+    /// The document, parsed once; nil only when the build embedded a broken
+    /// one, which `rpc.discover` reports.
+    static let document: JSON? = try? load().get()
+
+    /// Each method's params (content descriptors, `$ref`s resolved).
+    static let methodParams: [String: [JSON]] = {
+        var params: [String: [JSON]] = [:]
+        for method in document?["methods"]?.arrayValue ?? [] {
+            guard let method = resolve(method), let name = method["name"]?.stringValue else { continue }
+            params[name] = (method["params"]?.arrayValue ?? []).compactMap(resolve)
+        }
+        return params
+    }()
+
+    /// Checks a request's params against its method's content descriptors:
+    /// by name, no unknown name, every required one present, each value of
+    /// its schema. A method the document does not describe takes no params.
+    static func check(_ method: String, _ params: Params) throws(RPCError) {
+        let descriptors = methodParams[method] ?? []
+        let members: [String: JSON]
+        switch params.raw {
+        case nil: members = [:]
+        case .object(let object)?: members = object
+        default: throw .invalidParams("params must be given by name, as an object")
+        }
+        let names = Set(descriptors.compactMap { $0["name"]?.stringValue })
+        if let unknown = members.keys.sorted().first(where: { !names.contains($0) }) {
+            throw .invalidParams("unknown param '\(unknown)'", param: unknown)
+        }
+        for descriptor in descriptors {
+            guard let name = descriptor["name"]?.stringValue else { continue }
+            guard let value = members[name] else {
+                if descriptor["required"]?.boolValue == true {
+                    throw .invalidParams("missing param '\(name)'", param: name)
+                }
+                continue
+            }
+            try check(value, against: descriptor["schema"] ?? [:], at: name)
+        }
+    }
+
+    /// Checks `value` against the schema `components.schemas.<name>`;
+    /// `path` names the value in a refusal (empty: its members are named
+    /// alone).
+    static func check(_ value: JSON, againstSchemaNamed name: String, at path: String = "") throws(RPCError) {
+        try check(value, against: ["$ref": .string("#/components/schemas/\(name)")], at: path)
+    }
+
+    private static func check(_ value: JSON, against schema: JSON, at path: String) throws(RPCError) {
+        guard let schema = resolve(schema) else { return }
+        let shown = path.isEmpty ? "params" : "param '\(path)'"
+        if let types = schema["type"].map(typeNames), !types.contains(where: { matches(value, type: $0) }) {
+            throw .invalidParams("\(shown) must be \(types.joined(separator: " or ")), not \(describe(value))", param: path)
+        }
+        if let choices = schema["enum"]?.arrayValue, !choices.contains(where: { equal($0, value) }) {
+            throw .invalidParams("\(shown) must be one of \(JSON.array(choices)), not \(value)", param: path)
+        }
+        if let number = value.doubleValue {
+            try checkRange(number, schema, shown: shown, path: path)
+        }
+        if case .string(let text) = value, let least = schema["minLength"]?.integerValue,
+            text.unicodeScalars.count < least
+        {
+            throw .invalidParams("\(shown) must have at least \(least) character(s)", param: path)
+        }
+        if case .array(let elements) = value, let items = schema["items"] {
+            for element in elements { try check(element, against: items, at: path) }
+        }
+        if case .object(let members) = value {
+            try checkMembers(members, schema, path: path)
+        }
+    }
+
+    private static func checkRange(_ number: Double, _ schema: JSON, shown: String, path: String) throws(RPCError) {
+        if let least = schema["minimum"]?.doubleValue, number < least {
+            throw .invalidParams("\(shown) must be at least \(schema["minimum"]!), not \(number)", param: path)
+        }
+        if let most = schema["maximum"]?.doubleValue, number > most {
+            throw .invalidParams("\(shown) must be at most \(schema["maximum"]!), not \(number)", param: path)
+        }
+        if let bound = schema["exclusiveMinimum"]?.doubleValue, number <= bound {
+            throw .invalidParams("\(shown) must be greater than \(schema["exclusiveMinimum"]!), not \(number)", param: path)
+        }
+        if let bound = schema["exclusiveMaximum"]?.doubleValue, number >= bound {
+            throw .invalidParams("\(shown) must be less than \(schema["exclusiveMaximum"]!), not \(number)", param: path)
+        }
+    }
+
+    private static func checkMembers(_ members: [String: JSON], _ schema: JSON, path: String) throws(RPCError) {
+        let properties = schema["properties"]?.objectValue ?? [:]
+        func named(_ name: String) -> String { path.isEmpty ? name : "\(path).\(name)" }
+        for name in schema["required"]?.arrayValue?.compactMap(\.stringValue) ?? [] where members[name] == nil {
+            throw .invalidParams("missing param '\(named(name))'", param: named(name))
+        }
+        for (name, member) in members.sorted(by: { $0.key < $1.key }) {
+            if let property = properties[name] {
+                try check(member, against: property, at: named(name))
+            } else if schema["additionalProperties"]?.boolValue == false {
+                throw .invalidParams("unknown param '\(named(name))'", param: named(name))
+            } else if let additional = schema["additionalProperties"], additional.objectValue != nil {
+                try check(member, against: additional, at: path)
+            }
+        }
+    }
+
+    /// `schema` with its `$ref` followed (within this document), or nil for
+    /// a reference that leads nowhere.
+    private static func resolve(_ schema: JSON) -> JSON? {
+        var current = schema
+        for _ in 0..<16 {
+            guard let reference = current["$ref"]?.stringValue else { return current }
+            guard reference.hasPrefix("#/"), var target = document else { return nil }
+            for token in reference.dropFirst(2).split(separator: "/", omittingEmptySubsequences: false) {
+                let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+                guard let next = target[key] else { return nil }
+                target = next
+            }
+            current = target
+        }
+        return nil
+    }
+
+    private static func typeNames(_ type: JSON) -> [String] {
+        type.arrayValue?.compactMap(\.stringValue) ?? type.stringValue.map { [$0] } ?? []
+    }
+
+    private static func matches(_ value: JSON, type: String) -> Bool {
+        switch (type, value) {
+        case ("null", .null), ("boolean", .bool), ("string", .string), ("array", .array), ("object", .object):
+            true
+        case ("number", .integer), ("number", .double), ("integer", .integer):
+            true
+        case ("integer", .double(let real)):
+            real.rounded() == real && abs(real) < 9.2e18
+        default:
+            false
+        }
+    }
+
+    /// JSON equality, with `1` equal to `1.0`.
+    private static func equal(_ a: JSON, _ b: JSON) -> Bool {
+        if let x = a.doubleValue, let y = b.doubleValue { return x == y }
+        return a == b
+    }
+
+    private static func describe(_ value: JSON) -> String {
+        switch value {
+        case .integer, .double, .bool, .null: "\(value)"
+        default: value.typeName
+        }
+    }
+}
+
+extension Dispatcher {
+    /// Registers `handler` behind the check of its params against the
+    /// document.
+    func register(checked method: String, _ handler: @escaping RequestHandler) {
+        register(method) { params, reply in
+            try OpenRPCDocument.check(method, params)
+            try handler(params, reply)
         }
     }
 }
