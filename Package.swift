@@ -78,7 +78,23 @@ package.targets += [
     ),
 ]
 
-for target in package.targets where target.type != .system && !["CCurlShim", "CJanssonShim"].contains(target.name) {
+// MARK: - Fuzz: libFuzzer harnesses, built only by scripts/fuzz (COURIER_FUZZ=1)
+
+if Context.environment["COURIER_FUZZ"] == "1" {
+    package.targets += [
+        .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
+        .executableTarget(name: "FuzzCodec", dependencies: ["CFuzzDriver", "JSON"], path: "Fuzz/FuzzCodec"),
+        .executableTarget(
+            name: "FuzzDispatcher",
+            dependencies: ["CFuzzDriver", "JSON", "JSONRPC", .product(name: "Logging", package: "swift-log")],
+            path: "Fuzz/FuzzDispatcher"
+        ),
+        .executableTarget(name: "FuzzFramer", dependencies: ["CFuzzDriver", "JSONRPC"], path: "Fuzz/FuzzFramer"),
+        .executableTarget(name: "FuzzHTTP", dependencies: ["CFuzzDriver", "Courier", "JSON"], path: "Fuzz/FuzzHTTP"),
+    ]
+}
+
+for target in package.targets where target.type != .system && !["CCurlShim", "CJanssonShim", "CFuzzDriver"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [
         .swiftLanguageMode(.v6),
         .enableUpcomingFeature("ExistentialAny"),

@@ -1,0 +1,98 @@
+import CFuzzDriver
+import Foundation
+import JSON
+
+/// A libFuzzer harness. Properties: whatever decodes re-encodes to a text that
+/// decodes to the same value, and encoding is stable (encode ∘ decode ∘
+/// encode = encode); and a value built from the bytes (reals from raw bit
+/// patterns, strings with any code point, nesting) survives encode/decode.
+@main
+enum FuzzCodec {
+    static func main() {
+        var argc = CommandLine.argc
+        var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+            guard let data else { return 0 }
+            return fuzzCodec(data, size)
+        })
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = UnsafeRawBufferPointer(start: data, count: size)
+    if let value = try? JSONCodec.decode(bytes) {
+        roundTrip(value, source: Array(bytes))
+    }
+    var reader = ByteReader(bytes: Array(bytes))
+    roundTrip(reader.value(depth: 0), source: Array(bytes))
+    return 0
+}
+
+private func roundTrip(_ value: JSON, source: [UInt8]) {
+    let text = JSONCodec.encode(value)
+    let again: JSON
+    do {
+        again = try JSONCodec.decode(text)
+    } catch {
+        fatalError("encode wrote a text decode refuses (\(error)): \(text) from \(source)")
+    }
+    guard again == value else {
+        fatalError("decode(encode(x)) != x: \(value) became \(again) through \(String(decoding: text, as: UTF8.self))")
+    }
+    guard JSONCodec.encode(again) == text else {
+        fatalError("encoding is not stable for \(value)")
+    }
+}
+
+/// Builds a JSON value from fuzz bytes.
+private struct ByteReader {
+    var bytes: [UInt8]
+    var offset = 0
+
+    mutating func byte() -> UInt8? {
+        guard offset < bytes.count else { return nil }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func word() -> UInt64 {
+        var value: UInt64 = 0
+        for _ in 0..<8 { value = value << 8 | UInt64(byte() ?? 0) }
+        return value
+    }
+
+    mutating func string(keySafe: Bool) -> String {
+        let count = Int(byte() ?? 0) % 12
+        var scalars = String.UnicodeScalarView()
+        for _ in 0..<count {
+            let raw = UInt32(byte() ?? 0) << (UInt32(byte() ?? 0) % 14)
+            guard var scalar = Unicode.Scalar(raw) else { continue }
+            // jansson refuses NUL in object keys.
+            if keySafe, scalar == "\0" { scalar = "0" }
+            scalars.append(scalar)
+        }
+        return String(scalars)
+    }
+
+    mutating func value(depth: Int) -> JSON {
+        guard let kind = byte() else { return .null }
+        switch kind % 8 {
+        case 0: return .null
+        case 1: return .bool(kind & 0x80 != 0)
+        case 2: return .integer(Int64(bitPattern: word()))
+        case 3:
+            let real = Double(bitPattern: word())
+            return real.isFinite ? .double(real) : .double(Double(kind))
+        case 4: return .string(string(keySafe: false))
+        case 5 where depth < 8:
+            return .array((0..<Int(byte() ?? 0) % 5).map { _ in value(depth: depth + 1) })
+        case 6 where depth < 8:
+            var members: [String: JSON] = [:]
+            for _ in 0..<Int(byte() ?? 0) % 5 { members[string(keySafe: true)] = value(depth: depth + 1) }
+            return .object(members)
+        default:
+            return .double(Double(Int64(bitPattern: word()) >> (kind % 64)) / 1024)
+        }
+    }
+}
