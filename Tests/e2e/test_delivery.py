@@ -154,11 +154,11 @@ def test_a_hostile_journal_cannot_make_courier_delete_other_files(courier, cache
     victim.write_bytes(b"keep")
     decoy = tmp_path / ".victim.courier-999999-x.part"
     decoy.write_bytes(b"keep too")
-    (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
-    (cache_dir / "tmp" / "999998-abc.journal").write_text(
+    (cache_dir / "journals").mkdir(parents=True, exist_ok=True)
+    (cache_dir / "journals" / "999998-abc").write_text(
         f"downloads {tmp_path}\npartial {victim}\npartial {decoy}\ndownloads /\n")
     c = courier()
     c.initialize()
     assert victim.read_bytes() == b"keep"
     assert decoy.read_bytes() == b"keep too"  # named for another process id
-    assert not (cache_dir / "tmp" / "999998-abc.journal").exists()
+    assert not (cache_dir / "journals" / "999998-abc").exists()

@@ -114,10 +114,8 @@ def files_under(directory: Path) -> list[str]:
 
 
 def cache_tmp_files(c, cache_dir: Path) -> list[str]:
-    """What the cache's `tmp/` holds besides this process's own journal
-    (`<pid>-<nonce>.journal`, documented: held for as long as courier runs)."""
-    journal = re.compile(rf"{c.pid}-[0-9a-z]+\.journal")
-    return [name for name in files_under(cache_dir / "tmp") if not journal.fullmatch(name)]
+    """What the cache's `tmp/` holds: bodies in transit only."""
+    return files_under(cache_dir / "tmp")
 
 
 def wait_activity_zero(c, timeout: float = 5.0) -> dict:

@@ -425,9 +425,6 @@ def test_initialize_log_level_takes_effect(courier):
     assert "shut down" in c.stderr_text, c.stderr_text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Downloader.swift, download(_:reply:): a reused slot receipt is answered at once, without its outcome, "
-    "even with `wait: true`; the reply should wait with the receipt's"))
 def test_wait_with_a_reused_slot_carries_the_outcome(courier, origin):
     c = courier()
     url = origin.url("/drip?numbytes=4&duration=0.6")

@@ -92,8 +92,9 @@ final class Receipt: @unchecked Sendable {
     let taskID: String
     var task: DownloadTask?
     var phase = Phase.active
-    /// The reply of a `download` with `wait: true`.
-    var reply: Reply?
+    /// The replies of `download`s with `wait: true` that made or reused
+    /// this receipt: each is answered with the outcome when it finishes.
+    var waiters: [(reply: Reply, reused: Bool)] = []
 
     init(id: String, taskID: String, request: DownloadRequest, createdAt: Double) {
         self.id = id

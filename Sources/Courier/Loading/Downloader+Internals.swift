@@ -113,13 +113,13 @@ extension Downloader {
         history.add(receipt.id, .object(snapshot))
 
         emit("download/finished", ["receipt": .string(receipt.id), "task": .string(receipt.taskID), "outcome": outcomeJSON])
-        if let reply = receipt.reply {
-            receipt.reply = nil
-            var response = result(for: receipt, state: "finished").objectValue ?? [:]
+        for (reply, reused) in receipt.waiters {
+            var response = result(for: receipt, reused: reused, state: "finished").objectValue ?? [:]
             response["outcome"] = outcomeJSON
             if outcome.source == .memory || outcome.source == .disk { response["source"] = .string(outcome.source.rawValue) }
             reply.success(.object(response))
         }
+        receipt.waiters = []
         receipt.task = nil
     }
 

@@ -62,11 +62,13 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         self.emit = emit
         self.logger = logger
         downloadsDirectory = settings.cacheDir + "/downloads/\(getpid())"
-        for directory in [settings.cacheDir + "/tmp", downloadsDirectory] {
+        for directory in [settings.cacheDir + "/tmp", settings.cacheDir + "/journals", downloadsDirectory] {
             try DirectoryHandle.makePrivateDirectories(directory)
         }
         temporaryDirectory = try DirectoryHandle(opening: settings.cacheDir + "/tmp")
-        leftovers = try Leftovers(temporaryDirectory: temporaryDirectory.path, downloadsDirectory: downloadsDirectory)
+        leftovers = try Leftovers(
+            journals: settings.cacheDir + "/journals", temporaryDirectory: temporaryDirectory.path,
+            downloadsDirectory: downloadsDirectory)
         downloadRoot = settings.downloadRoot
         redirectPolicy = RedirectPolicy(allowsInsecure: settings.allowInsecureRedirects)
         var defaults = EasyOptions(url: "")
@@ -112,7 +114,11 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         let now = MonotonicClock.now()
         if let slot = request.slot, let current = slots[ExactString(slot)], current.phase == .active {
             if current.request.url.isExactly(request.url) {
-                reply.success(result(for: current, reused: true))
+                if request.wait {
+                    current.waiters.append((reply, true))
+                } else {
+                    reply.success(result(for: current, reused: true))
+                }
                 lock.unlock()
                 return
             }
@@ -125,7 +131,7 @@ final class Downloader: TransferObserver, @unchecked Sendable {
         let receipt = Receipt(id: receiptID, taskID: taskID, request: request, createdAt: now)
         receipts[receipt.id] = receipt
         if let slot = request.slot { slots[ExactString(slot)] = receipt }
-        if request.wait { receipt.reply = reply }
+        if request.wait { receipt.waiters.append((reply, false)) }
 
         var refusal: TransferFailure?
         if !settings.allowedSchemes.contains(request.scheme) {

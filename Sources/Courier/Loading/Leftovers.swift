@@ -5,7 +5,7 @@ import Foundation
 /// good.
 ///
 /// Each process holds an exclusive `flock` on its journal,
-/// `<cache dir>/tmp/<owner>.journal` (`<owner>` is `<pid>-<nonce>`), for as
+/// `<cache dir>/journals/<owner>` (`<owner>` is `<pid>-<nonce>`), for as
 /// long as it runs; the kernel drops the lock when the process dies, however
 /// it dies, and whatever PID namespace it ran in. The journal's lines name
 /// the process's `path` directory (`downloads/<pid>/`) and every partial
@@ -17,21 +17,18 @@ import Foundation
 /// journal, like everything in the cache directory, may have been written
 /// by anyone.
 final class Leftovers: Sendable {
-    static let journalSuffix = ".journal"
 
     /// `<pid>-<nonce>`: names this process's files in `tmp/`.
     let owner: String
-    private let temporaryDirectory: String
     private let journalPath: String
     private let fd: Int32
 
-    /// Takes this process's journal (recording `downloadsDirectory` in it),
-    /// after removing what dead processes left.
-    init(temporaryDirectory: String, downloadsDirectory: String) throws(Destination.Failure) {
-        Self.sweep(temporaryDirectory)
-        self.temporaryDirectory = temporaryDirectory
+    /// Takes this process's journal in `journals` (recording
+    /// `downloadsDirectory` in it), after removing what dead processes left.
+    init(journals: String, temporaryDirectory: String, downloadsDirectory: String) throws(Destination.Failure) {
+        Self.sweep(journals: journals, temporaryDirectory: temporaryDirectory)
         owner = "\(getpid())-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
-        journalPath = "\(temporaryDirectory)/\(owner)\(Self.journalSuffix)"
+        journalPath = "\(journals)/\(owner)"
         fd = open(journalPath, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io("cannot create \(journalPath): \(Destination.errorText())") }
         flock(fd, LOCK_EX)
@@ -57,12 +54,11 @@ final class Leftovers: Sendable {
 
     // MARK: - Sweeping
 
-    /// Removes what every process that died left in `temporaryDirectory`.
-    static func sweep(_ temporaryDirectory: String) {
+    /// Removes what every process that died left.
+    static func sweep(journals: String, temporaryDirectory: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: temporaryDirectory)) ?? []
-        for name in names where name.hasSuffix(journalSuffix) {
-            let owner = String(name.dropLast(journalSuffix.count))
-            let path = "\(temporaryDirectory)/\(name)"
+        for owner in (try? FileManager.default.contentsOfDirectory(atPath: journals)) ?? [] {
+            let path = "\(journals)/\(owner)"
             let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             guard fd >= 0 else { continue }
             defer { Foundation.close(fd) }
