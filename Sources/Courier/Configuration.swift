@@ -30,6 +30,14 @@ public struct Configuration: Sendable {
     public var maxBytes: Int64?
     public var timeout = 300.0
     public var connectTimeout = 30.0
+    /// A transfer slower than `lowSpeedLimit` bytes per second for
+    /// `lowSpeedTime` seconds fails `timeout` (curl's `--speed-limit` and
+    /// `--speed-time`); 0 turns the check off.
+    public var lowSpeedLimit: Int64 = 1024
+    public var lowSpeedTime = 30
+    /// Bodies held in memory (`text`, `base64`) larger than this, in decoded
+    /// bytes, fail `too_large`.
+    public var maxMemoryBody: Int64 = 64 << 20
     public var caFile: String?
     public var proxy: String?
     public var framing = FramingMode.auto
@@ -85,6 +93,9 @@ public struct Configuration: Sendable {
             "maxBytes": maxBytes.map(JSON.integer) ?? .null,
             "timeout": .double(timeout),
             "connectTimeout": .double(connectTimeout),
+            "lowSpeedLimit": .integer(lowSpeedLimit),
+            "lowSpeedTime": JSON(lowSpeedTime),
+            "maxMemoryBody": .integer(maxMemoryBody),
             "caFile": JSON(caFile),
             "proxy": JSON(proxy),
             "framing": .string(framing.rawValue),
@@ -135,6 +146,9 @@ public struct Configuration: Sendable {
             case "maxBytes": maxBytes = try options.optionalInteger(name, range: 0...Int64.max)
             case "timeout": timeout = try options.optionalNumber(name, range: Self.timeoutRange) ?? timeout
             case "connectTimeout": connectTimeout = try options.optionalNumber(name, range: Self.timeoutRange) ?? connectTimeout
+            case "lowSpeedLimit": lowSpeedLimit = try options.optionalInteger(name, range: 0...Int64.max) ?? lowSpeedLimit
+            case "lowSpeedTime": lowSpeedTime = Int(try options.optionalInteger(name, range: Self.lowSpeedTimeRange) ?? Int64(lowSpeedTime))
+            case "maxMemoryBody": maxMemoryBody = try options.optionalInteger(name, range: 0...Int64.max) ?? maxMemoryBody
             case "indicatorEnabled": indicatorEnabled = try options.optionalBool(name) ?? indicatorEnabled
             case "logLevel":
                 guard let parsed = try options.optionalString(name).flatMap(Logger.Level.init(rawValue:)) else {
@@ -153,6 +167,8 @@ extension Configuration {
     /// Seconds a `timeout` or `connectTimeout` may be: from a millisecond
     /// (libcurl counts milliseconds, and 0 would mean none) to a year.
     public static let timeoutRange: ClosedRange<Double> = 0.001...31_536_000
+    /// Seconds `lowSpeedTime` may be: none (0, no check) to a day.
+    public static let lowSpeedTimeRange: ClosedRange<Int64> = 0...86_400
 }
 
 /// The least severity courier logs, one for the whole process: the

@@ -66,6 +66,15 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Seconds a connection may take to open.")
     var connectTimeout: Double = 30
 
+    @Option(help: "Bytes per second below which a transfer that lasts --low-speed-time fails as timed out (default: 1KiB; 0: off).", transform: size)
+    var lowSpeedLimit: Int64 = 1024
+
+    @Option(help: "Seconds a transfer may stay below --low-speed-limit (0: off).")
+    var lowSpeedTime: Int = 30
+
+    @Option(help: "Largest body held in memory for a text or base64 outcome, in decoded bytes (default: 64MiB).", transform: size)
+    var maxMemoryBody: Int64 = 64 << 20
+
     @Option(help: "File of extra trusted CA certificates (PEM).")
     var caFile: String?
 
@@ -92,10 +101,17 @@ struct CourierCommand: ParsableCommand {
         guard FramingMode(rawValue: framing) != nil else { throw ValidationError("--framing must be auto, lsp or ndjson") }
         guard Prioritization(rawValue: prioritization) != nil else { throw ValidationError("--prioritization must be fifo or lifo") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
-        guard maxActive >= 1 else { throw ValidationError("--max-active must be at least 1") }
+        guard (1...10_000).contains(maxActive) else { throw ValidationError("--max-active must be 1 to 10000") }
         guard (memoryAfterPurge ?? 0) <= memoryCapacity else { throw ValidationError("--memory-after-purge must not exceed --memory-capacity") }
-        guard timeout > 0, connectTimeout > 0 else { throw ValidationError("time-outs must be positive") }
-        guard activationDelay >= 0, completionDelay >= 0, progressInterval >= 0 else { throw ValidationError("delays must not be negative") }
+        guard Configuration.timeoutRange.contains(timeout), Configuration.timeoutRange.contains(connectTimeout) else {
+            throw ValidationError("time-outs must be 0.001 to 31536000 seconds")
+        }
+        guard [activationDelay, completionDelay, progressInterval].allSatisfy((0...3600).contains) else {
+            throw ValidationError("delays must be 0 to 3600 seconds")
+        }
+        guard Configuration.lowSpeedTimeRange.contains(Int64(lowSpeedTime)) else {
+            throw ValidationError("--low-speed-time must be 0 to 86400 seconds")
+        }
         if let downloadRoot, !downloadRoot.hasPrefix("/") { throw ValidationError("--download-root must be an absolute path") }
     }
 
@@ -121,17 +137,18 @@ struct CourierCommand: ParsableCommand {
         config.maxBytes = maxBytes
         config.timeout = timeout
         config.connectTimeout = connectTimeout
+        config.lowSpeedLimit = lowSpeedLimit
+        config.lowSpeedTime = lowSpeedTime
+        config.maxMemoryBody = maxMemoryBody
         config.caFile = caFile
         config.proxy = proxy
         config.framing = FramingMode(rawValue: framing)!
         config.maxMessageBytes = Int(maxMessageBytes)
         config.logLevel = Logger.Level(rawValue: logLevel)!
 
-        let level = config.logLevel
+        let logLevels = config.logLevels
         LoggingSystem.bootstrap { label in
-            var handler = RedactingLogHandler(StreamLogHandler.standardError(label: label))
-            handler.logLevel = level
-            return handler
+            LiveLevelLogHandler(RedactingLogHandler(StreamLogHandler.standardError(label: label)), level: logLevels)
         }
         let logger = Logger(label: "courier")
 

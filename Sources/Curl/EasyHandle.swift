@@ -13,6 +13,10 @@ public struct EasyOptions: Sendable {
     public var headers: [(name: String, value: String)] = []
     public var timeoutMilliseconds: Int?
     public var connectTimeoutMilliseconds: Int?
+    /// Bytes per second below which, for `lowSpeedTime` seconds, the
+    /// transfer fails as timed out; 0 for no such check.
+    public var lowSpeedLimit: Int64 = 0
+    public var lowSpeedTime = 0
     /// Bodies announced larger than this fail before they are read.
     public var maxFileSize: Int64?
     /// Schemes a transfer may use, comma-separated ("http,https").
@@ -104,6 +108,10 @@ public final class EasyHandle {
         setString(CURLOPT_USERAGENT, options.userAgent)
         if let timeout = options.timeoutMilliseconds { setLong(CURLOPT_TIMEOUT_MS, timeout) }
         if let timeout = options.connectTimeoutMilliseconds { setLong(CURLOPT_CONNECTTIMEOUT_MS, timeout) }
+        if options.lowSpeedLimit > 0, options.lowSpeedTime > 0 {
+            setLong(CURLOPT_LOW_SPEED_LIMIT, Int(clamping: options.lowSpeedLimit))
+            setLong(CURLOPT_LOW_SPEED_TIME, options.lowSpeedTime)
+        }
         if let limit = options.maxFileSize { courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }
         if let caFile = options.caFile {
             // CAINFO replaces libcurl's CA bundle. The system's hashed

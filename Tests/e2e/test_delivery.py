@@ -162,3 +162,13 @@ def test_a_hostile_journal_cannot_make_courier_delete_other_files(courier, cache
     assert victim.read_bytes() == b"keep"
     assert decoy.read_bytes() == b"keep too"  # named for another process id
     assert not (cache_dir / "journals" / "999998-abc").exists()
+
+
+def test_the_memory_limit_is_a_setting(courier, origin):
+    c = courier("--max-memory-body", "1KiB")
+    assert c.initialize()["config"]["maxMemoryBody"] == 1024
+    url = origin.url("/bytes/2000")
+    assert c.fetch(url, body="text")["error"]["code"] == "too_large"
+    assert c.fetch(url, body="none")["ok"]
+    c.request("initialize", {"options": {"maxMemoryBody": 4096}})
+    assert c.fetch(url, body="base64", cachePolicy="reload")["ok"]

@@ -198,11 +198,6 @@ def run_case(c, case: Case, ctx: Context, dest_dir: Path, cache_dir: Path,
 # -- the matrix ---------------------------------------------------------------------------------
 
 LOW_SPEED_FLAGS = ("--low-speed-limit", "1000", "--low-speed-time", "2")
-LOW_SPEED_MISSING = (
-    "courier sets no CURLOPT_LOW_SPEED_LIMIT/CURLOPT_LOW_SPEED_TIME and has no "
-    "--low-speed-limit/--low-speed-time flags: a trickling origin holds a transfer "
-    "until the whole-transfer timeout"
-)
 
 CASES = [
     Case("status 404", lambda x: x.url("/status/404"), "http_status", http_status=404),
@@ -235,16 +230,8 @@ CASES = [
          params={"maxBytes": 100_000}, mid_body=True),
 ]
 
-XFAIL = {
-    "trickle below low-speed limit": LOW_SPEED_MISSING,
-}
-
-
 def _param(case: Case):
-    marks = []
-    if case.id in XFAIL:
-        marks.append(pytest.mark.xfail(strict=True, reason=XFAIL[case.id]))
-    return pytest.param(case, id=case.id.replace(" ", "-"), marks=marks)
+    return pytest.param(case, id=case.id.replace(" ", "-"))
 
 
 @pytest.fixture
@@ -262,7 +249,6 @@ def test_fault(courier, context, cache_dir, tmp_path, matrix, case):
     run_case(c, case, context, dest, cache_dir, matrix)
 
 
-@pytest.mark.xfail(strict=True, reason=LOW_SPEED_MISSING)
 def test_low_speed_limit_has_a_documented_default(courier):
     config = courier().initialize()["config"]
     assert (config.get("lowSpeedLimit"), config.get("lowSpeedTime")) == (1024, 30), config

@@ -46,21 +46,6 @@ NEGATIVES_ONLY = {"shutdown"}
 # Notifications: never answered, so nothing can be asserted about their params.
 NOT_ANSWERED = {"exit"}
 
-# Cases the code does not refuse yet, with the change each waits for; they
-# run apart, as strict expected failures.
-SERVER_CHECK = (
-    "CourierServer.swift, `initialize` handler: params are read by hand (`clientInfo` only after `options` "
-    "are applied, `processId` and `capabilities` never, `options: null` as no options); it needs "
-    "`try OpenRPCDocument.check(\"initialize\", params)` before anything else")
-
-
-def pending_reason(method: str, what: str) -> str | None:
-    if method == "initialize" and what.split(".")[0].split(":")[0] in ("clientInfo", "processId", "capabilities"):
-        return SERVER_CHECK
-    if method == "initialize" and what == "options: a null (None)":
-        return SERVER_CHECK
-    return None
-
 
 class Case(NamedTuple):
     params: dict
@@ -239,17 +224,6 @@ def groups() -> list[tuple[str, str]]:
     return found
 
 
-def pending_groups() -> list:
-    found = []
-    for method, group in groups():
-        reasons = {pending_reason(method, case.what) for case in cases(method, group, context_for(method, group, None))}
-        reasons.discard(None)
-        if reasons:
-            found.append(pytest.param(method, group, id=f"{method}-{group}",
-                                      marks=pytest.mark.xfail(strict=True, reason="; ".join(sorted(reasons)))))
-    return found
-
-
 # ---------------------------------------------------------------- sending them
 
 def context_for(method: str, group: str, origin) -> dict:
@@ -285,18 +259,9 @@ def run_cases(courier, method: str, found: list[Case]) -> None:
 
 @pytest.mark.parametrize("method,group", groups(), ids=[f"{m}-{g}" for m, g in groups()])
 def test_generated_cases(courier, origin, method, group):
-    found = [case for case in cases(method, group, context_for(method, group, origin))
-             if pending_reason(method, case.what) is None]
-    assert found or any(g[0] == method and g[1] == group for g in
-                        [(p.values[0], p.values[1]) for p in pending_groups()]), f"no case for {method} {group}"
-    if found:
-        run_cases(courier, method, found)
-
-
-@pytest.mark.parametrize("method,group", pending_groups())
-def test_pending_cases(courier, origin, method, group):
-    run_cases(courier, method, [case for case in cases(method, group, context_for(method, group, origin))
-                                if pending_reason(method, case.what) is not None])
+    found = cases(method, group, context_for(method, group, origin))
+    assert found, f"no case for {method} {group}"
+    run_cases(courier, method, found)
 
 
 def test_positional_params_are_refused_for_every_method(courier):
@@ -401,9 +366,6 @@ def test_shutdown_answers_once_every_stored_response_is_on_disk(courier, origin,
         assert later.fetch(url, cachePolicy="cacheOnly")["ok"], url
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CourierServer.swift, `initialize` handler: `options` are applied before `clientInfo` is read; "
-    "check every param first (`try OpenRPCDocument.check(\"initialize\", params)`)"))
 def test_bad_client_info_changes_nothing(courier):
     c = courier()
     before = c.request("initialize", {})["config"]["maxActive"]
@@ -413,9 +375,6 @@ def test_bad_client_info_changes_nothing(courier):
     assert c.request("initialize", {})["config"]["maxActive"] == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "CourierCommand.swift, run(): the log handler's level is fixed at bootstrap; it should be "
-    "`LiveLevelLogHandler(handler, level: config.logLevels)`"))
 def test_initialize_log_level_takes_effect(courier):
     c = courier("--log-level", "info")
     c.request("initialize", {"options": {"logLevel": "debug"}})

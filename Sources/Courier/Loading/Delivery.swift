@@ -16,6 +16,8 @@ struct Delivery {
     let downloadRoot: String?
     /// Where partial files beside destinations are noted.
     let leftovers: Leftovers?
+    /// `--max-memory-body`: the limit of receipts asking for `text` or `base64`.
+    let memoryBodyLimit: Int64
     let logger: Logger
     /// For a stored body: a name that stays the same while the stored
     /// response does, so repeated hits share one `path` file.
@@ -38,7 +40,9 @@ struct Delivery {
     /// moved away, and only the last receipt that needs the file may move it.
     func deliver(to receipts: [Receipt]) -> [Outcome] {
         defer { body.discard() }
-        let failures = receipts.map { Downloader.check($0.request, response: response, size: size) }
+        let failures = receipts.map {
+            Downloader.check($0.request, response: response, size: size, memoryBodyLimit: memoryBodyLimit)
+        }
         let accepted = receipts.indices.filter { failures[$0] == nil }
         let fileConsumers = accepted.filter {
             receipts[$0].request.destination != nil || receipts[$0].request.body == .none

@@ -19,6 +19,8 @@ extension Downloader {
         task.requestDate = Date()
         options.timeoutMilliseconds = Int(task.request.timeout * 1000)
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
+        options.lowSpeedLimit = settings.lowSpeedLimit
+        options.lowSpeedTime = settings.lowSpeedTime
         let transfer = Transfer(
             taskID: task.id, options: options, redirectPolicy: redirectPolicy, body: bodyTarget(for: task), observer: self)
         task.transfer = transfer

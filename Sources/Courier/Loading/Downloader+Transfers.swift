@@ -10,7 +10,10 @@ extension Downloader {
             if response.status == 304, task.revalidation != nil { return true }
             task.expected = response.announcedLength
             let refused = task.receipts.compactMap { receipt -> (Receipt, Outcome)? in
-                guard let failure = Self.check(receipt.request, response: response, size: response.announcedLength) else {
+                guard let failure = Self.check(
+                    receipt.request, response: response, size: response.announcedLength,
+                    memoryBodyLimit: settings.maxMemoryBody)
+                else {
                     return nil
                 }
                 var outcome = Outcome(url: receipt.request.url, response: response)
@@ -28,7 +31,9 @@ extension Downloader {
             task.received = received
             if expected != nil { task.expected = expected }
             let tooLarge = task.receipts.compactMap { receipt -> (Receipt, Outcome)? in
-                guard let limit = Self.byteLimit(of: receipt.request), received > limit else { return nil }
+                guard let limit = Self.byteLimit(of: receipt.request, memoryBodyLimit: settings.maxMemoryBody),
+                    received > limit
+                else { return nil }
                 return (receipt, Outcome(url: receipt.request.url, failure: Self.tooLarge(limit)))
             }
             guard end(tooLarge, of: task, now: now) else { return false }
@@ -60,6 +65,7 @@ extension Downloader {
     /// The outcomes of a finished transfer for the receipts it had, on the
     /// delivery queue.
     private func deliver(_ result: TransferResult, of task: DownloadTask, to receipts: [Receipt]) {
+        let memoryBodyLimit = currentSettings.maxMemoryBody
         let outcomes: [Outcome]
         if let response = result.response, let bodyPath = result.bodyPath, result.failure == nil {
             let responseDate = Date()
@@ -72,7 +78,8 @@ extension Downloader {
                 }
                 outcomes = Delivery(
                     response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-                    source: .revalidated, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers, logger: logger
+                    source: .revalidated, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers,
+                    memoryBodyLimit: memoryBodyLimit, logger: logger
                 ).deliver(to: receipts)
             } else {
                 let keys = ResponseCache.storageKeys(
@@ -84,7 +91,8 @@ extension Downloader {
                     : nil
                 outcomes = Delivery(
                     response: response, size: result.size, body: BodyFile(path: bodyPath, firstBytes: result.head, bytes: bytes),
-                    source: .network, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers, logger: logger
+                    source: .network, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers,
+                    memoryBodyLimit: memoryBodyLimit, logger: logger
                 ).deliver(to: receipts)
             }
         } else {

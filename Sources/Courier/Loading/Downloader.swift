@@ -185,7 +185,8 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     func serve(_ hit: ResponseCache.Hit, to receipt: Receipt) {
         let delivery = Delivery(
             response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers, logger: logger,
+            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory, downloadRoot: downloadRoot, leftovers: leftovers,
+            memoryBodyLimit: currentSettings.maxMemoryBody, logger: logger,
             sharedName: hit.sharedName)
         let outcome = delivery.deliver(to: [receipt])[0]
         lock.withLock { finish(receipt, outcome, now: MonotonicClock.now()) }
@@ -338,7 +339,9 @@ final class Downloader: TransferObserver, @unchecked Sendable {
     // MARK: - Checks
 
     /// Why a response cannot satisfy `request`, if it cannot.
-    static func check(_ request: DownloadRequest, response: ResponseHead, size: Int64?) -> TransferFailure? {
+    static func check(
+        _ request: DownloadRequest, response: ResponseHead, size: Int64?, memoryBodyLimit: Int64
+    ) -> TransferFailure? {
         // Status 0: a scheme without status lines (file://, with --allow-scheme).
         if response.status != 0, !(200...299).contains(response.status) {
             return TransferFailure(code: .httpStatus, message: "the origin answered HTTP \(response.status)")
@@ -348,18 +351,18 @@ final class Downloader: TransferObserver, @unchecked Sendable {
                 code: .unacceptableContentType,
                 message: "content type \(response.contentType ?? "(none)") is not among \(request.accept ?? [])")
         }
-        if let limit = byteLimit(of: request), let size, size > limit { return tooLarge(limit) }
+        if let limit = byteLimit(of: request, memoryBodyLimit: memoryBodyLimit), let size, size > limit {
+            return tooLarge(limit)
+        }
         return nil
     }
 
-    /// The largest body a receipt asking for `text` or `base64` may have:
-    /// such bodies are held in memory, and decoded (decompressed) bytes
-    /// count, so a small gzip cannot expand into gigabytes of memory.
-    static let memoryBodyLimit: Int64 = 64 << 20
-
-    /// The receipt's own limit: its `maxBytes`, and `memoryBodyLimit` when
-    /// its body is held in memory. Other receipts of its task have theirs.
-    static func byteLimit(of request: DownloadRequest) -> Int64? {
+    /// The receipt's own limit: its `maxBytes`, and `memoryBodyLimit`
+    /// (`--max-memory-body`) when it asks for `text` or `base64`, which are
+    /// held in memory; decoded (decompressed) bytes count, so a small gzip
+    /// cannot expand into gigabytes of memory. Other receipts of its task
+    /// have theirs.
+    static func byteLimit(of request: DownloadRequest, memoryBodyLimit: Int64) -> Int64? {
         guard request.body != .none else { return request.maxBytes }
         return min(request.maxBytes ?? .max, memoryBodyLimit)
     }

@@ -65,6 +65,8 @@ public final class CourierServer: Sendable {
 
     private func registerLifecycle() {
         dispatcher.register("initialize") { [self] params, reply in
+            // Every param is checked before any option is applied.
+            try OpenRPCDocument.check("initialize", params)
             let named = try params.byName(allowed: ["clientInfo", "options", "processId", "capabilities"])
             let options = try named.optionalObject("options") ?? [:]
             let effective = try configuration.withLock { config throws(RPCError) in
