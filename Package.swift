@@ -44,14 +44,20 @@ package.targets += [
     .testTarget(name: "JSONTests", dependencies: ["JSON"]),
 ]
 
+// MARK: - Locking: a lock ThreadSanitizer understands
+
+package.targets += [
+    .target(name: "Locking"),
+]
+
 // MARK: - JSONRPC: framing, messages and dispatch for any stdio server
 
 package.targets += [
     .target(
         name: "JSONRPC",
-        dependencies: ["JSON", .product(name: "Logging", package: "swift-log")]
+        dependencies: ["JSON", "Locking", .product(name: "Logging", package: "swift-log")]
     ),
-    .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC", "JSON"]),
+    .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC", "JSON", "Locking"]),
 ]
 
 // MARK: - Courier: loading, caching, activity and the server's handlers
@@ -59,10 +65,10 @@ package.targets += [
 package.targets += [
     .target(
         name: "Courier",
-        dependencies: ["Curl", "JSON", "JSONRPC", .product(name: "Logging", package: "swift-log")],
+        dependencies: ["Curl", "JSON", "JSONRPC", "Locking", .product(name: "Logging", package: "swift-log")],
         resources: [.embedInCode("Resources/openrpc.json")]
     ),
-    .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC"]),
+    .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC", "Locking"]),
 ]
 
 // MARK: - The executable

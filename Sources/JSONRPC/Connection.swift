@@ -1,7 +1,7 @@
 import Foundation
 import JSON
 import Logging
-import Synchronization
+import Locking
 
 /// A JSON-RPC connection over a pair of file descriptors (stdin and stdout
 /// for a stdio server). It reads and frames on a thread of its own, hands
@@ -20,9 +20,9 @@ public final class Connection: Sendable {
     private let input: Int32
     private let output: OutputChannel
     private let mode: FramingMode
-    private let detected: Mutex<Framing?>
+    private let detected: Locked<Framing?>
     /// Threads inside `batchingOutput`, with their nesting depth.
-    private let batching = Mutex<[UInt: Int]>([:])
+    private let batching = Locked<[UInt: Int]>([:])
     private let logger: Logger
 
     /// `outputLowWater` defaults to half of `outputHighWater`.
@@ -33,7 +33,7 @@ public final class Connection: Sendable {
         self.input = input
         self.output = OutputChannel(fd: output, highWater: outputHighWater, lowWater: outputLowWater)
         self.mode = mode
-        self.detected = Mutex(mode.forced)
+        self.detected = Locked(mode.forced)
         self.maxMessageBytes = maxMessageBytes
         self.logger = logger
     }

@@ -1,6 +1,6 @@
 import JSON
 import Logging
-import Synchronization
+import Locking
 
 /// Checks incoming messages against the JSON-RPC 2.0 specification and hands
 /// valid ones to the handler registered for their method.
@@ -15,7 +15,7 @@ public final class Dispatcher: Sendable {
         var refusal: RPCError?
     }
 
-    private let handlers = Mutex(Handlers())
+    private let handlers = Locked(Handlers())
     private let logger: Logger
 
     public init(logger: Logger) {
@@ -175,11 +175,11 @@ enum Incoming {
 /// Gathers a batch's responses and sends them as one array when the last
 /// arrives.
 final class BatchCollector: Sendable {
-    private let slots: Mutex<(responses: [JSON?], remaining: Int)>
+    private let slots: Locked<(responses: [JSON?], remaining: Int)>
     private let send: @Sendable (JSON) -> Void
 
     init(count: Int, send: @escaping @Sendable (JSON) -> Void) {
-        self.slots = Mutex((Array(repeating: nil, count: count), count))
+        self.slots = Locked((Array(repeating: nil, count: count), count))
         self.send = send
     }
 

@@ -1,5 +1,5 @@
 import JSON
-import Synchronization
+import Locking
 
 /// The one reply a request gets. Handlers call `success` or `failure` exactly
 /// once, now or later from any thread; a request whose reply is dropped
@@ -8,7 +8,7 @@ public final class Reply: Sendable {
     public let id: JSON
     public let method: String
     private let sink: @Sendable (JSON) -> Void
-    private let answered = Mutex(false)
+    private let answered = Locked(false)
 
     init(id: JSON, method: String, sink: @escaping @Sendable (JSON) -> Void) {
         self.id = id

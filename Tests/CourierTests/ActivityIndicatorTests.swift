@@ -1,9 +1,9 @@
 import Dispatch
 import JSON
-import Synchronization
 import Testing
 
 @testable import Courier
+import Locking
 
 /// Collects what an indicator emits.
 private final class Recorder: Sendable {
@@ -13,7 +13,7 @@ private final class Recorder: Sendable {
         var description: String { "\(method) \(params)" }
     }
 
-    private let messages = Mutex<[Message]>([])
+    private let messages = Locked<[Message]>([])
 
     var emit: @Sendable (String, JSON) -> Void {
         { method, params in self.messages.withLock { $0.append(Message(method: method, params: params)) } }

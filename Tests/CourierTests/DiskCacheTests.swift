@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Courier
+import Locking
 
 @Suite(.timeLimit(.minutes(1)))
 struct DiskCacheTests {
@@ -238,8 +238,8 @@ struct DiskCacheTests {
             // Given two caches on one directory, as two processes would have, small enough to sweep
             let caches = try (0..<2).map { _ in try DiskCache(cacheDirectory: directory, capacity: 400_000) }
             let keys = (0..<12).map { "http://o/shared/\($0)" }
-            let bad = Mutex(0)
-            let served = Mutex(0)
+            let bad = Locked(0)
+            let served = Locked(0)
 
             // When eight threads store and read the same keys at once
             DispatchQueue.concurrentPerform(iterations: 8) { worker in

@@ -3,12 +3,12 @@ import Foundation
 import JSON
 import JSONRPC
 import Logging
-import Synchronization
 import Testing
+import Locking
 
 /// Counts the requests a handler has seen and signals each one.
 private final class Handled: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     private let arrived = DispatchSemaphore(value: 0)
 
     func add() {

@@ -3,12 +3,12 @@ import Foundation
 import JSON
 import JSONRPC
 import Logging
-import Synchronization
 import Testing
+import Locking
 
 /// Collects what a dispatcher sends, from any thread, and signals each one.
 final class Collector: Sendable {
-    private let sent = Mutex<[JSON]>([])
+    private let sent = Locked<[JSON]>([])
     private let arrived = DispatchSemaphore(value: 0)
 
     var send: @Sendable (JSON) -> Void {
@@ -28,7 +28,7 @@ final class Collector: Sendable {
 
 /// Keeps replies that handlers answer later.
 final class ReplyStash: Sendable {
-    private let replies = Mutex<[Reply]>([])
+    private let replies = Locked<[Reply]>([])
 
     func add(_ reply: Reply) { replies.withLock { $0.append(reply) } }
 
@@ -42,7 +42,7 @@ final class ReplyStash: Sendable {
 
 /// Counts calls and remembers the params a notification handler got.
 final class Calls: Sendable {
-    private let state = Mutex<[JSON?]>([])
+    private let state = Locked<[JSON?]>([])
 
     func record(_ params: Params) { state.withLock { $0.append(params.raw) } }
 

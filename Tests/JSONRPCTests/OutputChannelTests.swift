@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 @testable import JSONRPC
-import Synchronization
 import Testing
+import Locking
 
 /// Linux's `F_SETPIPE_SZ` (not exported to Swift): the pipe's capacity.
 let setPipeSize: Int32 = 1031
@@ -67,7 +67,7 @@ final class Pipe: Sendable {
 }
 
 final class BackgroundRead: Sendable {
-    private let bytes = Mutex<[UInt8]?>(nil)
+    private let bytes = Locked<[UInt8]?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     func finish(_ read: [UInt8]) {

@@ -1,5 +1,5 @@
 import JSON
-import Synchronization
+import Locking
 
 /// The global network activity indicator: counts activity, drives an
 /// `IndicatorStateMachine` with real (or injected) timers, and sends
@@ -27,7 +27,7 @@ public final class ActivityIndicator: Sendable {
         var activityCount: Int { transfers.count + clientCount }
     }
 
-    private let locked: Mutex<State>
+    private let locked: Locked<State>
     private let scheduler: any IndicatorScheduler
     private let emit: @Sendable (String, JSON) -> Void
 
@@ -40,7 +40,7 @@ public final class ActivityIndicator: Sendable {
     ) {
         let machine = IndicatorStateMachine(
             enabled: enabled, activationDelay: activationDelay, completionDelay: completionDelay)
-        locked = Mutex(State(machine: machine))
+        locked = Locked(State(machine: machine))
         self.scheduler = scheduler
         self.emit = emit
     }

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Time that moves only when told to, for tests: `advance(by:)` runs every
 /// timer that falls due, in the order of their deadlines (timers due at the
@@ -19,10 +19,10 @@ public final class ManualIndicatorScheduler: IndicatorScheduler {
         var entries: [UInt64: Entry] = [:]
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     public init(now: Double = 0) {
-        state = Mutex(State(now: now))
+        state = Locked(State(now: now))
     }
 
     public var now: Double { state.withLock { $0.now } }

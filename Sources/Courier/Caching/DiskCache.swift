@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Locking
 
 /// The disk tier: one file per entry in `<cache dir>/http/`, named by the
 /// hex SHA-256 of its key, in `DiskCacheEntry`'s format.
@@ -38,7 +39,7 @@ final class DiskCache: Sendable {
     let path: String
     let capacity: Int64
     let durable: Bool
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var usage: Int64 = 0

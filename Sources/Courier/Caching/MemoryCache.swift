@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// The memory tier, with AFAutoPurgingImageCache's rules: when an insert
 /// takes usage above `capacity`, the least recently accessed entries go
@@ -27,11 +27,11 @@ final class MemoryCache: Sendable {
         return cost
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(capacity: Int, afterPurge: Int) {
         precondition(capacity >= 0 && afterPurge >= 0 && afterPurge <= capacity, "need 0 ≤ afterPurge ≤ capacity")
-        state = Mutex(State(capacity: capacity, afterPurge: afterPurge))
+        state = Locked(State(capacity: capacity, afterPurge: afterPurge))
     }
 
     var capacity: Int { state.withLock { $0.capacity } }

@@ -2,7 +2,7 @@ import Curl
 import Foundation
 import JSON
 import Logging
-import Synchronization
+import Locking
 
 /// The two tiers together, as the downloader sees them: an auto-purging
 /// memory LRU in front of the HTTP-aware disk cache, the RFC 9111 decisions
@@ -53,7 +53,7 @@ final class ResponseCache: Sendable {
 
     let memory: MemoryCache
     let disk: DiskCache?
-    private let counters = Mutex(Counters())
+    private let counters = Locked(Counters())
     private let logger: Logger
 
     init(configuration: Configuration, logger: Logger) {

@@ -1,7 +1,7 @@
 import Curl
 import Foundation
 import Logging
-import Synchronization
+import Locking
 
 /// The one thread that owns libcurl's multi handle and drives every
 /// transfer. Other threads hand it work through a locked inbox and wake it
@@ -17,7 +17,7 @@ final class TransferEngine: Sendable {
     }
 
     private let multi: MultiHandle
-    private let inbox = Mutex<[Command]>([])
+    private let inbox = Locked<[Command]>([])
     private let stopped = DispatchSemaphore(value: 0)
     private let logger: Logger
     /// Runs one turn of the loop with the notifications it causes sent as

@@ -190,7 +190,7 @@ struct Destination: Sendable {
                 }
             case ENOENT:
                 return nil
-            case ELOOP, ENOTDIR where !followSymlinks:
+            case ELOOP where !followSymlinks, ENOTDIR where !followSymlinks:
                 throw .notAllowed("\(full) is a symbolic link or not a directory")
             default:
                 throw .io("cannot open \(full): \(Self.errorText())")

@@ -3,17 +3,17 @@ import Foundation
 import JSON
 import JSONRPC
 import Logging
-import Synchronization
+import Locking
 
 /// courier's JSON-RPC server: registers every method on a dispatcher and runs
 /// the lifecycle (`initialize`, `shutdown`, `exit`, end of input).
 public final class CourierServer: Sendable {
     private let connection: Connection
     let dispatcher: Dispatcher
-    let configuration: Mutex<Configuration>
+    let configuration: Locked<Configuration>
     private let logger: Logger
-    private let phase = Mutex(Phase.running)
-    private let finishing = Mutex(false)
+    private let phase = Locked(Phase.running)
+    private let finishing = Locked(false)
     private let terminate: @Sendable (Int32) -> Never
     let downloader: Downloader
     let indicator: ActivityIndicator
@@ -32,7 +32,7 @@ public final class CourierServer: Sendable {
         terminate: @escaping @Sendable (Int32) -> Never = { exit($0) }
     ) throws {
         self.connection = connection
-        self.configuration = Mutex(configuration)
+        self.configuration = Locked(configuration)
         self.logger = logger
         self.dispatcher = Dispatcher(logger: logger)
         self.terminate = terminate
