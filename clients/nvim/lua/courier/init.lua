@@ -1,0 +1,431 @@
+-- courier for Neovim: downloads through a courier process driven with
+-- Neovim's own JSON-RPC client (vim.lsp.rpc, Content-Length framing).
+--
+--   local courier = require("courier")
+--   courier.setup({ options = { activationDelay = 0.5 } })
+--   local job = courier.download(url, { body = "text", buffer = 0 }, function(outcome, job)
+--     print(outcome.ok, outcome.status, outcome.error and outcome.error.code)
+--   end)
+--   courier.cancel(job)
+
+local M = {}
+
+local defaults = {
+  -- the courier executable; nil: $COURIER, else "courier" on the PATH
+  cmd = nil,
+  -- extra command line arguments, e.g. { "--cache-dir", "/tmp/c" }
+  args = {},
+  -- extra environment for the courier process
+  env = nil,
+  -- `options` of `initialize` (Config names: activationDelay, maxActive, ...)
+  options = nil,
+  -- called as on_indicator(visible, activity_count) on every indicator change
+  on_indicator = nil,
+  -- true: put the indicator and the buffer's progress into 'statusline'
+  statusline = false,
+  -- what statusline() shows while the indicator is visible
+  indicator_text = "courier",
+  -- how long shutdown waits for courier to answer and to exit, in ms
+  shutdown_timeout = 3000,
+}
+
+local config = vim.deepcopy(defaults)
+
+-- Client-side keys of download()'s opts; every other key is a `download` param.
+local CLIENT_KEYS = { buffer = true, on_progress = true }
+
+local state = {
+  rpc = nil,            -- the client returned by vim.lsp.rpc.start
+  pid = nil,
+  exited = false,
+  exit_code = nil,
+  exit_signal = nil,
+  initialized = nil,    -- the result of initialize once it arrived
+  ready_callbacks = {},
+  jobs = {},            -- receipt -> list of jobs that hold it
+  early = {},           -- receipt -> download/finished params that came first
+  views = {},           -- view name -> bufnr
+  listeners = {},       -- method -> list of functions(params)
+  indicator = { visible = false, activityCount = 0 },
+}
+
+M.state = state
+
+local function notify_error(message)
+  vim.notify("courier: " .. message, vim.log.levels.ERROR)
+end
+
+local function safe_call(fn, ...)
+  if not fn then return end
+  local ok, err = pcall(fn, ...)
+  if not ok then notify_error(tostring(err)) end
+end
+
+local function redraw()
+  pcall(vim.cmd, "redrawstatus!")
+end
+
+local function user_event(pattern, data)
+  M.last_event = data
+  pcall(vim.api.nvim_exec_autocmds, "User", { pattern = pattern, modeline = false })
+end
+
+local function executable()
+  return config.cmd or os.getenv("COURIER") or "courier"
+end
+
+local function view_name(bufnr)
+  return "nvim-buffer-" .. bufnr
+end
+
+-- Jobs ---------------------------------------------------------------------
+
+local Job = {}
+Job.__index = Job
+
+--- Cancels this download (see M.cancel).
+function Job:cancel(callback)
+  return M.cancel(self, callback)
+end
+
+local function release_buffer(job)
+  if not job.buffer then return end
+  local view = view_name(job.buffer)
+  if state.views[view] == job.buffer and vim.api.nvim_buf_is_valid(job.buffer) then
+    local bound = vim.b[job.buffer].courier_receipt
+    if bound == nil or bound == job.receipt then
+      vim.b[job.buffer].courier_progress = nil
+      vim.b[job.buffer].courier_receipt = nil
+      state.views[view] = nil
+    end
+  end
+  redraw()
+end
+
+local function finish(job, outcome)
+  if job.finished then return end
+  job.finished = true
+  job.outcome = outcome
+  release_buffer(job)
+  safe_call(job.on_finished, outcome, job)
+end
+
+local function finish_receipt(receipt, outcome)
+  local jobs = state.jobs[receipt]
+  state.jobs[receipt] = nil
+  for _, job in ipairs(jobs or {}) do
+    finish(job, outcome)
+  end
+end
+
+local function fail_unfinished(code, message)
+  local receipts = vim.tbl_keys(state.jobs)
+  for _, receipt in ipairs(receipts) do
+    local jobs = state.jobs[receipt]
+    finish_receipt(receipt, { ok = false, url = jobs[1] and jobs[1].url,
+                              error = { code = code, message = message } })
+  end
+end
+
+-- Notifications --------------------------------------------------------------
+
+local handlers = {}
+
+handlers["download/finished"] = function(params)
+  if state.jobs[params.receipt] then
+    finish_receipt(params.receipt, params.outcome)
+  else
+    state.early[params.receipt] = params
+  end
+end
+
+handlers["download/progress"] = function(params)
+  for _, receipt in ipairs(params.receipts or {}) do
+    for _, job in ipairs(state.jobs[receipt] or {}) do
+      job.progress = params
+      safe_call(job.on_progress, params, job)
+    end
+  end
+end
+
+handlers["indicator/visibility"] = function(params)
+  state.indicator = { visible = params.visible == true, activityCount = params.activityCount or 0 }
+  vim.g.courier_indicator_visible = state.indicator.visible
+  vim.g.courier_activity_count = state.indicator.activityCount
+  redraw()
+  safe_call(config.on_indicator, state.indicator.visible, state.indicator.activityCount)
+  user_event("CourierIndicator", state.indicator)
+end
+
+handlers["view/progress"] = function(params)
+  local bufnr = state.views[params.view]
+  if not bufnr or not vim.api.nvim_buf_is_valid(bufnr) then return end
+  vim.b[bufnr].courier_progress = {
+    fraction = params.fraction or vim.NIL,
+    received = params.received or 0,
+    expected = params.expected or vim.NIL,
+  }
+  redraw()
+  user_event("CourierProgress", { buffer = bufnr, progress = params })
+end
+
+local function on_notification(method, params)
+  params = params or {}
+  local handler = handlers[method]
+  if handler then handler(params) end
+  for _, listener in ipairs(state.listeners[method] or {}) do
+    safe_call(listener, params)
+  end
+end
+
+-- Process --------------------------------------------------------------------
+
+local function on_exit(code, signal)
+  -- Runs in a libuv callback: only plain Lua here, the rest is scheduled.
+  state.exited = true
+  state.exit_code = code
+  state.exit_signal = signal
+  state.rpc = nil
+  vim.schedule(function()
+    fail_unfinished("exited", ("courier exited (code %d, signal %d)"):format(code, signal))
+  end)
+end
+
+local augroup = nil
+
+local function ensure_autocmds()
+  if augroup then return end
+  augroup = vim.api.nvim_create_augroup("courier", { clear = true })
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = augroup,
+    callback = function() M.stop() end,
+  })
+end
+
+--- Merges opts into the configuration (see `defaults` above).
+function M.setup(opts)
+  config = vim.tbl_deep_extend("force", config, opts or {})
+  if config.statusline and not vim.o.statusline:find("courier", 1, true) then
+    local base = vim.o.statusline ~= "" and vim.o.statusline
+      or "%<%f %h%m%r%=%-14.(%l,%c%V%) %P"
+    vim.o.statusline = base .. " %{v:lua.require'courier'.statusline()}"
+  end
+  return M
+end
+
+--- True while a courier process runs.
+function M.running()
+  return state.rpc ~= nil and not state.exited
+end
+
+--- Starts courier (once) and sends `initialize`; on_ready(result, err) is
+--- called with its answer. Every other function starts courier on demand.
+function M.start(on_ready)
+  if M.running() then
+    if on_ready then
+      if state.initialized then on_ready(state.initialized)
+      else table.insert(state.ready_callbacks, on_ready) end
+    end
+    return true
+  end
+  state.exited, state.exit_code, state.exit_signal = false, nil, nil
+  state.initialized = nil
+  state.ready_callbacks = on_ready and { on_ready } or {}
+  local cmd = executable()
+  if vim.fn.executable(cmd) ~= 1 then
+    notify_error("cannot run " .. cmd .. " (set cmd in setup() or $COURIER)")
+    return false
+  end
+  local rpc = vim.lsp.rpc.start(cmd, config.args or {}, {
+    notification = on_notification,
+    on_exit = on_exit,
+  }, config.env and { env = config.env } or nil)
+  if not rpc then return false end
+  state.rpc = rpc
+  state.pid = rpc.pid
+  ensure_autocmds()
+  local params = { clientInfo = { name = "courier.nvim", version = tostring(vim.version().major)
+    .. "." .. tostring(vim.version().minor) } }
+  if config.options and next(config.options) then params.options = config.options end
+  rpc.request("initialize", params, function(err, result)
+    state.initialized = result
+    local callbacks = state.ready_callbacks
+    state.ready_callbacks = {}
+    for _, callback in ipairs(callbacks) do safe_call(callback, result, err) end
+    if err then notify_error("initialize failed: " .. tostring(err.message)) end
+  end)
+  return true
+end
+
+--- Sends a request; callback(err, result). Returns false when courier is not running.
+function M.request(method, params, callback)
+  if not M.running() and not M.start() then return false end
+  return state.rpc.request(method, params, callback or function() end)
+end
+
+--- Sends a notification.
+function M.notify(method, params)
+  if not M.running() then return false end
+  return state.rpc.notify(method, params)
+end
+
+--- Calls fn(params) for every notification `method` courier sends.
+--- Returns a function that removes the listener.
+function M.on(method, fn)
+  state.listeners[method] = state.listeners[method] or {}
+  table.insert(state.listeners[method], fn)
+  return function()
+    for i, f in ipairs(state.listeners[method]) do
+      if f == fn then table.remove(state.listeners[method], i) return end
+    end
+  end
+end
+
+local function bind_buffer(job)
+  local bufnr = job.buffer
+  if not vim.api.nvim_buf_is_valid(bufnr) then return end
+  local view = view_name(bufnr)
+  state.views[view] = bufnr
+  vim.b[bufnr].courier_receipt = job.receipt
+  vim.b[bufnr].courier_progress = { fraction = vim.NIL, received = 0, expected = vim.NIL }
+  redraw()
+  M.request("bind", { view = view, receipt = job.receipt, kind = "progress" }, function(err)
+    if err and vim.b[bufnr].courier_receipt == job.receipt then
+      vim.b[bufnr].courier_progress = nil
+    end
+  end)
+end
+
+--- Starts a download. `opts` holds `download` params (body, destination,
+--- headers, slot, priority, accept, maxBytes, timeout, ...) and:
+---   buffer       a bufnr (0: the current one) whose statusline shows the progress
+---   on_progress  function(progress, job) for each `download/progress`
+--- on_finished(outcome, job) gets courier's outcome: `ok`, `status`, `path`,
+--- `text`, ... and `error.code` when it failed. A request that courier
+--- refused gets error.code "rpc" (error.rpc: the JSON-RPC error); one whose
+--- courier went away, "exited".
+--- Returns the job: job.receipt and job.task once courier answered, job:cancel().
+function M.download(url, opts, on_finished)
+  if type(opts) == "function" then opts, on_finished = nil, opts end
+  opts = opts or {}
+  local params = { url = url }
+  for key, value in pairs(opts) do
+    if not CLIENT_KEYS[key] then params[key] = value end
+  end
+  local job = setmetatable({
+    url = url,
+    on_finished = on_finished,
+    on_progress = opts.on_progress,
+    finished = false,
+  }, Job)
+  if opts.buffer ~= nil then
+    job.buffer = opts.buffer == 0 and vim.api.nvim_get_current_buf() or opts.buffer
+  end
+  local sent = M.request("download", params, function(err, result)
+    if err then
+      finish(job, { ok = false, url = url,
+                    error = { code = "rpc", message = err.message, rpc = err } })
+      return
+    end
+    job.receipt, job.task, job.reused = result.receipt, result.task, result.reused
+    state.jobs[job.receipt] = state.jobs[job.receipt] or {}
+    table.insert(state.jobs[job.receipt], job)
+    if job.buffer then bind_buffer(job) end
+    local early = state.early[job.receipt]
+    if early then
+      state.early[job.receipt] = nil
+      finish_receipt(job.receipt, early.outcome)
+    elseif job.cancel_requested then
+      M.cancel(job, job.cancel_callback)
+    end
+  end)
+  if not sent then
+    finish(job, { ok = false, url = url, error = { code = "exited", message = "courier is not running" } })
+  end
+  return job
+end
+
+--- Cancels a download: a job, a receipt ("r3"), or { slot = ... } / { all = true }.
+--- callback(err, result) gets courier's answer ({cancelled, count}).
+function M.cancel(target, callback)
+  callback = callback or function() end
+  local params
+  if type(target) == "string" then
+    params = { receipt = target }
+  elseif getmetatable(target) == Job then
+    if target.finished then
+      callback(nil, { cancelled = false, count = 0 })
+      return true
+    end
+    if not target.receipt then
+      target.cancel_requested = true
+      target.cancel_callback = callback
+      return true
+    end
+    params = { receipt = target.receipt }
+  else
+    params = target
+  end
+  return M.request("cancel", params, callback)
+end
+
+--- Asks for the progress of a job or a receipt ({} or nil: every task).
+function M.progress(target, callback)
+  local params = {}
+  if type(target) == "string" then params = { receipt = target }
+  elseif getmetatable(target) == Job then params = { receipt = target.receipt } end
+  return M.request("progress", params, callback)
+end
+
+--- The indicator as courier last reported it: { visible, activityCount }.
+function M.indicator()
+  return state.indicator
+end
+
+local function human_bytes(n)
+  if n >= 1048576 then return ("%.1fM"):format(n / 1048576) end
+  if n >= 1024 then return ("%.1fK"):format(n / 1024) end
+  return tostring(n) .. "B"
+end
+
+--- A statusline fragment: the indicator while visible, then the progress of
+--- the download bound to the current buffer. Use it as
+--- `%{v:lua.require'courier'.statusline()}`.
+function M.statusline()
+  local parts = {}
+  if state.indicator.visible then
+    table.insert(parts, config.indicator_text)
+  end
+  local ok, progress = pcall(function() return vim.b.courier_progress end)
+  if ok and type(progress) == "table" then
+    local fraction = progress.fraction
+    if type(fraction) == "number" then
+      table.insert(parts, ("%d%%"):format(math.floor(fraction * 100)))
+    else
+      table.insert(parts, human_bytes(tonumber(progress.received) or 0))
+    end
+  end
+  return table.concat(parts, " ")
+end
+
+--- Shuts courier down (`shutdown`, then `exit`) and waits, bounded, for it to
+--- end. Runs by itself when Neovim exits. Returns courier's exit code.
+function M.stop(timeout_ms)
+  local rpc = state.rpc
+  if not rpc or state.exited then return state.exit_code end
+  timeout_ms = timeout_ms or config.shutdown_timeout
+  local answered = false
+  rpc.request("shutdown", nil, function() answered = true end)
+  vim.wait(timeout_ms, function() return answered or state.exited end, 5)
+  if not state.exited then
+    rpc.notify("exit", nil)
+    vim.wait(timeout_ms, function() return state.exited end, 5)
+  end
+  if not state.exited and rpc.handle and not rpc.handle:is_closing() then
+    rpc.handle:kill("sigterm")
+    vim.wait(timeout_ms, function() return state.exited end, 5)
+  end
+  return state.exit_code
+end
+
+return M

@@ -1,0 +1,178 @@
+-- Drives courier through clients/nvim against a local origin.
+-- Environment: COURIER (the binary), COURIER_TEST_BASE (the origin's base
+-- URL), COURIER_TEST_DIR (a scratch directory). Prints "ok NAME" or
+-- "FAIL NAME -- detail" per check, then exits 0 when every check passed.
+
+io.stdout:setvbuf("line")
+
+local WAIT = 15000
+local base = assert(os.getenv("COURIER_TEST_BASE"), "COURIER_TEST_BASE not set")
+local dir = assert(os.getenv("COURIER_TEST_DIR"), "COURIER_TEST_DIR not set")
+local failures = 0
+
+local function inspect(value)
+  return vim.inspect(value, { newline = " ", indent = "" })
+end
+
+local function check(name, ok, detail)
+  if ok then
+    io.stdout:write("ok " .. name .. "\n")
+  else
+    failures = failures + 1
+    io.stdout:write("FAIL " .. name .. (detail and (" -- " .. tostring(detail):gsub("\n", " ")) or "") .. "\n")
+  end
+end
+
+local function wait(cond)
+  return vim.wait(WAIT, cond, 5)
+end
+
+local function run()
+  vim.cmd("runtime plugin/courier.lua")
+  check("plugin commands", vim.fn.exists(":CourierDownload") == 2 and vim.fn.exists(":CourierCancel") == 2)
+
+  local courier = require("courier")
+  courier.setup({
+    args = { "--cache-dir", dir .. "/cache" },
+    options = { activationDelay = 0, completionDelay = 0.05 },
+    statusline = true,
+    indicator_text = "[courier]",
+  })
+
+  local indicator_events, statuslines = {}, {}
+  courier.on("indicator/visibility", function(params)
+    table.insert(indicator_events, params)
+  end)
+  vim.api.nvim_create_autocmd("User", {
+    pattern = { "CourierIndicator", "CourierProgress" },
+    callback = function()
+      table.insert(statuslines, vim.api.nvim_eval_statusline(vim.o.statusline, {}).str)
+    end,
+  })
+
+  -- initialize
+  local init
+  courier.start(function(result, err) init = { result = result, err = err } end)
+  check("initialize", wait(function() return init ~= nil end) and init.err == nil
+    and init.result.serverInfo.name == "courier"
+    and init.result.config.activationDelay == 0, inspect(init))
+
+  -- a text download
+  local text
+  courier.download(base .. "/text", { body = "text" }, function(outcome) text = outcome end)
+  check("download text", wait(function() return text ~= nil end) and text.ok and text.status == 200
+    and text.text == "Grüße, café — naïve ✓", inspect(text))
+
+  -- several downloads at once, one of them to a destination file
+  local outcomes, destination = {}, dir .. "/out/bytes.bin"
+  local jobs = {
+    courier.download(base .. "/bytes/2048", { destination = destination }, function(o) outcomes[1] = o end),
+    courier.download(base .. "/bytes/10", { body = "base64" }, function(o) outcomes[2] = o end),
+    courier.download(base .. "/bytes/777", nil, function(o) outcomes[3] = o end),
+  }
+  local all = wait(function() return outcomes[1] and outcomes[2] and outcomes[3] end)
+  check("download many", all and outcomes[1].ok and outcomes[2].ok and outcomes[3].ok
+    and outcomes[3].size == 777 and jobs[3].receipt ~= nil and jobs[3].finished, inspect(outcomes))
+  local stat = vim.loop.fs_stat(destination)
+  check("download destination", all and stat ~= nil and stat.size == 2048
+    and outcomes[1].path == destination, inspect(stat))
+
+  -- an outcome error: HTTP 404
+  local missing
+  courier.download(base .. "/status/404", {}, function(o) missing = o end)
+  check("error http_status", wait(function() return missing ~= nil end) and not missing.ok
+    and missing.error.code == "http_status" and missing.error.httpStatus == 404, inspect(missing))
+
+  -- a JSON-RPC error: an unknown receipt, and params courier refuses
+  local unknown
+  courier.cancel("r999999", function(err, result) unknown = { err = err, result = result } end)
+  check("error unknown receipt", wait(function() return unknown ~= nil end) and unknown.err ~= nil
+    and unknown.err.code == -32001, inspect(unknown))
+  local refused
+  courier.download("not a url", {}, function(o) refused = o end)
+  check("error invalid params", wait(function() return refused ~= nil end) and not refused.ok
+    and refused.error.code == "rpc" and refused.error.rpc.code == -32602, inspect(refused))
+
+  -- cancel a download that hangs, after asking its progress
+  local stalled
+  local job = courier.download(base .. "/stall?after=100", {}, function(o) stalled = o end)
+  wait(function() return (job.progress and job.progress.received >= 100) or stalled ~= nil end)
+  local progress
+  courier.progress(job, function(err, result) progress = { err = err, result = result } end)
+  check("progress query", wait(function() return progress ~= nil end) and progress.err == nil
+    and progress.result.receipt == job.receipt and progress.result.state == "running"
+    and progress.result.received == 100, inspect(progress))
+  local answer
+  job:cancel(function(err, result) answer = { err = err, result = result } end)
+  check("cancel", wait(function() return stalled ~= nil and answer ~= nil end)
+    and answer.result and answer.result.cancelled == true
+    and not stalled.ok and stalled.error.code == "cancelled", inspect({ answer, stalled }))
+
+  -- cancel before courier answered with a receipt
+  local early
+  local early_job = courier.download(base .. "/stall?after=10", {}, function(o) early = o end)
+  local had_receipt = early_job.receipt ~= nil
+  courier.cancel(early_job)
+  check("cancel before receipt", not had_receipt and wait(function() return early ~= nil end)
+    and early.error and early.error.code == "cancelled", inspect(early))
+
+  -- progress notifications, the progress bound to the current buffer, the indicator
+  wait(function() return not courier.indicator().visible end)
+  indicator_events, statuslines = {}, {}
+  local buf = vim.api.nvim_get_current_buf()
+  local progress_events, dripped = {}, nil
+  courier.download(base .. "/drip?size=40000&chunks=8&interval=0.05", {
+    buffer = 0,
+    on_progress = function(p) table.insert(progress_events, p) end,
+  }, function(o) dripped = o end)
+  local done = wait(function() return dripped ~= nil end)
+  check("download drip", done and dripped.ok and dripped.size == 40000, inspect(dripped))
+  local increasing, last = #progress_events >= 2, nil
+  for _, p in ipairs(progress_events) do
+    if last and p.received < last then increasing = false end
+    last = p.received
+  end
+  check("progress notifications", increasing and last == 40000
+    and progress_events[#progress_events].fraction == 1, inspect(progress_events))
+  local saw_percent = false
+  for _, line in ipairs(statuslines) do
+    if line:find("%d+%%") then saw_percent = true end
+  end
+  check("buffer progress in statusline", saw_percent, inspect(statuslines))
+  check("buffer progress cleared", vim.b[buf].courier_progress == nil
+    and not courier.statusline():find("%%"), inspect(vim.b[buf].courier_progress))
+  wait(function() return #indicator_events >= 2 and not indicator_events[#indicator_events].visible end)
+  local first = indicator_events[1]
+  check("indicator shown", first ~= nil and first.visible == true and first.activityCount >= 1,
+    inspect(indicator_events))
+  local saw_indicator = false
+  for _, line in ipairs(statuslines) do
+    if line:find("[courier]", 1, true) then saw_indicator = true end
+  end
+  check("indicator in statusline", saw_indicator, inspect(statuslines))
+  local final = indicator_events[#indicator_events]
+  check("indicator hidden", final ~= nil and final.visible == false and final.activityCount == 0
+    and not vim.g.courier_indicator_visible
+    and not courier.statusline():find("[courier]", 1, true), inspect(indicator_events))
+
+  -- courier is shut down when Neovim exits: this runs after the module's own VimLeavePre
+  local pid = courier.state.pid
+  io.stdout:write("courier pid " .. tostring(pid) .. "\n")
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    callback = function()
+      io.stdout:write("courier exit code " .. tostring(courier.state.exit_code)
+        .. " signal " .. tostring(courier.state.exit_signal) .. "\n")
+    end,
+  })
+end
+
+local ok, err = xpcall(run, debug.traceback)
+if not ok then
+  check("script", false, err)
+end
+io.stdout:write(failures == 0 and "all checks passed\n" or (failures .. " check(s) failed\n"))
+if failures == 0 then
+  vim.cmd("qall!")
+else
+  vim.cmd("cquit 1")
+end
