@@ -15,6 +15,9 @@ local defaults = {
   cmd = nil,
   -- extra command line arguments, e.g. { "--cache-dir", "/tmp/c" }
   args = {},
+  -- courier's --log-level unless args set one: vim.lsp.rpc records every
+  -- line courier writes to stderr in lsp.log
+  log_level = "warning",
   -- extra environment for the courier process
   env = nil,
   -- `options` of `initialize` (Config names: activationDelay, maxActive, ...)
@@ -236,7 +239,16 @@ function M.start(on_ready)
     notify_error("cannot run " .. cmd .. " (set cmd in setup() or $COURIER)")
     return false
   end
-  local rpc = vim.lsp.rpc.start(cmd, config.args or {}, {
+  local args = vim.deepcopy(config.args or {})
+  local has_level = false
+  for _, arg in ipairs(args) do
+    if arg == "--log-level" or arg:sub(1, 12) == "--log-level=" then has_level = true end
+  end
+  if config.log_level and not has_level then
+    table.insert(args, 1, config.log_level)
+    table.insert(args, 1, "--log-level")
+  end
+  local rpc = vim.lsp.rpc.start(cmd, args, {
     notification = on_notification,
     on_exit = on_exit,
   }, config.env and { env = config.env } or nil)
