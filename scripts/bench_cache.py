@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "clients", "python", "src"))
 
 from courier_client import Courier  # noqa: E402
 from origin import Origin, pattern  # noqa: E402

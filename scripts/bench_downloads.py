@@ -18,6 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "clients", "python", "src"))
 
 from courier_client import Courier  # noqa: E402
 from nginx_origin import NginxOrigin  # noqa: E402

@@ -43,6 +43,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "clients" / "python" / "src"))
 
 from courier_client import Courier, Notification  # noqa: E402
 from origin import Origin  # noqa: E402

@@ -13,6 +13,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "clients", "python", "src"))
 
 from courier_client import Courier, RpcError  # noqa: E402
 from origin import Origin  # noqa: E402

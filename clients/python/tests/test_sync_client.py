@@ -104,15 +104,18 @@ def test_cancel_suspend_resume_and_progress(courier: Courier, origin) -> None:
 
 
 def test_bind_indicator_and_cache(courier: Courier, origin) -> None:
-    url = origin.url("/cache?max-age=600&body=kept")
-    result = courier.download(url, body="text")
-    assert courier.bind("spinner", task=result["task"]) == {"bound": True}
-    assert courier.wait(result["receipt"])["text"] == "kept"
-    courier.wait_notification(lambda m, p: m == "view/animating" and p["animating"] is False)
-    assert courier.indicator_increment()["activityCount"] >= 1
+    assert courier.indicator_increment()["activityCount"] == 1
     assert courier.indicator_decrement()["activityCount"] == 0
     assert courier.indicator_configure(activationDelay=0.5)["activationDelay"] == 0.5
     assert courier.indicator_state()["enabled"] is True
+
+    slow = courier.download(origin.url("/drip?size=1000&chunks=5&interval=0.1"))
+    assert courier.bind("spinner", task=slow["task"]) == {"bound": True}
+    assert courier.wait(slow["receipt"])["ok"]
+    courier.wait_notification(lambda m, p: m == "view/animating" and p["animating"] is False)
+
+    url = origin.url("/cache?max-age=600&body=kept")
+    assert courier.fetch(url, body="text")["text"] == "kept"
     assert courier.cache_lookup(url)["cached"] is True
     assert courier.cache_stats()["misses"] >= 1
     assert courier.cache_remove(url) == {"removed": True}
