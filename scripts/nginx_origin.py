@@ -55,6 +55,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def launch(root: Path, port: int) -> subprocess.Popen:
+    """Starts nginx on ``root/nginx.conf`` (prefix ``root``) and waits, up to
+    10 s, until it accepts connections on ``port``."""
+    executable = binary()
+    if executable is None:
+        raise RuntimeError("nginx is not installed (scripts/setup installs nginx-light)")
+    process = subprocess.Popen([executable, "-c", str(root / "nginx.conf"), "-p", str(root)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"nginx exited: {(root / 'error.log').read_text()}")
+            if time.monotonic() > deadline:
+                process.terminate()
+                process.wait(timeout=10)
+                raise RuntimeError("nginx did not start within 10 s")
+            time.sleep(0.02)
+
+
 class NginxOrigin:
     """nginx serving ``<root>/www``: plain HTTP/1.1, or with ``tls=(cert,
     key)`` HTTPS offering HTTP/2. ``log_requests`` keeps an access log."""
@@ -75,9 +98,6 @@ class NginxOrigin:
         return self.base_url + path
 
     def start(self) -> "NginxOrigin":
-        executable = binary()
-        if executable is None:
-            raise RuntimeError("nginx is not installed (scripts/setup installs nginx-light)")
         (self.root / "www").mkdir(parents=True, exist_ok=True)
         (self.root / "tmp").mkdir(exist_ok=True)
         # As root, nginx's workers would switch to nobody, who may not read
@@ -87,19 +107,8 @@ class NginxOrigin:
         (self.root / "nginx.conf").write_text(CONF.format(
             user=user, root=self.root, port=self.port, listen=" ssl http2" if self.tls else "",
             certificates=certificates, access_log=f"{self.root}/access.log conn" if self.log_requests else "off"))
-        self.process = subprocess.Popen([executable, "-c", str(self.root / "nginx.conf"), "-p", str(self.root)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"nginx exited: {(self.root / 'error.log').read_text()}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError("nginx did not start within 10 s")
-                time.sleep(0.02)
+        self.process = launch(self.root, self.port)
+        return self
 
     def access_log(self) -> list[tuple[str, ...]]:
         """(connection number, protocol, URI) of each request served so far."""

@@ -509,27 +509,13 @@ class NginxCache:
         return f"https://127.0.0.1:{self.port}{path}"
 
     def start(self) -> "NginxCache":
-        import subprocess
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         (self.root / "nginx.conf").write_text(NGINX_CACHE.format(
             user="user root;" if os.geteuid() == 0 else "", root=self.root, port=self.port,
             cert=self.tls[0], key=self.tls[1], origin=self.origin_url,
             private=PRIVATE if self.private else ""))
-        self.process = subprocess.Popen([nginx_origin.binary(), "-c", str(self.root / "nginx.conf"),
-                                         "-p", str(self.root)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"nginx exited: {(self.root / 'error.log').read_text()}")
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("nginx did not start within 10 s")
-                time.sleep(0.01)
+        self.process = nginx_origin.launch(self.root, self.port)
+        return self
 
     def log(self, count: int, prefix: str, timeout: float = 10) -> list[tuple[str, ...]]:
         """(cache status, status, URI) of the requests for ``prefix``, once
