@@ -56,8 +56,9 @@ class Courier:
                 else:
                     full_env[name] = value
 
-        self._stderr_file = None
+        self._stderr_file: IO[bytes] | None = None
         self._stderr_buf = bytearray()
+        stderr_arg: Any
         if stderr == CAPTURE:
             stderr_arg = subprocess.PIPE
         elif isinstance(stderr, (str, os.PathLike)):
@@ -159,9 +160,14 @@ class Courier:
         """Close courier's stdin (end of input)."""
         with self._write_lock:
             try:
-                self.proc.stdin.close()
+                self._stdin().close()
             except OSError:
                 pass
+
+    def _stdin(self) -> IO[bytes]:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        return stdin
 
     def kill(self) -> int:
         self.proc.kill()
@@ -179,8 +185,9 @@ class Courier:
         """Write bytes to courier's stdin exactly as given."""
         with self._write_lock:
             try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
+                stdin = self._stdin()
+                stdin.write(data)
+                stdin.flush()
             except (OSError, ValueError) as exc:
                 raise CourierExited(self._exit_description("cannot write")) from exc
 
@@ -456,6 +463,7 @@ class Courier:
 
     def _drain_stderr(self) -> None:
         stream = self.proc.stderr
+        assert stream is not None
         while True:
             try:
                 data = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
@@ -468,6 +476,7 @@ class Courier:
 
     def _read_loop(self) -> None:
         stream = self.proc.stdout
+        assert stream is not None
         try:
             if self.framing == "ndjson":
                 self._read_ndjson(stream)
