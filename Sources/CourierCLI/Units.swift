@@ -1,0 +1,31 @@
+import Foundation
+
+/// How `courier get` writes sizes, rates and durations.
+enum Units {
+    /// `512 B`, `1.5 KiB`, `20.0 MiB`.
+    static func bytes(_ count: Int64) -> String {
+        var value = Double(count)
+        for unit in ["B", "KiB", "MiB", "GiB", "TiB"] {
+            if value < 1024 || unit == "TiB" {
+                return unit == "B" ? "\(count) B" : String(format: "%.1f", value) + " " + unit
+            }
+            value /= 1024
+        }
+        return "\(count) B"
+    }
+
+    /// `120.5 KiB/s`; `-- B/s` while unknown.
+    static func rate(_ bytesPerSecond: Double?) -> String {
+        guard let bytesPerSecond else { return "-- B/s" }
+        return bytes(Int64(bytesPerSecond.rounded())) + "/s"
+    }
+
+    /// `0:42`, `1:02:03`; `--:--` while the rate is unknown or zero.
+    static func eta(remaining: Int64, rate: Double?) -> String {
+        guard let rate, rate > 0 else { return "--:--" }
+        let seconds = Int((Double(max(0, remaining)) / rate).rounded(.up))
+        guard seconds < 100 * 3600 else { return "--:--" }
+        let (hours, minutes, rest) = (seconds / 3600, seconds / 60 % 60, seconds % 60)
+        return hours > 0 ? String(format: "%d:%02d:%02d", hours, minutes, rest) : String(format: "%d:%02d", minutes, rest)
+    }
+}
