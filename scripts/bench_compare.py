@@ -548,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         "w2": Row(f"W2 {args.w2_count:,} × 1 MiB, {P2} at a time", "ms", "≤ 1.2× curl, < aria2c",
                   ratio_limit=1.2, beat="aria2c"),
         "w3": Row(f"W3 {human(args.w3_size)}, one stream", "ms", "≤ 1.1× curl", ratio_limit=1.1),
-        "w3rss": Row(f"W3 peak RSS", "MiB", "≤ 3× curl", ratio_limit=3.0),
+        "w3rss": Row("W3 peak RSS", "MiB", "≤ 3× curl", ratio_limit=3.0),
         "startup": Row("start-up: `initialize` answer vs `curl --version`", "ms", "≤ 1.5× curl",
                        ratio_limit=1.5),
         "cache-none": Row("memory-cache hits, body none, vs transport (-32601)", "/s", "≥ 0.5× transport",
