@@ -106,8 +106,8 @@ struct Destination: Sendable {
                 if root != nil {
                     guard stack.count > 1 else { throw .notAllowed("the destination climbs above the download root") }
                     stack.removeLast()
-                } else {
-                    stack.append(try openDirectory(name, in: stack.last!, shown: shown, create: false, followSymlinks: true)!)
+                } else if let parent = try openDirectory(name, in: stack.last!, shown: shown, create: false, followSymlinks: true) {
+                    stack.append(parent)
                 }
             default:
                 guard let next = try openDirectory(name, in: stack.last!, shown: shown, create: create, followSymlinks: root == nil)
