@@ -1,5 +1,6 @@
 import ArgumentParser
 import Courier
+import Foundation
 
 /// The cache's flags, shared by serving and `get`.
 struct CacheOptions: ParsableArguments {
@@ -21,7 +22,9 @@ struct CacheOptions: ParsableArguments {
 
     /// A configuration with these cache settings and defaults for the rest.
     var configuration: Configuration {
-        var config = Configuration(cacheDir: cacheDir)
+        // Absolute, so the directory stays the same whatever courier's
+        // working directory is when it opens files there.
+        var config = Configuration(cacheDir: cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path })
         config.memoryCapacity = Int(memoryCapacity)
         config.memoryAfterPurge = Int(memoryAfterPurge ?? min(60 << 20, memoryCapacity * 3 / 5))
         config.diskCapacity = Int(diskCapacity)

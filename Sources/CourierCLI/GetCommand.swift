@@ -63,7 +63,6 @@ struct GetCommand: ParsableCommand {
         free(root)
 
         var config = cache.configuration
-        config.cacheDir = URL(fileURLWithPath: config.cacheDir).standardizedFileURL.path
         transfers.apply(to: &config)
         config.maxActive = jobs
         // Every file lies in the output directory: no symbolic link inside

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import checked_sessions
+from conftest import Session, checked_sessions
 from courier_client import Courier, RpcError, frame
 from schema import (implemented_methods, implemented_notifications, methods, notifications,
                     validate_message)
@@ -333,3 +333,10 @@ def test_request_refused_with_rpc_error(c):
     with pytest.raises(RpcError) as raised:
         c.request("no/such/method")
     assert raised.value.code == -32601
+
+
+def test_a_relative_cache_dir_is_taken_from_the_working_directory(origin, tmp_path):
+    with Session(COURIER, ["--cache-dir", "rel/cache"], cwd=tmp_path) as c:
+        assert c.initialize()["config"]["cacheDir"] == str(tmp_path / "rel" / "cache")
+        assert c.fetch(origin.url("/cache?max-age=60"))["ok"]
+    assert [p.name for p in (tmp_path / "rel" / "cache" / "http").iterdir() if not p.name.startswith(".")]

@@ -248,7 +248,7 @@ extension DirectoryHandle {
     /// fetched data are private to the user); existing ones are left as
     /// they are.
     static func makePrivateDirectories(_ path: String) throws(Destination.Failure) {
-        var built = ""
+        var built = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
             built += "/" + component
             if mkdir(built, 0o700) != 0, errno != EEXIST {
