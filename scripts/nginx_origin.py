@@ -78,7 +78,27 @@ def launch(root: Path, port: int) -> subprocess.Popen:
             time.sleep(0.02)
 
 
-class NginxOrigin:
+class NginxProcess:
+    """An nginx that `start` launches and `stop` (or leaving a `with`) ends."""
+
+    process: subprocess.Popen | None = None
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class NginxOrigin(NginxProcess):
     """nginx serving ``<root>/www``: plain HTTP/1.1, or with ``tls=(cert,
     key)`` HTTPS offering HTTP/2. ``log_requests`` keeps an access log."""
 
@@ -115,13 +135,3 @@ class NginxOrigin:
         path = self.root / "access.log"
         return [tuple(line.split()) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-
-    def __enter__(self) -> "NginxOrigin":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

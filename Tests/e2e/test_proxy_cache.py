@@ -497,7 +497,7 @@ http {{
 PRIVATE = "proxy_no_cache $http_authorization; proxy_cache_bypass $http_authorization;"
 
 
-class NginxCache:
+class NginxCache(nginx_origin.NginxProcess):
     """nginx terminating TLS on 127.0.0.1 and caching what one origin serves."""
 
     def __init__(self, root: Path, origin_url: str, tls: tuple[str, str], private: bool = True):
@@ -529,16 +529,6 @@ class NginxCache:
                 return rows
             time.sleep(0.01)
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-
-    def __enter__(self) -> "NginxCache":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 @pytest.fixture
