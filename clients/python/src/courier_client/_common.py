@@ -123,12 +123,31 @@ def check_outcome(outcome: Dict[str, Any], receipt: Any = None) -> Dict[str, Any
     return outcome
 
 
+UNSET: Any = object()
+"""A param left out, where ``None`` means JSON null (``bind``'s ``task``)."""
+
+
+def given(extra: Optional[Dict[str, Any]] = None, **params: Any) -> Dict[str, Any]:
+    """A request's params: ``extra``, then each of ``params`` that is neither
+    ``None`` nor :data:`UNSET`, by name."""
+    named = dict(extra or {})
+    named.update({name: value for name, value in params.items() if value is not None and value is not UNSET})
+    return named
+
+
 def target_params(receipt: Any, task: Any, extra: Dict[str, Any]) -> Dict[str, Any]:
-    params = dict(extra)
-    if receipt is not None:
-        params["receipt"] = receipt
-    if task is not None:
-        params["task"] = task
+    return given(extra, receipt=receipt, task=task)
+
+
+def cancel_params(receipt: Any, slot: Optional[str], all: bool, extra: Dict[str, Any]) -> Dict[str, Any]:
+    return given(extra, receipt=receipt, slot=slot, all=True if all else None)
+
+
+def bind_params(view: str, task: Any, receipt: Any, kind: Optional[str]) -> Dict[str, Any]:
+    """``bind``'s params; ``task=None`` (JSON null) unbinds, so only
+    :data:`UNSET` leaves ``task`` and ``receipt`` out."""
+    params = given({"view": view}, kind=kind)
+    params.update({name: value for name, value in (("task", task), ("receipt", receipt)) if value is not UNSET})
     return params
 
 

@@ -44,9 +44,13 @@ from ._common import (
     CourierExited,
     Deframer,
     Notification,
+    UNSET,
     RpcError,
+    bind_params,
+    cancel_params,
     check_outcome,
     frame,
+    given,
     target_params,
 )
 
@@ -56,7 +60,6 @@ log = logging.getLogger("courier_client")
 
 NotificationCallback = Callable[[str, Any], Union[None, Awaitable[None]]]
 
-_UNSET: Any = object()
 _READ_SIZE = 1 << 16
 
 
@@ -394,11 +397,7 @@ class AsyncCourier:
     async def initialize(self, clientInfo: Optional[Dict[str, Any]] = None,
                          timeout: Optional[float] = None, **options: Any) -> Dict[str, Any]:
         """``initialize``; keyword arguments become ``options``."""
-        params: Dict[str, Any] = {}
-        if clientInfo is not None:
-            params["clientInfo"] = clientInfo
-        if options:
-            params["options"] = options
+        params = given(clientInfo=clientInfo, options=options or None)
         result: Dict[str, Any] = await self.request("initialize", params, timeout)
         return result
 
@@ -475,21 +474,11 @@ class AsyncCourier:
 
     async def cancel(self, receipt: Any = None, slot: Optional[str] = None, all: bool = False,
                      **extra: Any) -> Dict[str, Any]:
-        params: Dict[str, Any] = dict(extra)
-        if receipt is not None:
-            params["receipt"] = receipt
-        if slot is not None:
-            params["slot"] = slot
-        if all:
-            params["all"] = True
-        result: Dict[str, Any] = await self.request("cancel", params)
+        result: Dict[str, Any] = await self.request("cancel", cancel_params(receipt, slot, all, extra))
         return result
 
     async def progress(self, receipt: Any = None, **extra: Any) -> Dict[str, Any]:
-        params = dict(extra)
-        if receipt is not None:
-            params["receipt"] = receipt
-        result: Dict[str, Any] = await self.request("progress", params)
+        result: Dict[str, Any] = await self.request("progress", given(extra, receipt=receipt))
         return result
 
     async def suspend(self, receipt: Any = None, task: Any = None, **extra: Any) -> Any:
@@ -500,17 +489,10 @@ class AsyncCourier:
 
     # -- bindings, indicator, cache ------------------------------------------------
 
-    async def bind(self, view: str, task: Any = _UNSET, receipt: Any = _UNSET,
+    async def bind(self, view: str, task: Any = UNSET, receipt: Any = UNSET,
                    kind: Optional[str] = None) -> Any:
         """``bind``; pass ``task=None`` to unbind the view."""
-        params: Dict[str, Any] = {"view": view}
-        if task is not _UNSET:
-            params["task"] = task
-        if receipt is not _UNSET:
-            params["receipt"] = receipt
-        if kind is not None:
-            params["kind"] = kind
-        return await self.request("bind", params)
+        return await self.request("bind", bind_params(view, task, receipt, kind))
 
     async def indicator_state(self) -> Dict[str, Any]:
         result: Dict[str, Any] = await self.request("indicator/state")
@@ -530,24 +512,15 @@ class AsyncCourier:
         return result
 
     async def cache_lookup(self, url: Optional[str] = None, **params: Any) -> Dict[str, Any]:
-        if url is not None:
-            params["url"] = url
-        result: Dict[str, Any] = await self.request("cache/lookup", params)
+        result: Dict[str, Any] = await self.request("cache/lookup", given(params, url=url))
         return result
 
     async def cache_remove(self, url: Optional[str] = None, **params: Any) -> Any:
-        if url is not None:
-            params["url"] = url
-        return await self.request("cache/remove", params)
+        return await self.request("cache/remove", given(params, url=url))
 
     async def cache_clear(self, memory: Optional[bool] = None,
                           disk: Optional[bool] = None) -> Any:
-        params: Dict[str, Any] = {}
-        if memory is not None:
-            params["memory"] = memory
-        if disk is not None:
-            params["disk"] = disk
-        return await self.request("cache/clear", params)
+        return await self.request("cache/clear", given(memory=memory, disk=disk))
 
     # -- reading ---------------------------------------------------------------
 

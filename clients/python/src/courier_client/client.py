@@ -19,15 +19,18 @@ from ._common import (
     CourierExited,
     Notification,
     Received,
+    UNSET,
     RpcError,
+    bind_params,
+    cancel_params,
     check_outcome,
     frame,
+    given,
     target_params,
 )
 
 __all__ = ["Courier"]
 
-_UNSET: Any = object()
 
 
 class Courier:
@@ -198,9 +201,9 @@ class Courier:
     def next_id(self) -> int:
         return next(self._ids)
 
-    def send_request(self, method: str, params: Any = None, id: Any = _UNSET) -> Any:
+    def send_request(self, method: str, params: Any = None, id: Any = UNSET) -> Any:
         """Send a request without waiting; returns its id."""
-        if id is _UNSET:
+        if id is UNSET:
             id = self.next_id()
         message = {"jsonrpc": "2.0", "id": id, "method": method}
         if params is not None:
@@ -308,12 +311,7 @@ class Courier:
     def initialize(self, clientInfo: dict | None = None, timeout: float = 10,
                    **options: Any) -> dict:
         """``initialize``; keyword arguments become ``options``."""
-        params: dict[str, Any] = {}
-        if clientInfo is not None:
-            params["clientInfo"] = clientInfo
-        if options:
-            params["options"] = options
-        return self.request("initialize", params, timeout)
+        return self.request("initialize", given(clientInfo=clientInfo, options=options or None), timeout)
 
     def shutdown(self, timeout: float = 10) -> Any:
         self._shutdown_sent = True
@@ -375,20 +373,10 @@ class Courier:
 
     def cancel(self, receipt: Any = None, slot: str | None = None, all: bool = False,
                **extra: Any) -> dict:
-        params: dict[str, Any] = dict(extra)
-        if receipt is not None:
-            params["receipt"] = receipt
-        if slot is not None:
-            params["slot"] = slot
-        if all:
-            params["all"] = True
-        return self.request("cancel", params)
+        return self.request("cancel", cancel_params(receipt, slot, all, extra))
 
     def progress(self, receipt: Any = None, **extra: Any) -> dict:
-        params = dict(extra)
-        if receipt is not None:
-            params["receipt"] = receipt
-        return self.request("progress", params)
+        return self.request("progress", given(extra, receipt=receipt))
 
     def suspend(self, receipt: Any = None, task: Any = None, **extra: Any) -> Any:
         return self.request("suspend", self._target(receipt, task, extra))
@@ -402,17 +390,10 @@ class Courier:
 
     # -- bindings, indicator, cache ------------------------------------------------
 
-    def bind(self, view: str, task: Any = _UNSET, receipt: Any = _UNSET,
+    def bind(self, view: str, task: Any = UNSET, receipt: Any = UNSET,
              kind: str | None = None) -> Any:
         """``bind``; pass ``task=None`` to unbind the view."""
-        params: dict[str, Any] = {"view": view}
-        if task is not _UNSET:
-            params["task"] = task
-        if receipt is not _UNSET:
-            params["receipt"] = receipt
-        if kind is not None:
-            params["kind"] = kind
-        return self.request("bind", params)
+        return self.request("bind", bind_params(view, task, receipt, kind))
 
     def indicator_state(self) -> dict:
         return self.request("indicator/state")
@@ -431,23 +412,14 @@ class Courier:
 
     def cache_lookup(self, url: str | None = None, **params: Any) -> dict:
         """``cache/lookup`` by ``url`` or ``cacheKey=...``."""
-        if url is not None:
-            params["url"] = url
-        return self.request("cache/lookup", params)
+        return self.request("cache/lookup", given(params, url=url))
 
     def cache_remove(self, url: str | None = None, **params: Any) -> Any:
         """``cache/remove`` by ``url`` or ``cacheKey=...``."""
-        if url is not None:
-            params["url"] = url
-        return self.request("cache/remove", params)
+        return self.request("cache/remove", given(params, url=url))
 
     def cache_clear(self, memory: bool | None = None, disk: bool | None = None) -> Any:
-        params: dict[str, Any] = {}
-        if memory is not None:
-            params["memory"] = memory
-        if disk is not None:
-            params["disk"] = disk
-        return self.request("cache/clear", params)
+        return self.request("cache/clear", given(memory=memory, disk=disk))
 
     # -- reader threads ----------------------------------------------------------
 
