@@ -54,7 +54,8 @@ final class Leftovers: Sendable {
 
     // MARK: - Sweeping
 
-    /// Removes what every process that died left.
+    /// Removes what every process that died left. The journal is read as
+    /// bytes: its lines, like the names in `tmp/`, are compared byte for byte.
     static func sweep(journals: String, temporaryDirectory: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: temporaryDirectory)) ?? []
         for owner in (try? FileManager.default.contentsOfDirectory(atPath: journals)) ?? [] {
@@ -63,36 +64,47 @@ final class Leftovers: Sendable {
             guard fd >= 0 else { continue }
             defer { Foundation.close(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
-            for other in names where other.hasPrefix(owner + "-") {
+            let prefix = Array(owner.utf8) + [UInt8(ascii: "-")]
+            for other in names where other.utf8.starts(with: prefix) {
                 unlink("\(temporaryDirectory)/\(other)")
             }
-            let pid = owner.split(separator: "-").first.map(String.init) ?? ""
+            let pid = Array(owner.utf8.prefix { $0 != UInt8(ascii: "-") })
             for line in readLines(fd) {
-                if line.hasPrefix("downloads "), let directory = ownedDirectory(line.dropFirst(10), pid: pid) {
+                if line.starts(with: downloadsTag), let directory = ownedDirectory(line.dropFirst(downloadsTag.count), pid: pid) {
                     try? FileManager.default.removeItem(atPath: directory)
-                } else if line.hasPrefix("partial "), isPartialName(line.dropFirst(8), pid: pid) {
-                    unlink(String(line.dropFirst(8)))
+                } else if line.starts(with: partialTag), isPartialName(line.dropFirst(partialTag.count), pid: pid) {
+                    (Array(line.dropFirst(partialTag.count)) + [0]).withUnsafeBufferPointer { path in
+                        path.withMemoryRebound(to: CChar.self) { _ = unlink($0.baseAddress!) }
+                    }
                 }
             }
             unlink(path)
         }
     }
 
-    /// Whether `path` ends in a partial file name courier gives for `pid`.
-    static func isPartialName(_ path: Substring, pid: String) -> Bool {
-        guard let name = path.split(separator: "/").last, !pid.isEmpty else { return false }
-        return name.hasPrefix(".") && name.hasSuffix(".part") && name.contains(".courier-\(pid)-")
-            && !path.utf8.contains(0)
+    private static let downloadsTag = Array("downloads ".utf8)
+    private static let partialTag = Array("partial ".utf8)
+
+    /// Whether `path` ends in a partial file name courier gives for `pid`:
+    /// `.<name>.courier-<pid>-<random>.part`.
+    static func isPartialName(_ path: ArraySlice<UInt8>, pid: [UInt8]) -> Bool {
+        guard !pid.isEmpty, !path.contains(0), let name = path.split(separator: UInt8(ascii: "/")).last else { return false }
+        let marker = Array(".courier-".utf8) + pid + [UInt8(ascii: "-")]
+        return name.first == UInt8(ascii: ".") && name.reversed().starts(with: ".part".utf8.reversed())
+            && (0...max(0, name.count - marker.count)).contains { name.dropFirst($0).starts(with: marker) }
     }
 
-    /// `path` when it is a `downloads/<pid>` directory of that process.
-    private static func ownedDirectory(_ path: Substring, pid: String) -> String? {
-        let parts = path.split(separator: "/")
-        guard parts.count >= 2, parts[parts.count - 1] == pid, parts[parts.count - 2] == "downloads" else { return nil }
-        return String(path)
+    /// `path` when it is a `downloads/<pid>` directory of that process, in
+    /// valid UTF-8.
+    private static func ownedDirectory(_ path: ArraySlice<UInt8>, pid: [UInt8]) -> String? {
+        let parts = path.split(separator: UInt8(ascii: "/"))
+        guard !path.contains(0), parts.count >= 2, parts[parts.count - 1].elementsEqual(pid),
+            parts[parts.count - 2].elementsEqual("downloads".utf8)
+        else { return nil }
+        return String(bytes: path, encoding: .utf8)
     }
 
-    private static func readLines(_ fd: Int32) -> [Substring] {
+    private static func readLines(_ fd: Int32) -> [ArraySlice<UInt8>] {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while bytes.count < 64 << 20 {
@@ -101,6 +113,6 @@ final class Leftovers: Sendable {
             guard count > 0 else { break }
             bytes += buffer[..<count]
         }
-        return String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+        return bytes.split(separator: UInt8(ascii: "\n"))
     }
 }
