@@ -221,6 +221,8 @@ def test_canonically_equivalent_slots_and_views_are_distinct(courier, origin):
     assert first["receipt"] not in c.outcomes
     c.bind("e\u0301", task=first["task"])
     c.bind("\u00e9", task=second["task"])
+    # Each view hears its state right after its bind's reply.
+    c.wait_until(lambda: len(c.notifications("view/animating")) >= 2, what="a view/animating per view")
     views = {n.params["view"] for n in c.notifications("view/animating")}
     assert views == {"e\u0301", "\u00e9"}
     assert c.cancel(slot="K")["cancelled"]
