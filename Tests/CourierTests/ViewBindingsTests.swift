@@ -22,17 +22,16 @@ private func progress(_ view: String, _ received: Int64, _ expected: Int64?, fra
         ])
 }
 
-/// Bindings whose notifications land in `sent`.
+/// Bindings and what their views were told, as the wire carries it.
 private final class Harness {
-    var sent: [Sent] = []
-    lazy var bindings = ViewBindings { [unowned self] method, params in
-        self.sent.append(Sent(method: method, params: params))
-    }
+    var bindings = ViewBindings()
 
     /// The notifications since the last call.
     func take() -> [Sent] {
-        defer { sent = [] }
-        return sent
+        bindings.takeNotices().map { notice in
+            let (method, params) = notice.notification
+            return Sent(method: method, params: params)
+        }
     }
 }
 

@@ -72,10 +72,8 @@ public final class InProcessDownloads: Sendable {
         var requestsByReceipt: [String: Int] = [:]
     }
 
-    private let downloader: Downloader
-    /// Hands a `download` request to the downloader and its response to a
-    /// closure, as the server's dispatcher does.
-    private let dispatcher: Dispatcher
+    private let downloader: Downloader<Int>
+    private let configuration: Configuration
     private let state: Locked<State>
     private let events: DispatchQueue
     /// Entered per started request, left once its `finished` event has run.
@@ -85,32 +83,33 @@ public final class InProcessDownloads: Sendable {
         let state = Locked(State())
         let events = DispatchQueue(label: "courier.in-process.events")
         let unfinished = DispatchGroup()
-        // Called with the downloader's lock held: only look-ups here, the
+        // Called in the order things happened: a request's answer (naming
+        // its receipt) before the receipt's notices. Only look-ups here, the
         // handler runs on `events`.
-        let emit: @Sendable (String, JSON) -> Void = { method, params in
-            switch method {
-            case "download/progress":
-                let receipts = params["receipts"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let answer: @Sendable (Int, Answer) -> Void = { request, answer in
+            guard case .download(let reply) = answer else { return }
+            state.withLock { $0.requestsByReceipt[reply.receipt] = request }
+        }
+        let notify: @Sendable (Notice) -> Void = { notice in
+            switch notice {
+            case .progress(let figures, let receipts):
                 let requests = state.withLock { state in receipts.compactMap { state.requestsByReceipt[$0] } }
-                let progress = Progress(received: params["received"]?.integerValue ?? 0, expected: params["expected"]?.integerValue)
+                let progress = Progress(received: figures.received, expected: figures.expected)
                 events.async { for request in requests { handler(.progress(request: request, progress)) } }
-            case "download/finished":
-                guard let receipt = params["receipt"]?.stringValue,
-                    let request = state.withLock({ $0.requestsByReceipt.removeValue(forKey: receipt) })
-                else { return }
-                let completion = Completion(outcome: params["outcome"] ?? [:])
+            case .finished(let receipt, _, let outcome):
+                guard let request = state.withLock({ $0.requestsByReceipt.removeValue(forKey: receipt) }) else { return }
+                let completion = Completion(outcome: outcome.json)
                 events.async {
                     handler(.finished(request: request, completion))
                     unfinished.leave()
                 }
-            default:
+            case .view:
                 break
             }
         }
         let cache = ResponseCache(configuration: configuration, logger: logger)
-        downloader = try Downloader(settings: configuration, cache: cache, emit: emit, logger: logger)
-        dispatcher = Dispatcher(logger: logger)
-        dispatcher.register("download") { [downloader] params, reply in try downloader.download(params, reply: reply) }
+        downloader = try Downloader(settings: configuration, cache: cache, answer: answer, notify: notify, logger: logger)
+        self.configuration = configuration
         self.state = state
         self.events = events
         self.unfinished = unfinished
@@ -118,36 +117,25 @@ public final class InProcessDownloads: Sendable {
 
     /// Starts a request and returns its number; its events follow.
     public func start(_ request: Request) throws(RequestError) -> Int {
+        let checked: DownloadRequest
+        do throws(RPCError) {
+            checked = try DownloadRequest(
+                Params(["url": .string(request.url), "destination": .string(request.destination)]), defaults: configuration)
+        } catch {
+            throw RequestError(code: "invalid_request", message: error.message)
+        }
         let id = state.withLock { state in
             state.next += 1
             return state.next
         }
-        let message: JSON = [
-            "jsonrpc": "2.0", "id": JSON(id), "method": "download",
-            "params": ["url": .string(request.url), "destination": .string(request.destination)],
-        ]
-        let response = Locked<JSON?>(nil)
         unfinished.enter()
-        // The response comes before the receipt's `download/finished`: the
-        // downloader answers while it still holds its lock.
-        dispatcher.receive(JSONCodec.encode(message)) { [state] answer in
-            if let receipt = answer["result"]?["receipt"]?.stringValue {
-                state.withLock { $0.requestsByReceipt[receipt] = id }
-            }
-            response.withLock { $0 = answer }
-        }
-        let answer = response.withLock { $0 }
-        guard let answer, answer["result"]?["receipt"] != nil else {
-            unfinished.leave()
-            let message = answer?["error"]?["message"]?.stringValue ?? "the request was not answered"
-            throw RequestError(code: "invalid_request", message: message)
-        }
+        downloader.download(checked, waiter: id)
         return id
     }
 
     /// Ends every unfinished request with `cancelled`; their partial files go.
     public func cancelAll() {
-        _ = try? downloader.cancel(Params(["all": true]))
+        try? downloader.cancel(.all, waiter: 0)
     }
 
     /// Blocks until every started request's `finished` event has run.

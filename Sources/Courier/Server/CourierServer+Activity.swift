@@ -1,10 +1,9 @@
 import JSON
 import JSONRPC
 
-/// `bind` and the `indicator/*` methods.
+/// The `indicator/*` methods.
 extension CourierServer {
     func registerActivity() {
-        dispatcher.register(checked: "bind") { [downloader] params, reply in try downloader.bind(params, reply: reply) }
         dispatcher.register(checked: "indicator/state") { [indicator] params, reply in
             _ = try params.byName(allowed: [])
             reply.success(indicator.state)

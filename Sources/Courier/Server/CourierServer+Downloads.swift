@@ -1,13 +1,77 @@
 import JSON
 import JSONRPC
 
-/// `download`, `cancel`, `suspend`, `resume`, `progress`.
+/// `download`, `cancel`, `suspend`, `resume`, `progress` and `bind`: their
+/// params are checked here and become the downloader's events; the answers
+/// come back through `json(_:)`.
 extension CourierServer {
     func registerDownloads() {
-        dispatcher.register(checked: "download") { [downloader] params, reply in try downloader.download(params, reply: reply) }
-        dispatcher.register(checked: "cancel") { [downloader] params, reply in reply.success(try downloader.cancel(params)) }
-        dispatcher.register(checked: "suspend") { [downloader] params, reply in reply.success(try downloader.suspend(params)) }
-        dispatcher.register(checked: "resume") { [downloader] params, reply in reply.success(try downloader.resume(params)) }
-        dispatcher.register(checked: "progress") { [downloader] params, reply in reply.success(try downloader.progress(params)) }
+        dispatcher.register(checked: "download") { [self] params, reply in
+            downloader.download(try DownloadRequest(params, defaults: currentConfiguration), waiter: reply)
+        }
+        dispatcher.register(checked: "cancel") { [downloader] params, reply in
+            let named = try params.byName(allowed: ["receipt", "slot", "all"])
+            guard ["receipt", "slot", "all"].filter({ named.has($0) }).count == 1 else {
+                throw RPCError.invalidParams("give exactly one of 'receipt', 'slot' or 'all'")
+            }
+            let target: CancelTarget
+            if let id = try named.optionalString("receipt") {
+                target = .receipt(id)
+            } else if let slot = try named.optionalString("slot") {
+                target = .slot(slot)
+            } else if try named.optionalBool("all") == true {
+                target = .all
+            } else {
+                reply.success(Self.json(.cancelled(count: 0)))
+                return
+            }
+            try Self.schedulerCall { () throws(SchedulerError) in try downloader.cancel(target, waiter: reply) }
+        }
+        dispatcher.register(checked: "suspend") { [downloader] params, reply in
+            let target = try Self.taskTarget(params)
+            try Self.schedulerCall { () throws(SchedulerError) in try downloader.suspend(target, waiter: reply) }
+        }
+        dispatcher.register(checked: "resume") { [downloader] params, reply in
+            let target = try Self.taskTarget(params)
+            try Self.schedulerCall { () throws(SchedulerError) in try downloader.resume(target, waiter: reply) }
+        }
+        dispatcher.register(checked: "progress") { [downloader] params, reply in
+            let receipt = try params.byName(allowed: ["receipt"]).optionalString("receipt")
+            try Self.schedulerCall { () throws(SchedulerError) in try downloader.progress(receipt: receipt, waiter: reply) }
+        }
+        dispatcher.register(checked: "bind") { [downloader] params, reply in
+            let named = try params.byName(allowed: ["view", "task", "receipt", "kind"])
+            let view = try named.string("view")
+            let kind = try named.optionalChoice("kind", as: BindingKind.self) ?? .animating
+            let receiptID = try named.optionalString("receipt")
+            let taskID = try named.optionalString("task")
+            let unbinding = named["task"]?.isNull == true && receiptID == nil
+            guard unbinding || (taskID == nil) != (receiptID == nil) else {
+                throw RPCError.invalidParams("give exactly one of 'task' (null unbinds) or 'receipt'")
+            }
+            let target: TaskTarget? = unbinding ? nil : receiptID.map(TaskTarget.receipt) ?? taskID.map(TaskTarget.task)
+            try Self.schedulerCall { () throws(SchedulerError) in
+                try downloader.bind(view: view, to: target, kind: kind, waiter: reply)
+            }
+        }
+    }
+
+    /// `{task}` or `{receipt}`, exactly one.
+    private static func taskTarget(_ params: Params) throws -> TaskTarget {
+        let named = try params.byName(allowed: ["task", "receipt"])
+        let taskID = try named.optionalString("task")
+        let receiptID = try named.optionalString("receipt")
+        guard (taskID == nil) != (receiptID == nil) else {
+            throw RPCError.invalidParams("give exactly one of 'task' or 'receipt'")
+        }
+        return receiptID.map(TaskTarget.receipt) ?? .task(taskID!)
+    }
+
+    private static func schedulerCall(_ body: () throws(SchedulerError) -> Void) throws(RPCError) {
+        do throws(SchedulerError) {
+            try body()
+        } catch {
+            throw rpcError(error)
+        }
     }
 }

@@ -15,7 +15,7 @@ public final class CourierServer: Sendable {
     private let phase = Locked(Phase.running)
     private let finishing = Locked(false)
     private let terminate: @Sendable (Int32) -> Never
-    let downloader: Downloader
+    let downloader: Downloader<Reply>
     let indicator: ActivityIndicator
     let cache: ResponseCache
 
@@ -40,12 +40,18 @@ public final class CourierServer: Sendable {
             connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
         }
         self.cache = ResponseCache(configuration: configuration, logger: logger)
-        self.downloader = try Downloader(
-            settings: configuration, cache: cache, emit: emit, batch: { connection.batchingOutput($0) }, logger: logger)
-        self.indicator = ActivityIndicator(
+        let indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
             completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
-        downloader.setActivity(ActivityHub(indicator: indicator, bindings: ViewBindings(emit: emit)))
+        self.indicator = indicator
+        self.downloader = try Downloader(
+            settings: configuration, cache: cache, indicator: indicator,
+            answer: { reply, answer in reply.success(Self.json(answer)) },
+            notify: { notice in
+                let (method, params) = Self.notification(notice)
+                emit(method, params)
+            },
+            batch: { connection.batchingOutput($0) }, logger: logger)
         registerLifecycle()
         registerDownloads()
         registerActivity()

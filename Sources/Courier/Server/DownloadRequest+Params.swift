@@ -1,62 +1,14 @@
 import Curl
-import Foundation
 import JSON
 import JSONRPC
 
-enum Priority: String, Sendable, Comparable, CaseIterable {
-    case high
-    case normal
-    case low
-
-    var rank: Int {
-        switch self {
-        case .high: 0
-        case .normal: 1
-        case .low: 2
-        }
-    }
-
-    static func < (lhs: Priority, rhs: Priority) -> Bool { lhs.rank > rhs.rank }
-}
-
-enum BodyKind: String, Sendable {
-    case none
-    case text
-    case base64
-}
-
-enum CachePolicy: String, Sendable {
-    case `default`
-    case reload
-    case cacheElseLoad
-    case cacheOnly
-}
-
-/// The params of one `download`, checked.
-struct DownloadRequest: Sendable {
-    var url: String
-    var scheme: String
-    /// The URL carries a user name or password.
-    var hasUserInfo: Bool
-    /// Names as the client gave them; compared without case.
-    var headers: [(name: String, value: String)]
-    var slot: String?
-    var priority: Priority
-    var cachePolicy: CachePolicy
-    var accept: [String]?
-    var body: BodyKind
-    var textEncoding: String?
-    var destination: String?
-    var maxBytes: Int64?
-    var timeout: Double
-    var cacheKey: String?
-    var wait: Bool
-
+extension DownloadRequest {
     static let paramNames: Set<String> = [
         "url", "headers", "slot", "priority", "cachePolicy", "accept", "body", "textEncoding", "destination",
         "maxBytes", "timeout", "cacheKey", "wait",
     ]
 
+    /// The params of a `download`, checked.
     init(_ params: Params, defaults: Configuration) throws(RPCError) {
         let named = try params.byName(allowed: Self.paramNames)
         url = try named.string("url")
@@ -111,30 +63,4 @@ struct DownloadRequest: Sendable {
         wait = try named.optionalBool("wait") ?? false
     }
 
-    /// Header names whose values identify the user: a response to a request
-    /// carrying one is never stored, and none follows a redirect to another
-    /// origin.
-    static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
-
-    /// Whether the request carries credentials: a user name or password in
-    /// its URL, or a credential header.
-    var hasCredentials: Bool {
-        hasUserInfo || headers.contains { Self.credentialHeaders.contains($0.name.lowercased()) }
-    }
-
-    /// Whether a response's Content-Type is one `accept` allows.
-    func accepts(contentType: String?) -> Bool {
-        guard let accept, !accept.isEmpty else { return true }
-        guard let contentType else { return false }
-        let media = contentType.split(separator: ";", maxSplits: 1).first.map {
-            $0.trimmingBlanks.lowercased()
-        } ?? ""
-        let type = media.split(separator: "/").first.map(String.init) ?? media
-        return accept.contains { pattern in
-            let pattern = pattern.split(separator: ";", maxSplits: 1).first.map {
-                $0.trimmingBlanks
-            } ?? pattern
-            return pattern == "*/*" || pattern == media || pattern == "\(type)/*"
-        }
-    }
 }

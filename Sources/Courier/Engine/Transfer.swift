@@ -57,6 +57,8 @@ struct TransferResult: Sendable {
     var size: Int64
     /// The file holding the body, when the transfer succeeded.
     var bodyPath: String?
+    /// Where that file is, when the transfer succeeded.
+    var body: BodyTarget? = nil
     /// The body's first bytes (up to `ImageInfo.sniffLength`), kept while
     /// they streamed by so nobody reads the file again to recognise an image.
     var head: [UInt8] = []
@@ -81,6 +83,9 @@ struct BodyTarget: Sendable {
     /// 0600 for files in courier's own directories; 0666 (less the umask)
     /// for one that becomes the client's destination.
     let mode: mode_t
+    /// Set when the body streams beside a destination: that destination as
+    /// the client gave it, and its name in `directory`.
+    var destination: (path: String, name: String)? = nil
 
     var path: String { directory.path + "/" + name }
 
@@ -130,7 +135,9 @@ struct RedirectPolicy: Sendable {
 /// Everything but the immutable configuration is touched only on the
 /// engine's thread.
 final class Transfer: EasyHandleDelegate, @unchecked Sendable {
-    let taskID: String
+    let id: TransferID
+    /// When the first request was sent, for the stored response's age.
+    let requestDate = Date()
     let options: EasyOptions
     let redirectPolicy: RedirectPolicy
     let body: BodyTarget
@@ -157,10 +164,10 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var paused = false
 
     init(
-        taskID: String, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
+        id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
         observer: any TransferObserver
     ) {
-        self.taskID = taskID
+        self.id = id
         self.options = options
         self.redirectPolicy = redirectPolicy
         self.body = body
@@ -268,7 +275,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if failure != nil { body.remove() }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
-            bodyPath: failure == nil ? body.path : nil, head: firstBytes, redirects: redirects, failure: failure)
+            bodyPath: failure == nil ? body.path : nil, body: failure == nil ? body : nil, head: firstBytes, redirects: redirects, failure: failure)
         observer.transferDidComplete(self, result)
         return true
     }

@@ -1,23 +1,23 @@
 /// Tasks waiting to run: higher priority first, then first-in-first-out or
-/// last-in-first-out within a priority. Entries are removed lazily: a task
-/// that left the queue (started, cancelled, suspended, re-prioritized) is
-/// skipped when its entry comes up.
-struct RunQueue {
-    private struct Entry {
-        let task: DownloadTask
+/// last-in-first-out within a priority. Entries are removed lazily: an entry
+/// whose generation is no longer its task's (the task started, was
+/// cancelled, suspended or re-prioritized) is skipped when it comes up.
+struct RunQueue: Sendable {
+    private struct Entry: Sendable {
+        let task: String
         let generation: Int
     }
 
     private var lanes: [[Entry]] = Array(repeating: [], count: Priority.allCases.count)
     private var heads: [Int] = Array(repeating: 0, count: Priority.allCases.count)
 
-    mutating func enqueue(_ task: DownloadTask) {
-        task.queueGeneration += 1
-        lanes[task.priority.rank].append(Entry(task: task, generation: task.queueGeneration))
+    mutating func enqueue(_ task: String, priority: Priority, generation: Int) {
+        lanes[priority.rank].append(Entry(task: task, generation: generation))
     }
 
-    /// The next task that may start, removed from the queue.
-    mutating func next(_ prioritization: Prioritization) -> DownloadTask? {
+    /// The next entry for which `isCurrent(task, generation)` holds, removed
+    /// from the queue with every stale entry before it.
+    mutating func next(_ prioritization: Prioritization, isCurrent: (String, Int) -> Bool) -> String? {
         for lane in lanes.indices {
             while heads[lane] < lanes[lane].count {
                 let entry: Entry
@@ -32,10 +32,7 @@ struct RunQueue {
                     lanes[lane].removeAll(keepingCapacity: true)
                     heads[lane] = 0
                 }
-                if entry.generation == entry.task.queueGeneration, entry.task.state == .queued, !entry.task.started {
-                    entry.task.queueGeneration += 1
-                    return entry.task
-                }
+                if isCurrent(entry.task, entry.generation) { return entry.task }
             }
         }
         return nil

@@ -24,11 +24,11 @@ struct Delivery {
     var sharedName: String? = nil
 
     /// The outcomes of a transfer that failed.
-    static func failures(of result: TransferResult, for receipts: [Receipt]) -> [Outcome] {
+    static func failures(of result: TransferResult, for requests: [DownloadRequest]) -> [Outcome] {
         let failure = result.failure ?? TransferFailure(code: .network, message: "no response")
-        return receipts.map { receipt in
-            var outcome = result.response.map { Outcome(url: receipt.request.url, response: $0) }
-                ?? Outcome(url: receipt.request.url)
+        return requests.map { request in
+            var outcome = result.response.map { Outcome(url: request.url, response: $0) }
+                ?? Outcome(url: request.url)
             outcome.error = failure
             return outcome
         }
@@ -38,10 +38,10 @@ struct Delivery {
     /// ask for different things (a file, text, base64, several
     /// destinations): bodies held in memory are read before any file is
     /// moved away, and only the last receipt that needs the file may move it.
-    func deliver(to receipts: [Receipt]) -> [Outcome] {
+    func deliver(to receipts: [(id: String, request: DownloadRequest)]) -> [Outcome] {
         defer { body.discard() }
         let failures = receipts.map {
-            Downloader.check($0.request, response: response, size: size, memoryBodyLimit: memoryBodyLimit)
+            $0.request.refusal(of: response, size: size, memoryBodyLimit: memoryBodyLimit)
         }
         let accepted = receipts.indices.filter { failures[$0] == nil }
         let fileConsumers = accepted.filter {
@@ -79,6 +79,11 @@ struct Delivery {
             let isLastConsumer = fileConsumers.last == index
             do {
                 if let destination = request.destination {
+                    if isLastConsumer, body.moveBeside(to: destination, root: downloadRoot) {
+                        outcome.path = destination
+                        outcomes.append(outcome)
+                        continue
+                    }
                     let source = try body.file(in: downloadsDirectory)
                     do throws(Destination.Failure) {
                         try Destination(destination, root: downloadRoot)
@@ -157,13 +162,36 @@ final class BodyFile {
     private var path: String?
     private var loaded: [UInt8]?
     private var prefixBytes: [UInt8]?
+    /// The body's file, when it streamed beside a destination.
+    private var beside: BodyTarget?
 
     /// A file courier owns; `firstBytes`, when known, spare reading it to
-    /// recognise an image.
-    init(path: String, firstBytes: [UInt8]? = nil, bytes: [UInt8]? = nil) {
+    /// recognise an image. `beside`: the file was made beside a destination,
+    /// in a directory opened when the transfer started.
+    init(path: String, firstBytes: [UInt8]? = nil, bytes: [UInt8]? = nil, beside: BodyTarget? = nil) {
         self.path = path
         self.prefixBytes = firstBytes
         self.loaded = bytes
+        self.beside = beside
+    }
+
+    /// Renames the file over `destination` within the directory it streamed
+    /// into, when it streamed beside that very destination (the same bytes):
+    /// no walk of the path again. Under a download root, a symbolic link
+    /// planted at the destination since is still refused, by the walk
+    /// `Destination.place` makes, so this declines.
+    func moveBeside(to destination: String, root: String?) -> Bool {
+        guard let beside, let target = beside.destination, target.path.isExactly(destination), path != nil else { return false }
+        if root != nil {
+            var info = stat()
+            if fstatat(beside.directory.fd, target.name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFLNK {
+                return false
+            }
+        }
+        guard renameat(beside.directory.fd, beside.name, beside.directory.fd, target.name) == 0 else { return false }
+        path = nil
+        self.beside = nil
+        return true
     }
 
     init(bytes: [UInt8]) { self.loaded = bytes }

@@ -1,5 +1,3 @@
-import JSON
-
 /// The view categories (UIActivityIndicatorView, UIRefreshControl,
 /// UIProgressView) as notifications: client-named views bound to tasks, told
 /// `view/animating {view, animating}` or
@@ -12,17 +10,14 @@ import JSON
 /// or `expected` differs, and `received` never goes backwards for a view.
 /// Views following one task are told in the order they were bound.
 ///
-/// Not thread-safe: every method is called under the downloader's lock,
-/// which also keeps the notifications in the order the task's events
-/// happened. `emit` is called synchronously, so it must only enqueue.
-public final class ViewBindings {
-    public static let animatingNotification = "view/animating"
-    public static let progressNotification = "view/progress"
+/// A value: it lives inside the scheduler's state, and what views are told
+/// is taken with `takeNotices()` in the order it happened.
+struct ViewBindings: Sendable {
 
     /// One view's binding, and what that view was last told.
-    public struct Binding: Hashable, Sendable {
-        public var task: String
-        public var kind: BindingKind
+    struct Binding: Hashable, Sendable {
+        var task: String
+        var kind: BindingKind
         fileprivate var animating = false
         fileprivate var received: Int64 = 0
         fileprivate var expected: Int64?
@@ -32,24 +27,26 @@ public final class ViewBindings {
     private var bindings: [ExactString: Binding] = [:]
     /// The views bound to each task, in the order they were bound.
     private var viewsByTask: [String: [ExactString]] = [:]
-    private let emit: (String, JSON) -> Void
+    private var notices: [ViewNotice] = []
 
-    public init(emit: @escaping (String, JSON) -> Void) {
-        self.emit = emit
+    /// What views were told since the last call, oldest first.
+    mutating func takeNotices() -> [ViewNotice] {
+        defer { notices = [] }
+        return notices
     }
 
     /// The binding of `view`, if it has one.
-    public func binding(of view: String) -> Binding? { bindings[ExactString(view)] }
+    func binding(of view: String) -> Binding? { bindings[ExactString(view)] }
 
     /// The views following `task`, in the order they were bound.
-    public func views(boundTo task: String) -> [String] { (viewsByTask[task] ?? []).map(\.value) }
+    func views(boundTo task: String) -> [String] { (viewsByTask[task] ?? []).map(\.value) }
 
     /// Binds `view` to `task`, replacing any binding it had. `snapshot` is
     /// the task's state now, nil when it has finished: then nothing is sent,
     /// the view is left unbound and the result is false. Otherwise the view
     /// is told the current state at once.
     @discardableResult
-    public func bind(view: String, task: String, kind: BindingKind, snapshot: TaskSnapshot?) -> Bool {
+    mutating func bind(view: String, task: String, kind: BindingKind, snapshot: TaskSnapshot?) -> Bool {
         unbind(view: view)
         guard let snapshot else { return false }
         var binding = Binding(task: task, kind: kind)
@@ -68,7 +65,7 @@ public final class ViewBindings {
     }
 
     /// Ends the binding of `view`, if it has one. Nothing is sent.
-    public func unbind(view: String) {
+    mutating func unbind(view: String) {
         let view = ExactString(view)
         guard let old = bindings.removeValue(forKey: view) else { return }
         viewsByTask[old.task]?.removeAll { $0 == view }
@@ -76,14 +73,14 @@ public final class ViewBindings {
     }
 
     /// The task started or resumed (`running`), or was suspended.
-    public func taskStateChanged(task: String, running: Bool) {
+    mutating func taskStateChanged(task: String, running: Bool) {
         for view in views(boundTo: task) {
             updateAnimating(view: view, to: running)
         }
     }
 
     /// The task's download progress.
-    public func taskProgress(task: String, received: Int64, expected: Int64?) {
+    mutating func taskProgress(task: String, received: Int64, expected: Int64?) {
         for view in views(boundTo: task) {
             updateProgress(view: view, received: received, expected: expected)
         }
@@ -94,7 +91,7 @@ public final class ViewBindings {
     /// views get the final counts when given and different from what they
     /// last heard (pass `expected` equal to `received` after a success so
     /// the view reaches a fraction of 1), and every binding to the task ends.
-    public func taskFinished(task: String, received: Int64? = nil, expected: Int64? = nil) {
+    mutating func taskFinished(task: String, received: Int64? = nil, expected: Int64? = nil) {
         let views = viewsByTask.removeValue(forKey: task) ?? []
         for view in views {
             guard let binding = bindings[view] else { continue }
@@ -110,7 +107,7 @@ public final class ViewBindings {
         }
     }
 
-    private func updateAnimating(view: String, to running: Bool) {
+    private mutating func updateAnimating(view: String, to running: Bool) {
         guard var binding = bindings[ExactString(view)], binding.kind == .animating, binding.animating != running else {
             return
         }
@@ -119,7 +116,7 @@ public final class ViewBindings {
         sendAnimating(view: view, binding)
     }
 
-    private func updateProgress(view: String, received: Int64, expected: Int64?) {
+    private mutating func updateProgress(view: String, received: Int64, expected: Int64?) {
         guard var binding = bindings[ExactString(view)], binding.kind == .progress else { return }
         let received = max(binding.received, received)
         guard received != binding.received || expected != binding.expected else { return }
@@ -129,24 +126,22 @@ public final class ViewBindings {
         sendProgress(view: view, binding)
     }
 
-    private func sendAnimating(view: String, _ binding: Binding) {
-        emit(Self.animatingNotification, ["view": .string(view), "animating": .bool(binding.animating)])
+    private mutating func sendAnimating(view: String, _ binding: Binding) {
+        notices.append(.animating(view: view, animating: binding.animating))
     }
 
-    private func sendProgress(view: String, _ binding: Binding) {
-        let fraction: JSON
-        if let expected = binding.expected, expected > 0 {
-            fraction = .double(min(1, Double(binding.received) / Double(expected)))
-        } else {
-            fraction = .null
-        }
-        emit(
-            Self.progressNotification,
-            [
-                "view": .string(view),
-                "fraction": fraction,
-                "received": .integer(binding.received),
-                "expected": binding.expected.map(JSON.integer) ?? .null,
-            ])
+    private mutating func sendProgress(view: String, _ binding: Binding) {
+        notices.append(.progress(view: view, received: binding.received, expected: binding.expected))
+    }
+}
+
+/// What a bound view is told: `view/animating` or `view/progress`.
+enum ViewNotice: Hashable, Sendable {
+    case animating(view: String, animating: Bool)
+    case progress(view: String, received: Int64, expected: Int64?)
+
+    var fraction: Double? {
+        guard case .progress(_, let received, let expected?) = self, expected > 0 else { return nil }
+        return min(1, Double(received) / Double(expected))
     }
 }

@@ -1,28 +1,27 @@
-import JSON
-
 /// The final progress of the most recent finished receipts, so `progress`
 /// can still answer for them; the oldest are forgotten past `limit`.
-struct FinishedHistory {
+struct FinishedHistory: Sendable {
     let limit: Int
-    private var entries: [String: JSON] = [:]
+    private var entries: [String: ReceiptProgress] = [:]
     private var order: [String] = []
     private var head = 0
     private var receiptsPerTask: [String: Int] = [:]
 
     init(limit: Int) { self.limit = limit }
 
-    subscript(receipt: String) -> JSON? { entries[receipt] }
+    subscript(receipt: String) -> ReceiptProgress? { entries[receipt] }
 
     func hasTask(_ task: String) -> Bool { receiptsPerTask[task] != nil }
 
-    mutating func add(_ receipt: String, _ snapshot: JSON) {
+    mutating func add(_ snapshot: ReceiptProgress) {
+        let receipt = snapshot.receipt
         entries[receipt] = snapshot
         order.append(receipt)
-        if let task = snapshot["task"]?.stringValue { receiptsPerTask[task, default: 0] += 1 }
+        receiptsPerTask[snapshot.figures.task, default: 0] += 1
         while order.count - head > limit {
             let oldest = order[head]
             head += 1
-            if let task = entries.removeValue(forKey: oldest)?["task"]?.stringValue {
+            if let task = entries.removeValue(forKey: oldest)?.figures.task {
                 receiptsPerTask[task, default: 1] -= 1
                 if receiptsPerTask[task] == 0 { receiptsPerTask[task] = nil }
             }

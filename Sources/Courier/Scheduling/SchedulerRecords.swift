@@ -1,6 +1,3 @@
-import Foundation
-import JSONRPC
-
 /// What makes two requests the same task: only fields that change what the
 /// origin is asked.
 struct TaskKey: Hashable, Sendable {
@@ -21,21 +18,28 @@ struct TaskKey: Hashable, Sendable {
     }
 }
 
+/// One attempt at a task's transfer: a task fetched again after a 304 that
+/// no stored body fits keeps its id and gets a new attempt, so events of
+/// the old transfer are told apart.
+struct TransferID: Hashable, Sendable {
+    var task: String
+    var attempt: Int
+}
+
 /// One transfer from the origin, shared by every receipt that asked for it.
-/// Its state is guarded by the downloader's lock.
-final class DownloadTask: @unchecked Sendable {
-    enum State: String {
+struct TaskRecord: Sendable {
+    enum State: String, Sendable {
         case queued
         case running
         case suspended
-        /// Completed, failed or cancelled: no longer in the downloader's maps.
-        case finished
     }
 
     let id: String
+    let attempt: Int
     let key: TaskKey
     let request: DownloadRequest
-    var receipts: [Receipt] = []
+    /// Receipt ids, oldest first.
+    var receipts: [String] = []
     var state = State.queued
     /// Whether the transfer has been handed to the engine.
     var started = false
@@ -43,11 +47,8 @@ final class DownloadTask: @unchecked Sendable {
     /// Bumped whenever the task's place in the run queue changes, so older
     /// queue entries are skipped.
     var queueGeneration = 0
-    var transfer: Transfer?
     /// The stored response this task asks the origin to validate.
     var revalidation: ResponseCache.Stale?
-    /// When the request was sent, for the stored response's age.
-    var requestDate = Date()
 
     var received: Int64 = 0
     var expected: Int64?
@@ -57,49 +58,50 @@ final class DownloadTask: @unchecked Sendable {
     var lastProgressAt = -Double.infinity
     var lastProgressReceived: Int64 = -1
 
-    init(id: String, request: DownloadRequest) {
+    init(id: String, attempt: Int = 1, request: DownloadRequest) {
         self.id = id
+        self.attempt = attempt
         self.key = TaskKey(request)
         self.request = request
         self.priority = request.priority
     }
+
+    var transferID: TransferID { TransferID(task: id, attempt: attempt) }
 
     func bytesPerSecond(now: Double) -> Double {
         let seconds = activeSeconds + (runningSince.map { now - $0 } ?? 0)
         return seconds > 0 ? Double(received) / seconds : 0
     }
 
-    var fraction: Double? {
-        guard let expected, expected > 0 else { return nil }
-        return min(1, Double(received) / Double(expected))
+    func progress(now: Double) -> TaskProgress {
+        TaskProgress(
+            task: id, received: received, expected: expected,
+            bytesPerSecond: bytesPerSecond(now: now).rounded())
     }
 }
 
 /// One client's claim on a task's result: it ends with exactly one
 /// `download/finished`.
-/// Its state is guarded by the downloader's lock.
-final class Receipt: @unchecked Sendable {
+struct ReceiptRecord<Waiter> {
     enum Phase {
         case active
-        /// Its task has ended and its outcome is being prepared.
+        /// Its task has ended (or a cache tier answers it) and its outcome
+        /// is being prepared.
         case completing
-        case finished
     }
 
     let id: String
+    let taskID: String
     let request: DownloadRequest
     let createdAt: Double
-    let taskID: String
-    var task: DownloadTask?
     var phase = Phase.active
-    /// The replies of `download`s with `wait: true` that made or reused
-    /// this receipt: each is answered with the outcome when it finishes.
-    var waiters: [(reply: Reply, reused: Bool)] = []
-
-    init(id: String, taskID: String, request: DownloadRequest, createdAt: Double) {
-        self.id = id
-        self.taskID = taskID
-        self.request = request
-        self.createdAt = createdAt
-    }
+    /// Joined to the live task `taskID`.
+    var attached = false
+    /// The task's figures when it ended, kept while the outcome is prepared.
+    var finalProgress: TaskProgress?
+    /// The `download`s with `wait: true` that made or reused this receipt:
+    /// each is answered with the outcome when it finishes.
+    var waiters: [(waiter: Waiter, reused: Bool)] = []
 }
+
+extension ReceiptRecord: Sendable where Waiter: Sendable {}

@@ -1,5 +1,3 @@
-import JSON
-
 /// Where an outcome's body came from.
 enum OutcomeSource: String, Sendable {
     case network
@@ -44,31 +42,5 @@ struct Outcome: Sendable {
         httpVersion = response.httpVersion
         headers = response.headerObject
         contentType = response.contentType
-    }
-
-    var json: JSON {
-        var object: [String: JSON] = [
-            "ok": .bool(ok),
-            "url": .string(url),
-            "finalUrl": .string(finalURL),
-            "status": status.map { JSON($0) } ?? .null,
-            "httpVersion": JSON(httpVersion),
-            "headers": .object(headers.mapValues(JSON.string)),
-            "contentType": JSON(contentType),
-            "size": .integer(size),
-            "source": .string(source.rawValue),
-            "durationMs": .double((durationMs * 1000).rounded() / 1000),
-        ]
-        if let path { object["path"] = .string(path) }
-        if let text { object["text"] = .string(text) }
-        if let base64 { object["base64"] = .string(base64) }
-        if let image { object["image"] = image.json }
-        if let error {
-            var detail: [String: JSON] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
-            if error.code == .httpStatus, let status { detail["httpStatus"] = JSON(status) }
-            if let curlCode = error.curlCode { detail["curlCode"] = .integer(Int64(curlCode)) }
-            object["error"] = .object(detail)
-        }
-        return .object(object)
     }
 }

@@ -1,13 +1,9 @@
-import JSON
-
 /// The format and size of a PNG, JPEG, GIF or WebP body, read from its first
 /// bytes.
 struct ImageInfo: Sendable, Equatable {
     var format: String
     var width: Int
     var height: Int
-
-    var json: JSON { ["format": .string(format), "width": JSON(width), "height": JSON(height)] }
 
     /// Bytes enough to find the size of any of the four formats in practice.
     static let sniffLength = 64 << 10

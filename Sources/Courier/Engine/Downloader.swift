@@ -1,0 +1,342 @@
+import Curl
+import Foundation
+import Locking
+import Logging
+
+/// Runs the scheduler against the world: the one owner of its state, the
+/// libcurl engine that moves the bytes, the cache, and the delivery of
+/// outcomes.
+///
+/// Every event — a request, a transfer's headers, data or end, a delivered
+/// outcome — is one short step on the scheduler's state under `state`'s
+/// lock, which appends the actions it returns to `outbox` in the order the
+/// steps happened. The actions are then carried out after the lock is let
+/// go, by whichever thread finds the outbox idle, one after another: so
+/// answers and notifications leave in the order things happened, and
+/// nothing that can block (file placement, cache writes, JSON encoding)
+/// runs under a lock that transfers or request reading need.
+final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
+    typealias Action = SchedulerAction<Waiter>
+
+    private struct Outbox {
+        var actions: [Action] = []
+        var draining = false
+    }
+
+    private let state: Locked<DownloadScheduler<Waiter>>
+    private let outbox = Locked(Outbox())
+    /// Transfers handed to the engine, until they end or are stopped.
+    private let transfers = Locked<[TransferID: Transfer]>([:])
+    private let settings: Locked<Configuration>
+    let engine: TransferEngine
+    let cache: ResponseCache
+    private let indicator: ActivityIndicator?
+    private let onAnswer: @Sendable (Waiter, Answer) -> Void
+    private let onNotice: @Sendable (Notice) -> Void
+    private let batch: @Sendable (() -> Void) -> Void
+    private let logger: Logger
+    /// `<cache dir>/tmp`, where bodies stream when not beside a destination.
+    private let temporaryDirectory: DirectoryHandle
+    private let downloadsDirectory: String
+    /// Set at start-up: every destination lies inside it.
+    private let downloadRoot: String?
+    private let redirectPolicy: RedirectPolicy
+    /// This process's files outside the cache entries, for removal after a crash.
+    private let leftovers: Leftovers
+    private let transferDefaults: EasyOptions
+    /// Turns finished transfers into outcomes (file moves, cache writes, text
+    /// decoding) off the engine's thread, so no transfer waits on that I/O.
+    private let deliveries = DispatchQueue(label: "courier.deliveries")
+
+    /// `answer` and `notify` receive what the scheduler says, in order;
+    /// `batch` runs a turn of the transfer engine, or a run of actions, with
+    /// the messages it causes sent as one burst.
+    init(
+        settings: Configuration, cache: ResponseCache, indicator: ActivityIndicator? = nil,
+        answer: @escaping @Sendable (Waiter, Answer) -> Void, notify: @escaping @Sendable (Notice) -> Void,
+        batch: @escaping @Sendable (() -> Void) -> Void = { $0() }, logger: Logger
+    ) throws {
+        self.settings = Locked(settings)
+        self.state = Locked(DownloadScheduler(settings: SchedulerSettings(settings)))
+        self.cache = cache
+        self.indicator = indicator
+        self.onAnswer = answer
+        self.onNotice = notify
+        self.batch = batch
+        self.logger = logger
+        downloadsDirectory = settings.cacheDir + "/downloads/\(getpid())"
+        for directory in [settings.cacheDir + "/tmp", settings.cacheDir + "/journals", downloadsDirectory] {
+            try DirectoryHandle.makePrivateDirectories(directory)
+        }
+        temporaryDirectory = try DirectoryHandle(opening: settings.cacheDir + "/tmp")
+        leftovers = try Leftovers(
+            journals: settings.cacheDir + "/journals", temporaryDirectory: temporaryDirectory.path,
+            downloadsDirectory: downloadsDirectory)
+        downloadRoot = settings.downloadRoot
+        redirectPolicy = RedirectPolicy(allowsInsecure: settings.allowInsecureRedirects)
+        var defaults = EasyOptions(url: "")
+        defaults.protocols = settings.allowedSchemes.sorted().joined(separator: ",")
+        defaults.caFile = settings.caFile
+        defaults.proxy = settings.proxy
+        defaults.userAgent = "courier/\(Configuration.version)"
+        transferDefaults = defaults
+        engine = TransferEngine(logger: logger, batch: batch)
+    }
+
+    func update(settings newSettings: Configuration) {
+        settings.withLock { $0 = newSettings }
+        step { scheduler, now in scheduler.update(settings: SchedulerSettings(newSettings), now: now) }
+    }
+
+    var currentSettings: Configuration { settings.withLock { $0 } }
+
+    // MARK: - Requests
+
+    /// Starts a `download`; `waiter` hears the answer. Its destination is
+    /// checked and the cache consulted before the scheduler sees it.
+    func download(_ request: DownloadRequest, waiter: Waiter) {
+        let refusal = request.destination.flatMap { path -> TransferFailure? in
+            do throws(Destination.Failure) {
+                try Destination(path, root: downloadRoot).check()
+                return nil
+            } catch {
+                return error.transferFailure
+            }
+        }
+        let lookup = refusal == nil ? cache.lookup(request) : .miss
+        let answer: CacheAnswer
+        switch lookup {
+        case .hit(let hit): answer = .hit(hit.tier == .memory ? .memory : .disk)
+        case .stale(let stale): answer = .stale(stale)
+        case .miss: answer = .miss
+        }
+        let admission = step { scheduler, now in
+            scheduler.download(request, refusal: refusal, cache: answer, waiter: waiter, now: now)
+        }
+        switch admission {
+        case .served(let receipt):
+            guard case .hit(let hit) = lookup else { return }
+            cache.countHit()
+            serve(hit, to: receipt, request: request)
+        case .queued:
+            if case .stale = answer { cache.countRevalidation() } else { cache.countMiss() }
+        case .reused, .refused, .joined:
+            break
+        }
+    }
+
+    func cancel(_ target: CancelTarget, waiter: Waiter) throws(SchedulerError) {
+        try step { scheduler, now throws(SchedulerError) in try scheduler.cancel(target, waiter: waiter, now: now) }
+    }
+
+    func suspend(_ target: TaskTarget, waiter: Waiter) throws(SchedulerError) {
+        try step { scheduler, now throws(SchedulerError) in try scheduler.suspend(target, waiter: waiter, now: now) }
+    }
+
+    func resume(_ target: TaskTarget, waiter: Waiter) throws(SchedulerError) {
+        try step { scheduler, now throws(SchedulerError) in try scheduler.resume(target, waiter: waiter, now: now) }
+    }
+
+    func progress(receipt: String?, waiter: Waiter) throws(SchedulerError) {
+        try step { scheduler, now throws(SchedulerError) in try scheduler.progress(receipt: receipt, waiter: waiter, now: now) }
+    }
+
+    func bind(view: String, to target: TaskTarget?, kind: BindingKind, waiter: Waiter) throws(SchedulerError) {
+        try step { scheduler, _ throws(SchedulerError) in try scheduler.bind(view: view, to: target, kind: kind, waiter: waiter) }
+    }
+
+    /// Ends every unfinished receipt with `shutdown`, stops the engine, and
+    /// waits for outcomes being prepared.
+    func shutdown() {
+        let first = step { scheduler, now in
+            defer { scheduler.shutdown(now: now) }
+            return !scheduler.isShutDown
+        }
+        guard first else { return }
+        engine.shutdown(timeout: 5)
+        deliveries.sync {}
+        try? FileManager.default.removeItem(atPath: downloadsDirectory)
+        leftovers.finish()
+    }
+
+    // MARK: - Transfer events, on the engine's thread
+
+    func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool {
+        step { scheduler, now in scheduler.responseArrived(transfer.id, response, now: now) }
+    }
+
+    func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool {
+        step { scheduler, now in scheduler.dataArrived(transfer.id, received: received, expected: expected, now: now) }
+    }
+
+    func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {
+        step { scheduler, now in scheduler.transferEnded(transfer.id, result, now: now) }
+    }
+
+    // MARK: - Steps and actions
+
+    /// Applies one event to the scheduler and carries out what it asks.
+    @discardableResult
+    private func step<Result, Failure: Error>(
+        _ event: (inout DownloadScheduler<Waiter>, Double) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let result = try state.withLock { scheduler throws(Failure) -> Result in
+            defer {
+                let actions = scheduler.takeActions()
+                if !actions.isEmpty { outbox.withLock { $0.actions.append(contentsOf: actions) } }
+            }
+            return try event(&scheduler, MonotonicClock.now())
+        }
+        drain()
+        return result
+    }
+
+    /// Carries out queued actions in order, unless another thread is.
+    private func drain() {
+        let claimed = outbox.withLock { outbox in
+            guard !outbox.draining, !outbox.actions.isEmpty else { return false }
+            outbox.draining = true
+            return true
+        }
+        guard claimed else { return }
+        while true {
+            let actions = outbox.withLock { outbox in
+                let actions = outbox.actions
+                outbox.actions = []
+                if actions.isEmpty { outbox.draining = false }
+                return actions
+            }
+            if actions.isEmpty { return }
+            batch { for action in actions { perform(action) } }
+        }
+    }
+
+    private func perform(_ action: Action) {
+        switch action {
+        case .answer(let waiter, let answer):
+            onAnswer(waiter, answer)
+        case .notify(let notice):
+            onNotice(notice)
+        case .start(let order):
+            start(order)
+        case .stop(let id, let discardBody):
+            guard let transfer = transfers.withLock({ $0.removeValue(forKey: id) }) else { return }
+            engine.cancel(transfer)
+            // Its partial body goes now, not when the engine gets to it, so a
+            // client told `cancelled` never sees it; writes still under way
+            // land in the unlinked file.
+            if discardBody {
+                transfer.isAbandoned.store(true, ordering: .releasing)
+                transfer.body.remove()
+            }
+        case .pause(let id):
+            if let transfer = transfers.withLock({ $0[id] }) { engine.pause(transfer) }
+        case .resume(let id):
+            if let transfer = transfers.withLock({ $0[id] }) { engine.resume(transfer) }
+        case .deliver(let order):
+            let transfer = transfers.withLock { $0.removeValue(forKey: order.id) }
+            let requestDate = transfer?.requestDate ?? Date()
+            deliveries.async { [self] in
+                batch { deliver(order, requestDate: requestDate) }
+            }
+        case .discard(let path):
+            unlink(path)
+        case .transferStarted(let task):
+            indicator?.transferStarted(task)
+        case .transferStopped(let task):
+            indicator?.transferStopped(task)
+        }
+    }
+
+    private func start(_ order: TransferOrder) {
+        let settings = currentSettings
+        var options = transferDefaults
+        options.url = order.request.url
+        options.headers = order.request.headers + (order.revalidation?.conditionalHeaders ?? [])
+        options.timeoutMilliseconds = Int(order.request.timeout * 1000)
+        options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
+        options.lowSpeedLimit = settings.lowSpeedLimit
+        options.lowSpeedTime = settings.lowSpeedTime
+        let transfer = Transfer(
+            id: order.id, options: options, redirectPolicy: redirectPolicy,
+            body: bodyTarget(for: order), observer: self)
+        transfers.withLock { $0[order.id] = transfer }
+        engine.start(transfer)
+    }
+
+    /// Where a task's body streams to: beside its first receipt's destination
+    /// when that directory exists and may be written, so placing it there is
+    /// a rename within one directory, else in the cache's temporary directory.
+    private func bodyTarget(for order: TransferOrder) -> BodyTarget {
+        if let path = order.destination {
+            let destination = Destination(path, root: downloadRoot)
+            if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
+                let target = BodyTarget(
+                    directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name))
+                leftovers.record(partial: target.path)
+                return target
+            }
+        }
+        let name = "\(leftovers.owner)-\(order.id.task)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
+        return BodyTarget(directory: temporaryDirectory, name: name, mode: 0o600)
+    }
+
+    // MARK: - Delivery, on the delivery queue
+
+    /// Answers a receipt from a cache tier: the body is placed and decoded
+    /// on the calling thread, then the receipt finishes.
+    private func serve(_ hit: ResponseCache.Hit, to receipt: String, request: DownloadRequest) {
+        let outcome = delivery(
+            response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
+            source: hit.tier == .memory ? .memory : .disk, sharedName: hit.sharedName
+        ).deliver(to: [(receipt, request)])[0]
+        step { scheduler, now in scheduler.delivered([(receipt, outcome)], now: now) }
+    }
+
+    /// The outcomes of a finished transfer for the receipts it had.
+    private func deliver(_ order: DeliveryOrder, requestDate: Date) {
+        let result = order.result
+        let outcomes: [Outcome]
+        if let response = result.response, let bodyPath = result.bodyPath, result.failure == nil {
+            let responseDate = Date()
+            if response.status == 304, let stale = order.revalidation {
+                unlink(bodyPath)
+                guard let hit = cache.revalidated(stale, notModified: response, requestTime: requestDate, responseTime: responseDate)
+                else {
+                    cache.countMiss()
+                    step { scheduler, now in scheduler.retry(order, now: now) }
+                    return
+                }
+                outcomes = delivery(
+                    response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body), source: .revalidated
+                ).deliver(to: order.receipts)
+            } else {
+                let keys = ResponseCache.storageKeys(
+                    for: order.receipts.map(\.request), redirects: result.redirects, finalURL: response.finalURL)
+                let bytes = (200...299).contains(response.status)
+                    ? cache.store(
+                        keys: keys, request: order.request, head: response, requestTime: requestDate,
+                        responseTime: responseDate, bodyPath: bodyPath, size: result.size)
+                    : nil
+                outcomes = delivery(
+                    response: response, size: result.size,
+                    body: BodyFile(path: bodyPath, firstBytes: result.head, bytes: bytes, beside: result.body?.destination != nil ? result.body : nil),
+                    source: .network
+                ).deliver(to: order.receipts)
+            }
+        } else {
+            outcomes = Delivery.failures(of: result, for: order.receipts.map(\.request))
+        }
+        let finished = zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }
+        step { scheduler, now in scheduler.delivered(finished, now: now) }
+    }
+
+    private func delivery(
+        response: ResponseHead, size: Int64, body: BodyFile, source: OutcomeSource, sharedName: String? = nil
+    ) -> Delivery {
+        Delivery(
+            response: response, size: size, body: body, source: source, downloadsDirectory: downloadsDirectory,
+            downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: currentSettings.maxMemoryBody, logger: logger,
+            sharedName: sharedName)
+    }
+}

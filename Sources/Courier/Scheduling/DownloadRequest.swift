@@ -1,0 +1,107 @@
+enum Priority: String, Sendable, Comparable, CaseIterable {
+    case high
+    case normal
+    case low
+
+    var rank: Int {
+        switch self {
+        case .high: 0
+        case .normal: 1
+        case .low: 2
+        }
+    }
+
+    static func < (lhs: Priority, rhs: Priority) -> Bool { lhs.rank > rhs.rank }
+}
+
+enum BodyKind: String, Sendable {
+    case none
+    case text
+    case base64
+}
+
+enum CachePolicy: String, Sendable {
+    case `default`
+    case reload
+    case cacheElseLoad
+    case cacheOnly
+}
+
+/// The params of one `download`, checked.
+struct DownloadRequest: Sendable {
+    var url: String
+    var scheme: String
+    /// The URL carries a user name or password.
+    var hasUserInfo: Bool
+    /// Names as the client gave them; compared without case.
+    var headers: [(name: String, value: String)]
+    var slot: String?
+    var priority: Priority
+    var cachePolicy: CachePolicy
+    var accept: [String]?
+    var body: BodyKind
+    var textEncoding: String?
+    var destination: String?
+    var maxBytes: Int64?
+    var timeout: Double
+    var cacheKey: String?
+    var wait: Bool
+
+    /// Header names whose values identify the user: a response to a request
+    /// carrying one is never stored, and none follows a redirect to another
+    /// origin.
+    static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// Whether the request carries credentials: a user name or password in
+    /// its URL, or a credential header.
+    var hasCredentials: Bool {
+        hasUserInfo || headers.contains { Self.credentialHeaders.contains($0.name.lowercased()) }
+    }
+
+    /// Whether a response's Content-Type is one `accept` allows.
+    func accepts(contentType: String?) -> Bool {
+        guard let accept, !accept.isEmpty else { return true }
+        guard let contentType else { return false }
+        let media = contentType.split(separator: ";", maxSplits: 1).first.map {
+            $0.trimmingBlanks.lowercased()
+        } ?? ""
+        let type = media.split(separator: "/").first.map(String.init) ?? media
+        return accept.contains { pattern in
+            let pattern = pattern.split(separator: ";", maxSplits: 1).first.map {
+                $0.trimmingBlanks
+            } ?? pattern
+            return pattern == "*/*" || pattern == media || pattern == "\(type)/*"
+        }
+    }
+
+    /// Why a response cannot satisfy this request, if it cannot.
+    func refusal(of response: ResponseHead, size: Int64?, memoryBodyLimit: Int64) -> TransferFailure? {
+        // Status 0: a scheme without status lines (file://, with --allow-scheme).
+        if response.status != 0, !(200...299).contains(response.status) {
+            return TransferFailure(code: .httpStatus, message: "the origin answered HTTP \(response.status)")
+        }
+        if !accepts(contentType: response.contentType) {
+            return TransferFailure(
+                code: .unacceptableContentType,
+                message: "content type \(response.contentType ?? "(none)") is not among \(accept ?? [])")
+        }
+        if let limit = byteLimit(memoryBodyLimit: memoryBodyLimit), let size, size > limit {
+            return Self.tooLarge(limit)
+        }
+        return nil
+    }
+
+    /// The receipt's own limit: its `maxBytes`, and `memoryBodyLimit`
+    /// (`--max-memory-body`) when it asks for `text` or `base64`, which are
+    /// held in memory; decoded (decompressed) bytes count, so a small gzip
+    /// cannot expand into gigabytes of memory. Other receipts of its task
+    /// have theirs.
+    func byteLimit(memoryBodyLimit: Int64) -> Int64? {
+        guard body != .none else { return maxBytes }
+        return min(maxBytes ?? .max, memoryBodyLimit)
+    }
+
+    static func tooLarge(_ limit: Int64) -> TransferFailure {
+        TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes")
+    }
+}

@@ -1,0 +1,543 @@
+/// What the scheduler follows from the configuration.
+struct SchedulerSettings: Sendable {
+    var maxActive = 4
+    var prioritization = Prioritization.fifo
+    var progressInterval = 0.1
+    /// `--max-memory-body`: the limit of receipts asking for `text` or `base64`.
+    var maxMemoryBody: Int64 = 64 << 20
+    var allowedSchemes: Set<String> = ["http", "https"]
+
+    init() {}
+
+    init(_ configuration: Configuration) {
+        maxActive = configuration.maxActive
+        prioritization = configuration.prioritization
+        progressInterval = configuration.progressInterval
+        maxMemoryBody = configuration.maxMemoryBody
+        allowedSchemes = configuration.allowedSchemes
+    }
+}
+
+/// What the cache tiers hold for a new request.
+enum CacheAnswer: Sendable {
+    /// A tier answers it as it is.
+    case hit(OutcomeSource)
+    /// A stored response to validate with the origin.
+    case stale(ResponseCache.Stale)
+    case miss
+}
+
+/// What became of a `download`.
+enum Admission: Equatable, Sendable {
+    /// The slot's unfinished receipt for the same URL answers it.
+    case reused
+    /// It finished at once with a failure.
+    case refused
+    /// A cache tier answers receipt `receipt`: its outcome is to be
+    /// delivered from the stored response.
+    case served(receipt: String)
+    /// It joined a task that was already queued or running.
+    case joined
+    /// A new task was queued for it.
+    case queued
+}
+
+/// Which receipts `cancel` ends.
+enum CancelTarget: Sendable {
+    case receipt(String)
+    case slot(String)
+    case all
+}
+
+/// What `suspend`, `resume` and `bind` name.
+enum TaskTarget: Sendable {
+    case task(String)
+    case receipt(String)
+}
+
+/// AFImageDownloader's bookkeeping as a value: receipts, coalescing of
+/// identical requests into tasks, slots, a bounded run queue with
+/// priorities, suspend and resume, progress, the history of finished
+/// receipts, and the views bound to tasks.
+///
+/// It does no I/O and keeps no time of its own: each event names the moment
+/// it happened (`now`, in seconds of a monotonic clock), and what the world
+/// must do about it — answers, notifications, transfers to start or stop,
+/// bodies to deliver — piles up as actions that `takeActions()` hands over
+/// in the order they happened. Every receipt ends with exactly one
+/// `download/finished`. `Waiter` is whatever answers a request.
+struct DownloadScheduler<Waiter> {
+    var settings: SchedulerSettings
+    private(set) var tasks: [String: TaskRecord] = [:]
+    private var tasksByKey: [TaskKey: String] = [:]
+    /// Receipts without their `download/finished` yet.
+    private(set) var receipts: [String: ReceiptRecord<Waiter>] = [:]
+    /// By slot name, compared as bytes.
+    private var slots: [ExactString: String] = [:]
+    private(set) var history = FinishedHistory(limit: 10_000)
+    private var queue = RunQueue()
+    /// Tasks handed to the engine and not yet ended, suspended ones included.
+    private(set) var running = 0
+    private var counter = 0
+    private(set) var isShutDown = false
+    private(set) var bindings = ViewBindings()
+    private var actions: [SchedulerAction<Waiter>] = []
+
+    init(settings: SchedulerSettings = SchedulerSettings()) {
+        self.settings = settings
+    }
+
+    /// What the events since the last call ask for, oldest first.
+    mutating func takeActions() -> [SchedulerAction<Waiter>] {
+        defer { actions = [] }
+        return actions
+    }
+
+    mutating func update(settings newSettings: SchedulerSettings, now: Double) {
+        settings = newSettings
+        pump(now: now)
+    }
+
+    // MARK: - Requests
+
+    /// A `download`. `refusal` is why it may not run (its destination was
+    /// refused); `cache` what the cache tiers hold for it.
+    @discardableResult
+    mutating func download(
+        _ request: DownloadRequest, refusal: TransferFailure? = nil, cache: CacheAnswer = .miss, waiter: Waiter, now: Double
+    ) -> Admission {
+        if let slot = request.slot, let currentID = slots[ExactString(slot)], let current = receipts[currentID],
+            current.phase == .active
+        {
+            if current.request.url.isExactly(request.url) {
+                if request.wait {
+                    receipts[currentID]!.waiters.append((waiter, true))
+                } else {
+                    answer(waiter, .download(reply(for: current, reused: true)))
+                }
+                return .reused
+            }
+            cancel(receipt: currentID, now: now)
+        }
+        counter += 1
+        let receiptID = "r\(counter)"
+        let key = TaskKey(request)
+        let existing = tasksByKey[key]
+        let taskID = existing ?? "t\(counter)"
+        var receipt = ReceiptRecord<Waiter>(id: receiptID, taskID: taskID, request: request, createdAt: now)
+        if request.wait { receipt.waiters.append((waiter, false)) }
+        if let slot = request.slot { slots[ExactString(slot)] = receiptID }
+
+        var refusal = refusal
+        if !settings.allowedSchemes.contains(request.scheme) {
+            refusal = TransferFailure(code: .schemeNotAllowed, message: "the scheme '\(request.scheme)' is not allowed")
+        } else if refusal == nil, case .hit(let source) = cache {
+            receipt.phase = .completing
+            receipts[receiptID] = receipt
+            if !request.wait {
+                answer(waiter, .download(DownloadReply(receipt: receiptID, task: taskID, state: "finished", reused: false, source: source)))
+            }
+            return .served(receipt: receiptID)
+        } else if refusal == nil, request.cachePolicy == .cacheOnly {
+            refusal = TransferFailure(code: .notCached, message: "no cached response for \(request.url)")
+        }
+        receipts[receiptID] = receipt
+        if let refusal {
+            if !request.wait { answer(waiter, .download(reply(for: receipt, state: "finished"))) }
+            finish(receiptID, Outcome(url: request.url, failure: refusal), now: now)
+            return .refused
+        }
+
+        let admission: Admission
+        if let existing, tasks[existing] != nil {
+            if request.priority > tasks[existing]!.priority, tasks[existing]!.state == .queued {
+                tasks[existing]!.priority = request.priority
+                enqueue(existing)
+            }
+            admission = .joined
+        } else {
+            var task = TaskRecord(id: taskID, request: request)
+            if case .stale(let stale) = cache { task.revalidation = stale }
+            tasks[taskID] = task
+            tasksByKey[key] = taskID
+            enqueue(taskID)
+            admission = .queued
+        }
+        tasks[taskID]!.receipts.append(receiptID)
+        receipts[receiptID]!.attached = true
+        pump(now: now)
+        if !request.wait { answer(waiter, .download(reply(for: receipts[receiptID]!))) }
+        return admission
+    }
+
+    mutating func cancel(_ target: CancelTarget, waiter: Waiter, now: Double) throws(SchedulerError) {
+        var count = 0
+        switch target {
+        case .receipt(let id):
+            if receipts[id] != nil {
+                count = cancel(receipt: id, now: now) ? 1 : 0
+            } else if history[id] == nil {
+                throw .unknownReceipt(id)
+            }
+        case .slot(let slot):
+            if let id = slots[ExactString(slot)] { count = cancel(receipt: id, now: now) ? 1 : 0 }
+        case .all:
+            for receipt in receipts.values.sorted(by: { $0.createdAt < $1.createdAt }) where cancel(receipt: receipt.id, now: now) {
+                count += 1
+            }
+        }
+        answer(waiter, .cancelled(count: count))
+    }
+
+    mutating func suspend(_ target: TaskTarget, waiter: Waiter, now: Double) throws(SchedulerError) {
+        guard let id = try resolve(target, waiter: waiter) else { return }
+        switch tasks[id]!.state {
+        case .running:
+            tasks[id]!.state = .suspended
+            tasks[id]!.activeSeconds += now - (tasks[id]!.runningSince ?? now)
+            tasks[id]!.runningSince = nil
+            actions.append(.pause(tasks[id]!.transferID))
+            actions.append(.transferStopped(task: id))
+            views { $0.taskStateChanged(task: id, running: false) }
+        case .queued:
+            tasks[id]!.state = .suspended
+        case .suspended:
+            break
+        }
+        answer(waiter, .task(id: id, state: tasks[id]!.state.rawValue))
+    }
+
+    mutating func resume(_ target: TaskTarget, waiter: Waiter, now: Double) throws(SchedulerError) {
+        guard let id = try resolve(target, waiter: waiter) else { return }
+        if tasks[id]!.state == .suspended {
+            if tasks[id]!.started {
+                tasks[id]!.state = .running
+                tasks[id]!.runningSince = now
+                actions.append(.resume(tasks[id]!.transferID))
+                actions.append(.transferStarted(task: id))
+                views { $0.taskStateChanged(task: id, running: true) }
+            } else {
+                tasks[id]!.state = .queued
+                enqueue(id)
+                pump(now: now)
+            }
+        }
+        answer(waiter, .task(id: id, state: tasks[id]?.state.rawValue ?? "finished"))
+    }
+
+    /// `progress`: every task, or one receipt (finished ones from the history).
+    mutating func progress(receipt id: String?, waiter: Waiter, now: Double) throws(SchedulerError) {
+        guard let id else {
+            let list = tasks.values.sorted { $0.id.numericSuffix < $1.id.numericSuffix }.map {
+                TaskReport(figures: $0.progress(now: now), receipts: $0.receipts, state: $0.state)
+            }
+            answer(waiter, .tasks(list))
+            return
+        }
+        if let receipt = receipts[id] {
+            let figures: TaskProgress
+            let state: String
+            if receipt.attached, let task = tasks[receipt.taskID] {
+                figures = task.progress(now: now)
+                state = task.state.rawValue
+            } else {
+                figures = receipt.finalProgress ?? .none(task: receipt.taskID)
+                state = receipt.finalProgress == nil ? "queued" : "running"
+            }
+            answer(waiter, .receipt(ReceiptProgress(receipt: id, figures: figures, state: state)))
+        } else if let finished = history[id] {
+            answer(waiter, .receipt(finished))
+        } else {
+            throw .unknownReceipt(id)
+        }
+    }
+
+    /// `bind`: the answer comes first, then the view's current state. A nil
+    /// target unbinds the view.
+    mutating func bind(view: String, to target: TaskTarget?, kind: BindingKind, waiter: Waiter) throws(SchedulerError) {
+        guard let target else {
+            views { $0.unbind(view: view) }
+            answer(waiter, .bound(false))
+            return
+        }
+        let task: TaskRecord?
+        let id: String
+        switch target {
+        case .receipt(let receiptID):
+            if let receipt = receipts[receiptID] {
+                task = receipt.attached ? tasks[receipt.taskID] : nil
+                id = receipt.taskID
+            } else if let finished = history[receiptID] {
+                task = nil
+                id = finished.figures.task
+            } else {
+                throw .unknownReceipt(receiptID)
+            }
+        case .task(let taskID):
+            id = taskID
+            task = tasks[taskID]
+            if task == nil, !history.hasTask(taskID) { throw .unknownTask(taskID) }
+        }
+        let snapshot = task.map { TaskSnapshot(running: $0.state == .running, received: $0.received, expected: $0.expected) }
+        answer(waiter, .bound(snapshot != nil))
+        views { $0.bind(view: view, task: id, kind: kind, snapshot: snapshot) }
+    }
+
+    /// Ends every unfinished receipt with `shutdown` and stops every
+    /// transfer. Receipts whose outcome is being prepared end when it is.
+    mutating func shutdown(now: Double) {
+        guard !isShutDown else { return }
+        isShutDown = true
+        for receipt in receipts.values.sorted(by: { $0.createdAt < $1.createdAt }) where receipt.phase == .active {
+            finish(receipt.id, Outcome(url: receipt.request.url, failure: Self.shutdownFailure), now: now)
+        }
+        for id in tasks.keys.sorted(by: { $0.numericSuffix < $1.numericSuffix }) { detach(id, completed: false, now: now) }
+        queue.removeAll()
+    }
+
+    static var shutdownFailure: TransferFailure { TransferFailure(code: .shutdown, message: "courier shut down") }
+
+    // MARK: - Transfer events
+
+    /// The final response's headers are in: receipts that cannot take it end
+    /// now. False when none is left and the transfer should stop.
+    mutating func responseArrived(_ transfer: TransferID, _ response: ResponseHead, now: Double) -> Bool {
+        guard let task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
+        if response.status == 304, task.revalidation != nil { return true }
+        tasks[transfer.task]!.expected = response.announcedLength
+        let refused = task.receipts.compactMap { id -> (String, Outcome)? in
+            guard let request = receipts[id]?.request,
+                let failure = request.refusal(of: response, size: response.announcedLength, memoryBodyLimit: settings.maxMemoryBody)
+            else { return nil }
+            var outcome = Outcome(url: request.url, response: response)
+            outcome.error = failure
+            return (id, outcome)
+        }
+        return end(refused, of: transfer.task, now: now)
+    }
+
+    /// `received` bytes of body have arrived: receipts whose limit they pass
+    /// end, and progress is told at most once per `progressInterval`. False
+    /// when the transfer should stop.
+    mutating func dataArrived(_ transfer: TransferID, received: Int64, expected: Int64?, now: Double) -> Bool {
+        guard let task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
+        tasks[transfer.task]!.received = received
+        if expected != nil { tasks[transfer.task]!.expected = expected }
+        var tooLarge: [(String, Outcome)] = []
+        for id in task.receipts {
+            guard let request = receipts[id]?.request,
+                let limit = request.byteLimit(memoryBodyLimit: settings.maxMemoryBody), received > limit
+            else { continue }
+            tooLarge.append((id, Outcome(url: request.url, failure: DownloadRequest.tooLarge(limit))))
+        }
+        if !tooLarge.isEmpty, !end(tooLarge, of: transfer.task, now: now) { return false }
+        if now - task.lastProgressAt >= settings.progressInterval { emitProgress(transfer.task, now: now) }
+        return true
+    }
+
+    /// The transfer ended: its receipts wait for their outcomes, which the
+    /// `deliver` action prepares.
+    mutating func transferEnded(_ transfer: TransferID, _ result: TransferResult, now: Double) {
+        guard let task = tasks[transfer.task], task.attempt == transfer.attempt else {
+            if let path = result.bodyPath { actions.append(.discard(path: path)) }
+            return
+        }
+        if result.failure == nil, task.received != task.lastProgressReceived { emitProgress(transfer.task, now: now) }
+        for id in task.receipts { receipts[id]?.phase = .completing }
+        let claimed = task.receipts.compactMap { id in receipts[id].map { (id: id, request: $0.request) } }
+        detach(transfer.task, completed: result.failure == nil, now: now)
+        pump(now: now)
+        actions.append(
+            .deliver(DeliveryOrder(id: transfer, request: task.request, revalidation: task.revalidation, receipts: claimed, result: result)))
+    }
+
+    /// The outcomes of receipts whose task ended or a cache tier answered.
+    mutating func delivered(_ outcomes: [(receipt: String, outcome: Outcome)], now: Double) {
+        for (id, outcome) in outcomes { finish(id, outcome, now: now) }
+    }
+
+    /// The origin answered a revalidation with a 304 that no stored body
+    /// fits any more: fetch again, without conditions, for the same receipts.
+    mutating func retry(_ order: DeliveryOrder, now: Double) {
+        guard !isShutDown else {
+            for (id, request) in order.receipts {
+                finish(id, Outcome(url: request.url, failure: Self.shutdownFailure), now: now)
+            }
+            return
+        }
+        var again = TaskRecord(id: order.id.task, attempt: order.id.attempt + 1, request: order.request)
+        for (id, _) in order.receipts where receipts[id]?.phase == .completing {
+            receipts[id]!.phase = .active
+            receipts[id]!.attached = true
+            receipts[id]!.finalProgress = nil
+            again.receipts.append(id)
+        }
+        guard !again.receipts.isEmpty else { return }
+        tasks[again.id] = again
+        if tasksByKey[again.key] == nil { tasksByKey[again.key] = again.id }
+        enqueue(again.id)
+        pump(now: now)
+    }
+
+    // MARK: - Bookkeeping
+
+    private mutating func answer(_ waiter: Waiter, _ answer: Answer) {
+        actions.append(.answer(waiter, answer))
+    }
+
+    /// Changes the bindings, with what their views are told next in line.
+    private mutating func views(_ change: (inout ViewBindings) -> Void) {
+        change(&bindings)
+        for notice in bindings.takeNotices() { actions.append(.notify(.view(notice))) }
+    }
+
+    private mutating func enqueue(_ id: String) {
+        tasks[id]!.queueGeneration += 1
+        queue.enqueue(id, priority: tasks[id]!.priority, generation: tasks[id]!.queueGeneration)
+    }
+
+    /// Starts queued tasks while fewer than `maxActive` run.
+    private mutating func pump(now: Double) {
+        guard !isShutDown else { return }
+        while running < settings.maxActive {
+            var queue = self.queue
+            self.queue = RunQueue()
+            let next = queue.next(settings.prioritization) { id, generation in
+                guard let task = tasks[id] else { return false }
+                return task.queueGeneration == generation && task.state == .queued && !task.started
+            }
+            self.queue = queue
+            guard let id = next else { return }
+            start(id, now: now)
+        }
+    }
+
+    private mutating func start(_ id: String, now: Double) {
+        tasks[id]!.queueGeneration += 1
+        tasks[id]!.started = true
+        tasks[id]!.state = .running
+        tasks[id]!.runningSince = now
+        running += 1
+        let task = tasks[id]!
+        let destination = task.receipts.first.flatMap { receipts[$0]?.request.destination }
+        actions.append(
+            .start(TransferOrder(id: task.transferID, request: task.request, revalidation: task.revalidation, destination: destination)))
+        actions.append(.transferStarted(task: id))
+        views { $0.taskStateChanged(task: id, running: true) }
+    }
+
+    /// Removes a task from every map and stops its transfer; `completed`
+    /// when its body is complete and about to be delivered. Its receipts
+    /// keep its final figures.
+    private mutating func detach(_ id: String, completed: Bool, now: Double) {
+        guard let task = tasks.removeValue(forKey: id) else { return }
+        let figures = task.progress(now: now)
+        for receipt in task.receipts where receipts[receipt] != nil {
+            receipts[receipt]!.attached = false
+            receipts[receipt]!.finalProgress = figures
+        }
+        if task.state == .running { views { $0.taskStateChanged(task: id, running: false) } }
+        if task.started {
+            running -= 1
+            if !completed { actions.append(.stop(task.transferID, discardBody: true)) }
+        }
+        if tasksByKey[task.key] == id { tasksByKey[task.key] = nil }
+        actions.append(.transferStopped(task: id))
+        views { $0.taskFinished(task: id, received: completed ? task.received : nil, expected: completed ? task.received : nil) }
+    }
+
+    /// Ends the receipts a transfer can no longer satisfy and says whether
+    /// the transfer goes on. When none is left, the task is detached first,
+    /// so the activity count drops before their `download/finished`.
+    private mutating func end(_ ended: [(String, Outcome)], of id: String, now: Double) -> Bool {
+        guard !ended.isEmpty else { return true }
+        let none = ended.count == tasks[id]?.receipts.count
+        if none { detach(id, completed: false, now: now) }
+        for (receipt, outcome) in ended { finish(receipt, outcome, now: now) }
+        if none { pump(now: now) }
+        return !none
+    }
+
+    @discardableResult
+    private mutating func cancel(receipt id: String, now: Double) -> Bool {
+        guard let receipt = receipts[id], receipt.phase == .active else { return false }
+        finish(id, Outcome(url: receipt.request.url, failure: TransferFailure(code: .cancelled, message: "cancelled")), now: now)
+        if receipt.attached, let task = tasks[receipt.taskID], task.receipts.isEmpty {
+            detach(task.id, completed: false, now: now)
+            pump(now: now)
+        }
+        return true
+    }
+
+    private mutating func finish(_ id: String, _ outcome: Outcome, now: Double) {
+        guard let receipt = receipts.removeValue(forKey: id) else { return }
+        if let slot = receipt.request.slot.map(ExactString.init), slots[slot] == id { slots[slot] = nil }
+        var figures: TaskProgress
+        if receipt.attached, let task = tasks[receipt.taskID] {
+            figures = task.progress(now: now)
+            tasks[receipt.taskID]!.receipts.removeAll { $0 == id }
+        } else {
+            figures = receipt.finalProgress ?? .none(task: receipt.taskID)
+        }
+        var outcome = outcome
+        outcome.durationMs = (now - receipt.createdAt) * 1000
+        if outcome.ok { figures.received = outcome.size }
+        history.add(ReceiptProgress(receipt: id, figures: figures, state: "finished"))
+
+        actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: outcome)))
+        let source = outcome.source == .memory || outcome.source == .disk ? outcome.source : nil
+        for (waiter, reused) in receipt.waiters {
+            answer(
+                waiter,
+                .download(DownloadReply(receipt: id, task: receipt.taskID, state: "finished", reused: reused, source: source, outcome: outcome)))
+        }
+    }
+
+    private mutating func emitProgress(_ id: String, now: Double) {
+        guard let task = tasks[id], !task.receipts.isEmpty, task.received > task.lastProgressReceived else { return }
+        tasks[id]!.lastProgressAt = now
+        tasks[id]!.lastProgressReceived = task.received
+        actions.append(.notify(.progress(task.progress(now: now), receipts: task.receipts)))
+        views { $0.taskProgress(task: id, received: task.received, expected: task.expected) }
+    }
+
+    /// Resolves `suspend`/`resume`'s target to a live task, or answers for
+    /// one that has finished.
+    private mutating func resolve(_ target: TaskTarget, waiter: Waiter) throws(SchedulerError) -> String? {
+        switch target {
+        case .receipt(let id):
+            if let receipt = receipts[id] {
+                if receipt.attached, tasks[receipt.taskID] != nil { return receipt.taskID }
+                answer(waiter, .task(id: nil, state: "finished"))
+                return nil
+            }
+            guard let finished = history[id] else { throw .unknownReceipt(id) }
+            answer(waiter, .task(id: finished.figures.task, state: "finished"))
+            return nil
+        case .task(let id):
+            if tasks[id] != nil { return id }
+            guard history.hasTask(id) else { throw .unknownTask(id) }
+            answer(waiter, .task(id: id, state: "finished"))
+            return nil
+        }
+    }
+
+    private func reply(for receipt: ReceiptRecord<Waiter>, reused: Bool = false, state: String? = nil) -> DownloadReply {
+        let taskState: String
+        if let state {
+            taskState = state
+        } else if receipt.attached, let task = tasks[receipt.taskID] {
+            taskState = task.started ? "running" : "queued"
+        } else {
+            taskState = "finished"
+        }
+        return DownloadReply(receipt: receipt.id, task: receipt.taskID, state: taskState, reused: reused)
+    }
+}
+
+extension DownloadScheduler: Sendable where Waiter: Sendable {}
+
+extension String {
+    /// 42 for "t42", for ordering ids.
+    var numericSuffix: Int { Int(drop(while: { !$0.isNumber })) ?? 0 }
+}

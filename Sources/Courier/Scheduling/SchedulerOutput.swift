@@ -1,0 +1,106 @@
+/// A task's figures: the params of `download/progress`, and what `progress`
+/// answers.
+struct TaskProgress: Hashable, Sendable {
+    var task: String
+    var received: Int64
+    var expected: Int64?
+    var bytesPerSecond: Double
+
+    var fraction: Double? {
+        guard let expected, expected > 0 else { return nil }
+        return min(1, Double(received) / Double(expected))
+    }
+
+    static func none(task: String) -> TaskProgress {
+        TaskProgress(task: task, received: 0, expected: nil, bytesPerSecond: 0)
+    }
+}
+
+/// `progress {receipt}`'s answer, also kept for finished receipts.
+struct ReceiptProgress: Hashable, Sendable {
+    var receipt: String
+    var figures: TaskProgress
+    /// `queued`, `running`, `suspended` or `finished`.
+    var state: String
+}
+
+/// One task in `progress {}`'s answer.
+struct TaskReport: Hashable, Sendable {
+    var figures: TaskProgress
+    var receipts: [String]
+    var state: TaskRecord.State
+}
+
+/// The answer to `download`: the receipt, and its outcome when it has
+/// finished and was waited for.
+struct DownloadReply: Sendable {
+    var receipt: String
+    var task: String
+    /// `queued`, `running` or `finished`.
+    var state: String
+    var reused: Bool
+    var source: OutcomeSource?
+    var outcome: Outcome?
+}
+
+/// What a request is answered with, in the order it happened among the
+/// notifications.
+enum Answer: Sendable {
+    case download(DownloadReply)
+    case bound(Bool)
+    case cancelled(count: Int)
+    /// `suspend` and `resume`: the task and its state now.
+    case task(id: String?, state: String)
+    case tasks([TaskReport])
+    case receipt(ReceiptProgress)
+}
+
+/// Notifications, in the order they happened.
+enum Notice: Sendable {
+    case progress(TaskProgress, receipts: [String])
+    case finished(receipt: String, task: String, outcome: Outcome)
+    case view(ViewNotice)
+}
+
+/// What a started transfer needs.
+struct TransferOrder: Sendable {
+    var id: TransferID
+    var request: DownloadRequest
+    var revalidation: ResponseCache.Stale?
+    /// The first receipt's destination, beside which the body may stream.
+    var destination: String?
+}
+
+/// A finished transfer and the receipts it answers, for delivery.
+struct DeliveryOrder: Sendable {
+    var id: TransferID
+    var request: DownloadRequest
+    var revalidation: ResponseCache.Stale?
+    var receipts: [(id: String, request: DownloadRequest)]
+    var result: TransferResult
+}
+
+/// What the scheduler asks of the world, in order.
+enum SchedulerAction<Waiter> {
+    case answer(Waiter, Answer)
+    case notify(Notice)
+    case start(TransferOrder)
+    /// Stops a transfer; `discardBody` removes its partial body at once.
+    case stop(TransferID, discardBody: Bool)
+    case pause(TransferID)
+    case resume(TransferID)
+    case deliver(DeliveryOrder)
+    /// A body file nobody will read.
+    case discard(path: String)
+    /// For the network activity indicator.
+    case transferStarted(task: String)
+    case transferStopped(task: String)
+}
+
+extension SchedulerAction: Sendable where Waiter: Sendable {}
+
+/// Why an event names nothing the scheduler knows.
+enum SchedulerError: Error, Equatable {
+    case unknownReceipt(String)
+    case unknownTask(String)
+}

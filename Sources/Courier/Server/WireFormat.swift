@@ -1,0 +1,128 @@
+import JSON
+import JSONRPC
+
+/// How the scheduler's answers and notices look on the wire.
+extension CourierServer {
+    static let unknownReceipt = ErrorCode(rawValue: -32001)
+
+    static func json(_ answer: Answer) -> JSON {
+        switch answer {
+        case .download(let reply):
+            var object: [String: JSON] = [
+                "receipt": .string(reply.receipt), "task": .string(reply.task), "state": .string(reply.state),
+                "reused": .bool(reply.reused),
+            ]
+            if let source = reply.source { object["source"] = .string(source.rawValue) }
+            if let outcome = reply.outcome { object["outcome"] = outcome.json }
+            return .object(object)
+        case .bound(let bound):
+            return ["bound": .bool(bound)]
+        case .cancelled(let count):
+            return ["cancelled": .bool(count > 0), "count": JSON(count)]
+        case .task(let id, let state):
+            return ["task": JSON(id), "state": .string(state)]
+        case .tasks(let reports):
+            return [
+                "tasks": .array(reports.map { report in
+                    var object = report.figures.fields
+                    object["receipts"] = .array(report.receipts.map(JSON.string))
+                    object["state"] = .string(report.state.rawValue)
+                    return .object(object)
+                })
+            ]
+        case .receipt(let progress):
+            return progress.json
+        }
+    }
+
+    /// The method and params of a notice.
+    static func notification(_ notice: Notice) -> (method: String, params: JSON) {
+        switch notice {
+        case .progress(let figures, let receipts):
+            var params = figures.fields
+            params["receipts"] = .array(receipts.map(JSON.string))
+            return ("download/progress", .object(params))
+        case .finished(let receipt, let task, let outcome):
+            return ("download/finished", ["receipt": .string(receipt), "task": .string(task), "outcome": outcome.json])
+        case .view(let notice):
+            return notice.notification
+        }
+    }
+
+    static func rpcError(_ error: SchedulerError) -> RPCError {
+        switch error {
+        case .unknownReceipt(let id): RPCError(unknownReceipt, "unknown receipt '\(id)'", data: ["receipt": .string(id)])
+        case .unknownTask(let id): RPCError(unknownReceipt, "unknown task '\(id)'", data: ["task": .string(id)])
+        }
+    }
+}
+
+extension TaskProgress {
+    var fields: [String: JSON] {
+        [
+            "task": .string(task),
+            "received": .integer(received),
+            "expected": expected.map(JSON.integer) ?? .null,
+            "fraction": fraction.map(JSON.double) ?? .null,
+            "bytesPerSecond": .double(bytesPerSecond),
+        ]
+    }
+}
+
+extension ReceiptProgress {
+    var json: JSON {
+        var object = figures.fields
+        object["receipt"] = .string(receipt)
+        object["state"] = .string(state)
+        return .object(object)
+    }
+}
+
+extension ViewNotice {
+    var notification: (method: String, params: JSON) {
+        switch self {
+        case .animating(let view, let animating):
+            ("view/animating", ["view": .string(view), "animating": .bool(animating)])
+        case .progress(let view, let received, let expected):
+            (
+                "view/progress",
+                [
+                    "view": .string(view), "fraction": fraction.map(JSON.double) ?? .null, "received": .integer(received),
+                    "expected": expected.map(JSON.integer) ?? .null,
+                ]
+            )
+        }
+    }
+}
+
+extension ImageInfo {
+    var json: JSON { ["format": .string(format), "width": JSON(width), "height": JSON(height)] }
+}
+
+extension Outcome {
+    var json: JSON {
+        var object: [String: JSON] = [
+            "ok": .bool(ok),
+            "url": .string(url),
+            "finalUrl": .string(finalURL),
+            "status": status.map { JSON($0) } ?? .null,
+            "httpVersion": JSON(httpVersion),
+            "headers": .object(headers.mapValues(JSON.string)),
+            "contentType": JSON(contentType),
+            "size": .integer(size),
+            "source": .string(source.rawValue),
+            "durationMs": .double((durationMs * 1000).rounded() / 1000),
+        ]
+        if let path { object["path"] = .string(path) }
+        if let text { object["text"] = .string(text) }
+        if let base64 { object["base64"] = .string(base64) }
+        if let image { object["image"] = image.json }
+        if let error {
+            var detail: [String: JSON] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+            if error.code == .httpStatus, let status { detail["httpStatus"] = JSON(status) }
+            if let curlCode = error.curlCode { detail["curlCode"] = .integer(Int64(curlCode)) }
+            object["error"] = .object(detail)
+        }
+        return .object(object)
+    }
+}

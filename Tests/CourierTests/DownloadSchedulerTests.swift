@@ -1,0 +1,572 @@
+import Testing
+
+@testable import Courier
+
+private func request(
+    _ url: String = "http://origin/a", headers: [(name: String, value: String)] = [], slot: String? = nil,
+    priority: Priority = .normal, cachePolicy: CachePolicy = .default, body: BodyKind = .none,
+    destination: String? = nil, maxBytes: Int64? = nil, timeout: Double = 60, wait: Bool = false
+) -> DownloadRequest {
+    DownloadRequest(
+        url: url, scheme: String(url.prefix { $0 != ":" }), hasUserInfo: false, headers: headers, slot: slot,
+        priority: priority, cachePolicy: cachePolicy, accept: nil, body: body, textEncoding: nil, destination: destination,
+        maxBytes: maxBytes, timeout: timeout, cacheKey: nil, wait: wait)
+}
+
+private func response(_ status: Int = 200, length: Int64? = nil) -> ResponseHead {
+    ResponseHead(status: status, headers: length.map { [("content-length", String($0))] } ?? [])
+}
+
+private let succeeded = TransferResult(response: response(), size: 10, bodyPath: "/body")
+
+/// The scheduler driven as the server drives it, with a fake engine: it
+/// records what it is asked to do and plays transfers' events back. Waiters
+/// are request numbers.
+private struct Harness {
+    var scheduler: DownloadScheduler<Int>
+    var now = 0.0
+    var nextWaiter = 0
+    /// Everything asked so far, in order.
+    var log: [SchedulerAction<Int>] = []
+    var answers: [Int: Answer] = [:]
+    /// Transfers started and not stopped, by task.
+    var transfers: [String: TransferID] = [:]
+    var stopped: [TransferID] = []
+    var paused: Set<TransferID> = []
+    var delivering: [DeliveryOrder] = []
+    /// `download/finished` per receipt, in order.
+    var finished: [(receipt: String, outcome: Outcome)] = []
+    var indicator: Set<String> = []
+
+    init(maxActive: Int = 4, prioritization: Prioritization = .fifo, progressInterval: Double = 0.1) {
+        var settings = SchedulerSettings()
+        settings.maxActive = maxActive
+        settings.prioritization = prioritization
+        settings.progressInterval = progressInterval
+        scheduler = DownloadScheduler(settings: settings)
+    }
+
+    mutating func take() -> [SchedulerAction<Int>] {
+        let actions = scheduler.takeActions()
+        for action in actions {
+            switch action {
+            case .answer(let waiter, let answer): answers[waiter] = answer
+            case .notify(.finished(let receipt, _, let outcome)): finished.append((receipt, outcome))
+            case .notify: break
+            case .start(let order):
+                #expect(transfers[order.id.task] == nil, "one transfer per task")
+                transfers[order.id.task] = order.id
+            case .stop(let id, _):
+                stopped.append(id)
+                transfers[id.task] = nil
+            case .pause(let id): paused.insert(id)
+            case .resume(let id): paused.remove(id)
+            case .deliver(let order):
+                delivering.append(order)
+                transfers[order.id.task] = nil
+            case .discard: break
+            case .transferStarted(let task): indicator.insert(task)
+            case .transferStopped(let task): indicator.remove(task)
+            }
+        }
+        log += actions
+        return actions
+    }
+
+    /// A `download`: its receipt and what became of it.
+    @discardableResult
+    mutating func download(_ request: DownloadRequest, cache: CacheAnswer = .miss, refusal: TransferFailure? = nil) -> (
+        receipt: String, task: String, admission: Admission
+    ) {
+        nextWaiter += 1
+        let waiter = nextWaiter
+        let admission = scheduler.download(request, refusal: refusal, cache: cache, waiter: waiter, now: now)
+        _ = take()
+        guard case .download(let reply)? = answers[waiter] else {
+            return ("", "", admission)
+        }
+        return (reply.receipt, reply.task, admission)
+    }
+
+    mutating func answer(_ body: (inout DownloadScheduler<Int>, Int) throws(SchedulerError) -> Void) throws(SchedulerError) -> Answer? {
+        nextWaiter += 1
+        try body(&scheduler, nextWaiter)
+        _ = take()
+        return answers[nextWaiter]
+    }
+
+    mutating func cancel(_ target: CancelTarget) -> Int {
+        let now = self.now
+        guard case .cancelled(let count)? = try? answer({ s, w throws(SchedulerError) in try s.cancel(target, waiter: w, now: now) })
+        else { return -1 }
+        return count
+    }
+
+    /// Runs `task`'s transfer to its end: headers, `bytes` of body, success.
+    mutating func complete(_ task: String, bytes: Int64 = 10) {
+        guard let id = transfers[task] else {
+            Issue.record("\(task) has no transfer")
+            return
+        }
+        _ = scheduler.responseArrived(id, response(length: bytes), now: now)
+        _ = scheduler.dataArrived(id, received: bytes, expected: bytes, now: now)
+        scheduler.transferEnded(id, TransferResult(response: response(length: bytes), size: bytes, bodyPath: "/body-\(task)"), now: now)
+        _ = take()
+    }
+
+    /// Delivers every pending order with a success for each receipt.
+    mutating func deliverAll() {
+        let orders = delivering
+        delivering = []
+        for order in orders {
+            let outcomes = order.receipts.map { receipt -> (receipt: String, outcome: Outcome) in
+                var outcome = Outcome(url: receipt.request.url)
+                outcome.size = order.result.size
+                return (receipt.id, outcome)
+            }
+            scheduler.delivered(outcomes, now: now)
+            _ = take()
+        }
+    }
+
+    var started: [String] { log.compactMap { if case .start(let order) = $0 { order.id.task } else { nil } } }
+
+    func finishedCount(_ receipt: String) -> Int { finished.filter { $0.receipt == receipt }.count }
+
+    func outcome(_ receipt: String) -> Outcome? { finished.last { $0.receipt == receipt }?.outcome }
+}
+
+@Suite struct DownloadSchedulerTests {
+    // MARK: receipts and tasks
+
+    @Test func everyDownloadGetsAReceiptAndIdenticalRequestsShareATask() {
+        var h = Harness()
+        let a = h.download(request())
+        let b = h.download(request(slot: "s", priority: .high, body: .text, destination: "/x", maxBytes: 5))
+        #expect(a.receipt == "r1" && b.receipt == "r2")
+        #expect(a.task == "t1" && b.task == "t1")
+        #expect(a.admission == .queued && b.admission == .joined)
+        #expect(h.started == ["t1"])
+        h.complete("t1")
+        h.deliverAll()
+        #expect(h.finishedCount("r1") == 1 && h.finishedCount("r2") == 1)
+    }
+
+    @Test(arguments: [
+        request("http://origin/b"),
+        request("http://origin/caf\u{E9}"),
+        request(headers: [("X-A", "1")]),
+        request(timeout: 5),
+    ])
+    func requestsThatAskTheOriginSomethingElseGetTheirOwnTask(_ other: DownloadRequest) {
+        var h = Harness()
+        let first = h.download(request("http://origin/cafe\u{301}", headers: []))
+        let same = h.download(request("http://origin/cafe\u{301}"))
+        let second = h.download(other)
+        #expect(first.task == same.task)
+        #expect(second.task != first.task)
+    }
+
+    @Test func headerNamesAreComparedWithoutCaseAndValuesAsBytes() {
+        var h = Harness()
+        let a = h.download(request(headers: [("X-Token", "v")]))
+        let b = h.download(request(headers: [("x-token", "v")]))
+        let c = h.download(request(headers: [("x-token", "V")]))
+        #expect(a.task == b.task)
+        #expect(c.task != a.task)
+    }
+
+    @Test func withoutWaitTheAnswerComesBeforeAnyNotificationNamingTheReceipt() {
+        var h = Harness()
+        _ = h.scheduler.download(request("ftp://origin/a"), waiter: 1, now: 0)
+        let actions = h.take()
+        guard case .answer(1, .download(let reply)) = actions.first else {
+            Issue.record("first action: \(String(describing: actions.first))")
+            return
+        }
+        #expect(reply.state == "finished")
+        #expect(h.outcome(reply.receipt)?.error?.code == .schemeNotAllowed)
+    }
+
+    // MARK: refusals and the cache
+
+    @Test func refusedRequestsFinishAtOnceWithTheirCode() {
+        var h = Harness()
+        let scheme = h.download(request("ftp://origin/a"))
+        let destination = h.download(
+            request(destination: "/elsewhere/x"),
+            refusal: TransferFailure(code: .destinationNotAllowed, message: "outside the root"))
+        let notCached = h.download(request(cachePolicy: .cacheOnly))
+        #expect(h.outcome(scheme.receipt)?.error?.code == .schemeNotAllowed)
+        #expect(h.outcome(destination.receipt)?.error?.code == .destinationNotAllowed)
+        #expect(h.outcome(notCached.receipt)?.error?.code == .notCached)
+        #expect([scheme, destination, notCached].allSatisfy { $0.admission == .refused })
+        #expect(h.started.isEmpty)
+        #expect(h.scheduler.receipts.isEmpty)
+    }
+
+    @Test func aCacheHitIsAnsweredFinishedAndEndsWhenDelivered() {
+        var h = Harness()
+        let hit = h.download(request(), cache: .hit(.memory))
+        #expect(hit.admission == .served(receipt: hit.receipt))
+        guard case .download(let reply)? = h.answers[1] else {
+            Issue.record("no answer")
+            return
+        }
+        #expect(reply.state == "finished" && reply.source == .memory)
+        #expect(h.started.isEmpty && h.finished.isEmpty)
+        h.scheduler.delivered([(hit.receipt, Outcome(url: "http://origin/a"))], now: 1)
+        _ = h.take()
+        #expect(h.finishedCount(hit.receipt) == 1)
+    }
+
+    // MARK: the run queue
+
+    @Test func atMostMaxActiveTasksHaveATransfer() {
+        var h = Harness(maxActive: 2)
+        for index in 1...5 { h.download(request("http://origin/\(index)")) }
+        #expect(h.started == ["t1", "t2"])
+        h.complete("t1")
+        #expect(h.started == ["t1", "t2", "t3"])
+        #expect(h.scheduler.running == 2)
+    }
+
+    @Test func queuedTasksStartByPriorityThenInOrder() {
+        var h = Harness(maxActive: 1)
+        h.download(request("http://origin/busy"))
+        h.download(request("http://origin/low", priority: .low))
+        h.download(request("http://origin/normal1"))
+        h.download(request("http://origin/high", priority: .high))
+        h.download(request("http://origin/normal2"))
+        for task in ["t1", "t4", "t3", "t5", "t2"] { h.complete(task) }
+        #expect(h.started == ["t1", "t4", "t3", "t5", "t2"])
+    }
+
+    @Test func lifoStartsTheNewestOfAPriorityFirst() {
+        var h = Harness(maxActive: 1, prioritization: .lifo)
+        for index in 1...4 { h.download(request("http://origin/\(index)")) }
+        for task in ["t1", "t4", "t3"] { h.complete(task) }
+        #expect(h.started == ["t1", "t4", "t3", "t2"])
+    }
+
+    @Test func aTaskTakesTheHighestPriorityOfItsReceipts() {
+        var h = Harness(maxActive: 1)
+        h.download(request("http://origin/busy"))
+        h.download(request("http://origin/high", priority: .high))
+        h.download(request("http://origin/raised", priority: .low))
+        h.download(request("http://origin/raised", priority: .high))
+        h.complete("t1")
+        h.complete("t2")
+        #expect(h.started == ["t1", "t2", "t3"])
+    }
+
+    @Test func aSuspendedTaskKeepsItsPlaceAmongTheRunning() throws {
+        var h = Harness(maxActive: 1)
+        let a = h.download(request("http://origin/a"))
+        h.download(request("http://origin/b"))
+        let answer = try h.answer { s, w throws(SchedulerError) in try s.suspend(.receipt(a.receipt), waiter: w, now: 1) }
+        guard case .task(_, let state)? = answer else { Issue.record("no answer"); return }
+        #expect(state == "suspended")
+        #expect(h.paused.contains(TransferID(task: "t1", attempt: 1)))
+        #expect(h.started == ["t1"])
+        #expect(!h.indicator.contains("t1"))
+        _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task("t1"), waiter: w, now: 2) }
+        #expect(h.paused.isEmpty && h.indicator.contains("t1"))
+    }
+
+    @Test func aSuspendedQueuedTaskDoesNotStartUntilResumed() throws {
+        var h = Harness(maxActive: 1)
+        h.download(request("http://origin/a"))
+        h.download(request("http://origin/b"))
+        h.download(request("http://origin/c"))
+        _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task("t2"), waiter: w, now: 0) }
+        h.complete("t1")
+        #expect(h.started == ["t1", "t3"])
+        _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task("t2"), waiter: w, now: 0) }
+        h.complete("t3")
+        #expect(h.started == ["t1", "t3", "t2"])
+    }
+
+    // MARK: cancel
+
+    @Test func cancelEndsTheReceiptAndStopsTheTransferOnlyWhenNoneIsLeft() {
+        var h = Harness()
+        let a = h.download(request())
+        let b = h.download(request())
+        #expect(h.cancel(.receipt(a.receipt)) == 1)
+        #expect(h.outcome(a.receipt)?.error?.code == .cancelled)
+        #expect(h.stopped.isEmpty)
+        #expect(h.cancel(.receipt(b.receipt)) == 1)
+        #expect(h.stopped == [TransferID(task: "t1", attempt: 1)])
+        #expect(h.scheduler.running == 0 && h.indicator.isEmpty)
+    }
+
+    @Test func aCancelledTaskLeavesTheCoalescingTableAtOnce() {
+        var h = Harness()
+        let a = h.download(request())
+        _ = h.cancel(.receipt(a.receipt))
+        let again = h.download(request())
+        #expect(again.task != a.task)
+        #expect(h.started == [a.task, again.task])
+    }
+
+    @Test func cancelBySlotAllAndUnknownReceipts() {
+        var h = Harness()
+        let slotted = h.download(request("http://origin/1", slot: "avatar"))
+        h.download(request("http://origin/2"))
+        h.download(request("http://origin/3"))
+        #expect(h.cancel(.slot("avatar")) == 1)
+        #expect(h.outcome(slotted.receipt)?.error?.code == .cancelled)
+        #expect(h.cancel(.slot("avatar")) == 0)
+        #expect(h.cancel(.all) == 2)
+        #expect(h.cancel(.all) == 0)
+        #expect(h.cancel(.receipt(slotted.receipt)) == 0, "a finished receipt is remembered")
+        #expect(throws: SchedulerError.unknownReceipt("r99")) {
+            try h.scheduler.cancel(.receipt("r99"), waiter: 0, now: 0)
+        }
+        #expect(h.finished.count == 3)
+    }
+
+    // MARK: slots and wait
+
+    @Test func aSlotWithTheSameURLGivesItsReceiptBackAndAnotherURLCancelsIt() {
+        var h = Harness()
+        let first = h.download(request("http://origin/1", slot: "s"))
+        let again = h.download(request("http://origin/1", slot: "s"))
+        #expect(again.admission == .reused && again.receipt == first.receipt)
+        guard case .download(let reply)? = h.answers[2] else { Issue.record("no answer"); return }
+        #expect(reply.reused)
+        let other = h.download(request("http://origin/2", slot: "s"))
+        #expect(other.receipt != first.receipt)
+        #expect(h.outcome(first.receipt)?.error?.code == .cancelled)
+        #expect(h.stopped.count == 1)
+    }
+
+    @Test func waitAnswersWithTheOutcomeWhenTheReceiptEndsAndSoDoesAReusingWait() {
+        var h = Harness()
+        h.download(request("http://origin/1", slot: "s", wait: true))
+        h.download(request("http://origin/1", slot: "s", wait: true))
+        #expect(h.answers.isEmpty)
+        h.complete("t1")
+        #expect(h.answers.isEmpty, "answered when the outcome is delivered")
+        h.deliverAll()
+        guard case .download(let first)? = h.answers[1], case .download(let second)? = h.answers[2] else {
+            Issue.record("answers: \(h.answers)")
+            return
+        }
+        #expect(first.receipt == second.receipt)
+        #expect(!first.reused && second.reused)
+        #expect(first.outcome?.ok == true && first.state == "finished")
+        // The notification comes first, then the answers.
+        let order = h.log.compactMap { action -> String? in
+            switch action {
+            case .notify(.finished): "finished"
+            case .answer: "answer"
+            default: nil
+            }
+        }
+        #expect(order == ["finished", "answer", "answer"])
+    }
+
+    // MARK: limits
+
+    @Test func maxBytesIsCheckedAgainstContentLengthAndThenAsBytesArrive() {
+        var h = Harness()
+        let small = h.download(request(maxBytes: 5))
+        let large = h.download(request(maxBytes: 100))
+        let none = h.download(request())
+        let id = h.transfers["t1"]!
+        let goesOn = h.scheduler.responseArrived(id, response(length: 10), now: 0)
+        _ = h.take()
+        #expect(goesOn)
+        #expect(h.outcome(small.receipt)?.error?.code == .tooLarge)
+        let stillGoesOn = h.scheduler.dataArrived(id, received: 101, expected: nil, now: 0)
+        _ = h.take()
+        #expect(stillGoesOn)
+        #expect(h.outcome(large.receipt)?.error?.code == .tooLarge)
+        #expect(h.finishedCount(none.receipt) == 0)
+        #expect(h.stopped.isEmpty)
+    }
+
+    @Test func theTransferStopsWhenNoReceiptIsLeft() {
+        var h = Harness()
+        let a = h.download(request(maxBytes: 5))
+        let b = h.download(request(body: .text))
+        h.scheduler.settings.maxMemoryBody = 7
+        let id = h.transfers["t1"]!
+        let goesOn = h.scheduler.dataArrived(id, received: 8, expected: nil, now: 0)
+        _ = h.take()
+        #expect(!goesOn)
+        #expect(h.outcome(a.receipt)?.error?.code == .tooLarge)
+        #expect(h.outcome(b.receipt)?.error?.code == .tooLarge)
+        #expect(h.stopped == [id])
+        let afterStop = h.scheduler.dataArrived(id, received: 9, expected: nil, now: 0)
+        #expect(!afterStop, "a stopped transfer's events are ignored")
+    }
+
+    // MARK: progress and history
+
+    @Test func progressIsToldAtMostOncePerIntervalPlusOnceWhenComplete() {
+        var h = Harness(progressInterval: 1)
+        h.download(request())
+        let id = h.transfers["t1"]!
+        for (index, time) in [0.0, 0.2, 0.5, 1.0, 1.5, 2.5].enumerated() {
+            _ = h.scheduler.dataArrived(id, received: Int64(index + 1) * 10, expected: 100, now: time)
+        }
+        h.scheduler.transferEnded(id, TransferResult(response: response(), size: 65, bodyPath: "/b"), now: 2.6)
+        let received = h.take().compactMap { action -> Int64? in
+            if case .notify(.progress(let figures, _)) = action { figures.received } else { nil }
+        }
+        #expect(received == [10, 40, 60])
+        #expect(received == received.sorted())
+    }
+
+    @Test func progressAnswersForLiveAndFinishedReceiptsAndForgetsUnknownOnes() throws {
+        var h = Harness()
+        let a = h.download(request())
+        guard case .receipt(let live)? = try h.answer({ s, w throws(SchedulerError) in try s.progress(receipt: a.receipt, waiter: w, now: 0) })
+        else { Issue.record("no answer"); return }
+        #expect(live.state == "running" && live.figures.task == a.task)
+        h.complete("t1", bytes: 42)
+        h.deliverAll()
+        guard case .receipt(let done)? = try h.answer({ s, w throws(SchedulerError) in try s.progress(receipt: a.receipt, waiter: w, now: 0) })
+        else { Issue.record("no answer"); return }
+        #expect(done.state == "finished" && done.figures.received == 42)
+        #expect(throws: SchedulerError.unknownReceipt("r7")) { try h.scheduler.progress(receipt: "r7", waiter: 0, now: 0) }
+    }
+
+    @Test func theHistoryForgetsTheOldestPastItsLimit() {
+        var history = FinishedHistory(limit: 3)
+        for index in 1...5 {
+            history.add(ReceiptProgress(receipt: "r\(index)", figures: .none(task: "t\(index)"), state: "finished"))
+        }
+        #expect(history["r2"] == nil && history["r3"] != nil && history["r5"] != nil)
+        #expect(!history.hasTask("t1") && history.hasTask("t4"))
+    }
+
+    // MARK: bindings
+
+    @Test func bindAnswersFirstThenTellsTheViewItsState() throws {
+        var h = Harness()
+        let a = h.download(request())
+        _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "v", to: .receipt(a.receipt), kind: .animating, waiter: w) }
+        let tail = h.log.suffix(2)
+        guard case .answer(_, .bound(true)) = tail.first, case .notify(.view(.animating("v", true))) = tail.last else {
+            Issue.record("\(Array(tail))")
+            return
+        }
+        h.complete("t1")
+        #expect(h.log.contains { if case .notify(.view(.animating("v", false))) = $0 { true } else { false } })
+        #expect(throws: SchedulerError.unknownTask("t9")) {
+            try h.scheduler.bind(view: "v", to: .task("t9"), kind: .progress, waiter: 0)
+        }
+    }
+
+    // MARK: revalidation, shutdown
+
+    @Test func aRetryFetchesAgainForTheSameReceiptsAndIgnoresTheOldAttempt() {
+        var h = Harness()
+        let a = h.download(request())
+        h.complete("t1")
+        let order = h.delivering.removeFirst()
+        h.scheduler.retry(order, now: 1)
+        _ = h.take()
+        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
+        let oldAttempt = h.scheduler.dataArrived(order.id, received: 1, expected: nil, now: 1)
+        #expect(!oldAttempt)
+        h.complete("t1")
+        h.deliverAll()
+        #expect(h.finishedCount(a.receipt) == 1 && h.outcome(a.receipt)?.ok == true)
+    }
+
+    @Test func shutdownEndsUnfinishedReceiptsButDeliversCompletedOnes() {
+        var h = Harness(maxActive: 1)
+        let done = h.download(request("http://origin/1"))
+        let running = h.download(request("http://origin/2"))
+        let queued = h.download(request("http://origin/3"))
+        h.complete("t1")
+        h.scheduler.shutdown(now: 1)
+        _ = h.take()
+        #expect(h.outcome(running.receipt)?.error?.code == .shutdown)
+        #expect(h.outcome(queued.receipt)?.error?.code == .shutdown)
+        #expect(h.finishedCount(done.receipt) == 0)
+        h.deliverAll()
+        #expect(h.outcome(done.receipt)?.ok == true)
+        #expect(h.transfers.isEmpty && h.indicator.isEmpty && h.scheduler.running == 0)
+    }
+
+    /// Random interleavings of every event: each receipt ends with exactly
+    /// one `download/finished`, never more than `maxActive` transfers run,
+    /// and when everything has ended nothing is left running or counted.
+    @Test(arguments: 1...20)
+    func everyReceiptEndsExactlyOnceWhateverHappens(seed: UInt64) throws {
+        var random = SplitMix(seed: seed)
+        var h = Harness(maxActive: 3)
+        var issued: Set<String> = []
+        for step in 0..<400 {
+            h.now = Double(step) / 10
+            switch random.next() % 9 {
+            case 0, 1, 2:
+                let url = "http://origin/\(random.next() % 6)"
+                let slot = random.next() % 3 == 0 ? "s\(random.next() % 2)" : nil
+                let made = h.download(
+                    request(url, slot: slot, maxBytes: random.next() % 4 == 0 ? 50 : nil, wait: random.next() % 5 == 0),
+                    cache: random.next() % 7 == 0 ? .hit(.disk) : .miss)
+                if case .served(let receipt) = made.admission {
+                    h.scheduler.delivered([(receipt, Outcome(url: url))], now: h.now)
+                    _ = h.take()
+                }
+                if !made.receipt.isEmpty { issued.insert(made.receipt) }
+            case 3:
+                if let receipt = issued.randomElement(using: &random) { _ = h.cancel(.receipt(receipt)) }
+            case 4:
+                let now = h.now
+                if let task = h.transfers.keys.sorted().randomElement(using: &random) {
+                    _ = try? h.answer { s, w throws(SchedulerError) in
+                        try s.suspend(.task(task), waiter: w, now: now)
+                    }
+                }
+            case 5:
+                let now = h.now
+                if let task = h.scheduler.tasks.keys.sorted().randomElement(using: &random) {
+                    _ = try? h.answer { s, w throws(SchedulerError) in try s.resume(.task(task), waiter: w, now: now) }
+                }
+            case 6:
+                if let id = h.transfers.values.sorted(by: { $0.task < $1.task }).randomElement(using: &random) {
+                    _ = h.scheduler.dataArrived(id, received: Int64(random.next() % 100), expected: nil, now: h.now)
+                    _ = h.take()
+                }
+            case 7:
+                if let task = h.transfers.keys.sorted().randomElement(using: &random) { h.complete(task) }
+            default:
+                h.deliverAll()
+            }
+            #expect(h.scheduler.running <= 3)
+            #expect(h.transfers.count <= 3)
+        }
+        h.scheduler.shutdown(now: 100)
+        _ = h.take()
+        h.deliverAll()
+        for receipt in h.finished.map(\.receipt) { issued.insert(receipt) }
+        for receipt in issued { #expect(h.finishedCount(receipt) == 1, "\(receipt)") }
+        #expect(h.scheduler.receipts.isEmpty && h.scheduler.tasks.isEmpty)
+        #expect(h.transfers.isEmpty && h.indicator.isEmpty && h.scheduler.running == 0)
+        let waited = h.log.compactMap { action -> DownloadReply? in
+            if case .answer(_, .download(let reply)) = action, reply.outcome != nil { reply } else { nil }
+        }
+        for reply in waited { #expect(reply.state == "finished") }
+    }
+}
+
+/// A small seeded generator, so a failing interleaving can be replayed.
+private struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
