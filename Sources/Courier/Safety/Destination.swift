@@ -68,9 +68,17 @@ struct Destination: Sendable {
     /// The final component of `path`.
     var fileName: String { String(decoding: Self.components(of: Array(path.utf8)).last ?? [], as: UTF8.self) }
 
-    /// Checks the path without changing anything: the directories that
-    /// exist are walked as `openParent` would walk them.
+    /// Checks the path without changing anything. Under a download root the
+    /// directories that exist are walked as `openParent` would walk them;
+    /// without one the client is trusted with the path, so only its form is
+    /// checked here and the file system answers when the body is placed.
     func check() throws(Failure) {
+        guard root != nil else {
+            let bytes = Array(path.utf8)
+            guard !bytes.contains(0) else { throw .notAllowed("the destination contains a NUL byte") }
+            try Self.checkLeaf(Self.components(of: bytes).last, path: path)
+            return
+        }
         _ = try openParent(create: false)
     }
 
@@ -92,8 +100,10 @@ struct Destination: Sendable {
         } else {
             (start, relative) = ("/", Self.components(of: bytes))
         }
-        guard let leaf = relative.last, !leaf.isEmpty, leaf != Array(".".utf8), leaf != Array("..".utf8) else {
-            throw .io("the destination \(path) names no file")
+        try checkLeaf(relative.last)
+        let leaf = relative.last!
+        if root == nil, !create, let directory = Self.openWhole(bytes) {
+            return (directory, String(decoding: leaf, as: UTF8.self))
         }
         var stack = [try DirectoryHandle(opening: start)]
         var shown = start
@@ -154,6 +164,26 @@ struct Destination: Sendable {
         }
     }
 
+    /// The destination's directory opened by its whole path in one call,
+    /// as the walk without a root would find it (following symbolic links,
+    /// `..` after them); nil when that fails, so the walk says why.
+    private static func openWhole(_ path: [UInt8]) -> DirectoryHandle? {
+        guard let slash = path.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        let parent = slash == 0 ? "/" : String(decoding: path[..<slash], as: UTF8.self)
+        let fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        return fd >= 0 ? DirectoryHandle(fd: fd, path: parent) : nil
+    }
+
+    private func checkLeaf(_ leaf: [UInt8]?) throws(Failure) {
+        try Self.checkLeaf(leaf, path: path)
+    }
+
+    private static func checkLeaf(_ leaf: [UInt8]?, path: String) throws(Failure) {
+        guard let leaf, !leaf.isEmpty, leaf != Array(".".utf8), leaf != Array("..".utf8) else {
+            throw .io("the destination \(path) names no file")
+        }
+    }
+
     /// The mode a new file of the client's gets: 0666 less the umask, as
     /// curl's `-o` gives (courier's own files, which may be moved into
     /// place, are 0600).
@@ -164,9 +194,11 @@ struct Destination: Sendable {
         return 0o666 & ~mask
     }()
 
+    private static let processID = getpid()
+
     /// A name for a file beside `name` that no other writer uses.
     static func temporaryName(for name: String) -> String {
-        ".\(name.prefix(100)).courier-\(getpid())-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
+        ".\(name.prefix(100)).courier-\(processID)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }
