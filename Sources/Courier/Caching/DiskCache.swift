@@ -32,9 +32,9 @@ import Locking
 /// `capacity`, a sweep deletes entries from the least recently used until
 /// usage is at most `sweepTarget` of the capacity. Usage is tracked in
 /// memory between sweeps and recomputed by scanning the directory at start,
-/// at each sweep, and after `rescanInterval` writes or an eighth of the
-/// entry count, whichever is more (so a scan costs at most a few file checks
-/// per write), since other processes write too. Sweeps delete temporary
+/// at each sweep, and after `rescanInterval` writes or a quarter of the
+/// entry count, whichever is more (so a scan of two files an entry costs at
+/// most a few file checks per write), since other processes write too. Sweeps delete temporary
 /// files of processes that no longer run, and temporary and unknown files
 /// older than `abandonedAge`.
 final class DiskCache: Sendable {
@@ -293,16 +293,17 @@ final class DiskCache: Sendable {
     private func write(key: String, response: CachedResponse, body: Body) -> Bool {
         let name = SHA256.hex(key)
         let entryPath = path + "/" + name
+        let suffix = Self.uniqueSuffix()
         let placed: (id: UInt64, length: Int64, checksum: UInt64, added: Int64)
         switch body {
         case .existing(let id, let length, let checksum):
             placed = (id, length, checksum, 0)
         case .bytes(let bytes, let checksum):
-            let id = Self.bodyID()
+            let id = Self.bodyID(suffix)
             guard writeBody(bytes, to: path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)) else { return false }
             placed = (id, Int64(bytes.count), checksum, Int64(bytes.count))
         case .file(let file, let source):
-            let id = Self.bodyID()
+            let id = Self.bodyID(suffix)
             let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)
             if file.link(from: source, to: bodyPath) {
                 if durable, fsync(file.fd) != 0 {
@@ -326,7 +327,7 @@ final class DiskCache: Sendable {
         let header = DiskCacheEntry.Header(
             metadataLength: metadata.count, bodyLength: placed.length, metadataChecksum: XXH64.hash(metadata),
             bodyChecksum: placed.checksum, bodyID: placed.id)
-        let temporary = "\(path)/\(Self.temporaryPrefix)\(Self.uniqueSuffix())"
+        let temporary = "\(path)/\(Self.temporaryPrefix)\(suffix)"
         let fd = Foundation.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             abandonBody()
@@ -334,8 +335,7 @@ final class DiskCache: Sendable {
         }
         let written = CacheFileIO.write(fd, header.bytes + metadata) && (!durable || fsync(fd) == 0)
         close(fd)
-        let replaced = peek(name)
-        guard written, rename(temporary, entryPath) == 0 else {
+        guard written, let replaced = replace(entryPath, with: temporary) else {
             unlink(temporary)
             abandonBody()
             return false
@@ -350,11 +350,45 @@ final class DiskCache: Sendable {
             state.usage += header.fileLength + placed.added - freed
             if replaced == nil { state.count += 1 }
             state.writesSinceScan += 1
-            return state.usage > capacity || state.writesSinceScan >= max(Self.rescanInterval, state.count / 8)
+            return state.usage > capacity || state.writesSinceScan >= max(Self.rescanInterval, state.count / 4)
         }
         if needsSweep { sweep() }
         return true
     }
+
+    /// Renames `temporary` over `entryPath`; the entry file it replaced, as
+    /// `peek` describes it (nil when there was none), or nil for a failed
+    /// rename. With `renameat2`, a new entry takes one call and a replaced
+    /// one is exactly the file exchanged out, read and deleted from the
+    /// temporary name; elsewhere the entry is peeked at first.
+    private func replace(_ entryPath: String, with temporary: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)?? {
+        if let renameat2 = Self.renameat2 {
+            if renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameNoReplace) == 0 { return .some(nil) }
+            if errno == EEXIST, renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameExchange) == 0 {
+                let old = peek(path: temporary)
+                unlink(temporary)
+                return .some(old ?? (0, nil))
+            }
+            guard errno == EINVAL || errno == ENOSYS || errno == EEXIST else { return nil }
+        }
+        let old = peek(path: entryPath)
+        return rename(temporary, entryPath) == 0 ? .some(old) : nil
+    }
+
+    private static let renameNoReplace: UInt32 = 1
+    private static let renameExchange: UInt32 = 2
+
+    /// `renameat2(2)`, which the Glibc module leaves out (it is declared only
+    /// under `_GNU_SOURCE`), found once by `dlsym`; nil where there is none.
+    private static let renameat2: (@convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32)? = {
+        #if os(Linux)
+            guard let symbol = dlsym(nil, "renameat2") else { return nil }
+            return unsafeBitCast(
+                symbol, to: (@convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32).self)
+        #else
+            return nil
+        #endif
+    }()
 
     /// Creates the body file `bodyPath` holding `bytes`.
     private func writeBody(_ bytes: [UInt8], to bodyPath: String) -> Bool {
@@ -452,19 +486,25 @@ final class DiskCache: Sendable {
     }
 
     /// Deletes the body file `header` names beside the entry `name`, unless
-    /// it is a directory; the bytes of a regular file deleted.
+    /// it is a directory; the bytes usage counted for it (the length the
+    /// header gives: a body shared with a destination may have grown or
+    /// shrunk since it was counted), or 0 when no regular file was deleted.
     private func removeBody(of name: String, _ header: DiskCacheEntry.Header?) -> Int64 {
         guard let header else { return 0 }
         let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: header.bodyID)
         var info = stat()
         guard lstat(bodyPath, &info) == 0, info.st_mode & S_IFMT != S_IFDIR, unlink(bodyPath) == 0 else { return 0 }
-        return info.st_mode & S_IFMT == S_IFREG ? Int64(info.st_size) : 0
+        return info.st_mode & S_IFMT == S_IFREG ? header.bodyLength : 0
     }
 
     /// The size of the entry file `name` and its header when it has one;
     /// nil when there is no regular file by that name.
     private func peek(_ name: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)? {
-        guard let (fd, info) = CacheFileIO.openRegular(path + "/" + name) else { return nil }
+        peek(path: path + "/" + name)
+    }
+
+    private func peek(path file: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)? {
+        guard let (fd, info) = CacheFileIO.openRegular(file) else { return nil }
         defer { close(fd) }
         let header = CacheFileIO.read(fd, count: DiskCacheEntry.headerLength, at: 0).flatMap { DiskCacheEntry.Header($0[...]) }
         return (Int64(info.st_size), header)
@@ -489,14 +529,14 @@ final class DiskCache: Sendable {
         "\(getpid())-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
     }
 
-    /// A body id no other write uses: this process's id, a counter and the
+    /// A body id no other write uses: a write's `uniqueSuffix` and the
     /// time, mixed.
-    private static func bodyID() -> UInt64 {
+    private static func bodyID(_ suffix: String) -> UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        let parts: [Int64] = [Int64(getpid()), Int64(counter.wrappingAdd(1, ordering: .relaxed).newValue),
-                              Int64(now.tv_sec), Int64(now.tv_nsec)]
-        return parts.withUnsafeBytes { XXH64.hash(Array($0)) }
+        var bytes = Array(suffix.utf8)
+        withUnsafeBytes(of: (Int64(now.tv_sec), Int64(now.tv_nsec))) { bytes.append(contentsOf: $0) }
+        return XXH64.hash(bytes)
     }
 
     /// A temporary file whose writer no longer runs. A writer in another PID
