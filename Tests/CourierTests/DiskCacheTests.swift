@@ -64,18 +64,20 @@ struct DiskCacheTests {
             let b = try #require(cache.lookup(key: "http://o/b"))
             #expect(b.response.url == "http://o/b2")
             #expect(b.path == cache.path + "/" + SHA256.hex("http://o/b"))
-            let handle = try #require(FileHandle(forReadingAtPath: b.path))
-            try handle.seek(toOffset: UInt64(b.bodyOffset))
-            #expect([UInt8](handle.readDataToEndOfFile()) == fileBody)
+            #expect(b.bodyPath.hasPrefix(b.path + "."))
+            #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: b.bodyPath))) == fileBody)
 
             // And copyBody writes the body out
             let copy = directory + "/out/copy.bin"
             #expect(cache.copyBody(key: "http://o/b", to: copy)?.response.url == "http://o/b2")
             #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: copy))) == fileBody)
 
-            // And usage counts the entry files, which a new instance finds again
+            // And usage counts the entry and body files, which a new instance finds again
             #expect(cache.count == 2)
-            let sizes = try [a.entry.path, b.path].map { try FileManager.default.attributesOfItem(atPath: $0)[.size] as! Int }
+            let sizes = try [a.entry.path, a.entry.bodyPath, b.path, b.bodyPath].map {
+                try FileManager.default.attributesOfItem(atPath: $0)[.size] as! Int
+            }
+            #expect(sizes.reduce(0, +) == 10_000 + 70_000 + sizes[0] + sizes[2])
             #expect(cache.usage == Int64(sizes.reduce(0, +)))
             let reopened = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
             #expect((reopened.count, reopened.usage) == (2, cache.usage))
@@ -115,28 +117,33 @@ struct DiskCacheTests {
                 cache.store(key: key, response: response(), body: body)
                 return cache.filePath(for: key)
             }
+            func bodyFile(_ key: String) throws -> String { try #require(cache.lookup(key: key)).bodyPath }
             func mutate(_ path: String, _ change: (inout [UInt8]) -> Void) throws {
                 var contents = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
                 change(&contents)
                 try Data(contents).write(to: URL(fileURLWithPath: path))
             }
 
-            // A truncated entry
+            // A truncated entry file: it goes, and the body file its header names
             let truncated = fresh("truncated")
+            let truncatedBody = try bodyFile("truncated")
             try mutate(truncated) { $0.removeLast(100) }
             #expect(cache.read(key: "truncated") == nil)
             #expect(!exists(truncated))
+            #expect(!exists(truncatedBody))
 
-            // A flipped body byte: lookup checks only the metadata, read the body too
+            // A flipped body byte: lookup checks the body file's length, read its checksum too
             let flipped = fresh("flipped")
-            try mutate(flipped) { $0[$0.count - 10] ^= 0x40 }
+            let flippedBody = try bodyFile("flipped")
+            try mutate(flippedBody) { $0[$0.count - 10] ^= 0x40 }
             #expect(cache.lookup(key: "flipped") != nil)
             #expect(cache.read(key: "flipped") == nil)
             #expect(!exists(flipped))
+            #expect(!exists(flippedBody))
 
             // The same, through copyBody, which leaves nothing at the destination
             let copied = fresh("copied")
-            try mutate(copied) { $0[$0.count - 1] ^= 1 }
+            try mutate(try bodyFile("copied")) { $0[$0.count - 1] ^= 1 }
             #expect(cache.copyBody(key: "copied", to: directory + "/dest") == nil)
             #expect(!exists(copied))
             #expect(!exists(directory + "/dest"))
@@ -158,20 +165,25 @@ struct DiskCacheTests {
             #expect(cache.lookup(key: "empty") == nil)
             #expect(!exists(empty))
 
-            // An intact entry under another key's name
+            // An intact entry under another key's name: its body file is left to the sweep
             let misplaced = fresh("real")
+            let misplacedBody = try bodyFile("real")
             try FileManager.default.moveItem(atPath: misplaced, toPath: cache.filePath(for: "other"))
             #expect(cache.read(key: "other") == nil)
             #expect(!exists(cache.filePath(for: "other")))
 
             cache.sweep()
-            #expect((cache.count, cache.usage) == (0, 0))
+            #expect((cache.count, cache.usage) == (0, 4_000))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path) == [(misplacedBody as NSString).lastPathComponent])
+            let sweeper = try DiskCache(cacheDirectory: directory, capacity: 1 << 20, orphanAge: 0)
+            #expect((sweeper.count, sweeper.usage) == (0, 0))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path).isEmpty)
         }
     }
 
     @Test func evictsLeastRecentlyUsedDownToTheSweepTarget() throws {
         try withDirectory { directory in
-            // Given room for about 7 entries of 1,000-byte bodies (each file ~1,300 bytes)
+            // Given room for about 7 entries of 1,000-byte bodies (each entry and body ~1,300 bytes)
             let cache = try DiskCache(cacheDirectory: directory, capacity: 10_000)
             let keys = (0..<8).map { "http://o/\($0)" }
             for key in keys.prefix(7) {
@@ -207,8 +219,10 @@ struct DiskCacheTests {
             try Data(bytes(10_001, seed: 1)).write(to: URL(fileURLWithPath: source))
             #expect(!cache.store(key: "big", response: response(), bodyFile: source))
             #expect(cache.count == 1)
-            let names = try FileManager.default.contentsOfDirectory(atPath: cache.path)
-            #expect(names == [SHA256.hex("fits")])
+            let names = try FileManager.default.contentsOfDirectory(atPath: cache.path).sorted()
+            #expect(names.count == 2)
+            #expect(names.first == SHA256.hex("fits"))
+            #expect(names.last?.hasPrefix(SHA256.hex("fits") + ".") == true)
         }
     }
 

@@ -48,10 +48,30 @@ def entry_file(cache_dir, url: str) -> str:
     return os.path.join(str(cache_dir), "http", hashlib.sha256(("url " + escaped).encode()).hexdigest())
 
 
+def body_files(cache_dir, url: str) -> list[str]:
+    """The body files beside ``url``'s entry file: its name, a dot and a
+    16-hex-digit body id."""
+    entry = entry_file(cache_dir, url)
+    directory, name = os.path.split(entry)
+    return [os.path.join(directory, other) for other in os.listdir(directory)
+            if other.startswith(name + ".") and len(other) == 81]
+
+
+def entry_cost(cache_dir, url: str) -> int:
+    """The bytes ``url``'s entry holds on disk: its entry file and its body file."""
+    return os.path.getsize(entry_file(cache_dir, url)) + sum(map(os.path.getsize, body_files(cache_dir, url)))
+
+
 def entry_files(cache_dir) -> dict[str, int]:
+    """The entries on disk by entry file name, each with the bytes of its
+    entry file and body files; a body file without an entry file counts
+    under the entry name it lacks."""
     directory = os.path.join(str(cache_dir), "http")
-    return {name: os.path.getsize(os.path.join(directory, name))
-            for name in os.listdir(directory) if len(name) == 64}
+    costs: dict[str, int] = {}
+    for name in os.listdir(directory):
+        if len(name) in (64, 81):
+            costs[name[:64]] = costs.get(name[:64], 0) + os.path.getsize(os.path.join(directory, name))
+    return costs
 
 
 def seconds_until(iso: str) -> float:
@@ -463,7 +483,7 @@ def test_disk_capacity_evicts_least_recently_used(courier, origin, cache_dir):
     for name in names[:9]:
         urls[name], bodies[name] = resource(origin, name, 6 * KIB)
         assert fetch(c, urls[name])["source"] == "network"
-        sizes[name] = os.path.getsize(entry_file(cache_dir, urls[name]))
+        sizes[name] = entry_cost(cache_dir, urls[name])
     disk = c.cache_stats()["disk"]
     assert disk["entries"] == 9 and disk["usage"] == sum(sizes.values()) <= 64 * KIB
     assert disk["capacity"] == 64 * KIB
@@ -475,7 +495,7 @@ def test_disk_capacity_evicts_least_recently_used(courier, origin, cache_dir):
     for name in names[9:]:
         urls[name], bodies[name] = resource(origin, name, 6 * KIB)
         assert fetch(c, urls[name])["source"] == "network"
-        sizes[name] = os.path.getsize(entry_file(cache_dir, urls[name]))
+        sizes[name] = entry_cost(cache_dir, urls[name])
         order.append(name)
         on_disk = entry_files(cache_dir)
         assert sum(on_disk.values()) <= 64 * KIB
@@ -511,11 +531,119 @@ def test_body_over_an_eighth_of_disk_capacity_is_not_stored_but_lands(courier, o
     assert outcome["ok"] and outcome["path"] == str(destination)
     assert destination.read_bytes() == body
     assert c.cache_lookup(url)["cached"] is False
-    assert not os.path.exists(entry_file(cache_dir, url))
+    assert not os.path.exists(entry_file(cache_dir, url)) and body_files(cache_dir, url) == []
     assert c.cache_stats()["disk"]["entries"] == 1
     again = fetch(c, url)
     assert again["source"] == "network" and again["bytes"] == body
     assert origin.hits("/res/huge") == 2
+
+
+# ------------------------------------------------------------------ one write of the body
+
+
+def test_download_to_a_destination_stores_its_body_as_a_link(courier, origin, cache_dir, tmp_path):
+    # Given a download to a destination on the cache directory's file system
+    c = courier(*NO_MEMORY)
+    url, body = resource(origin, "linked", 20 * KIB)
+    destination = tmp_path / "out" / "linked.bin"
+    destination.parent.mkdir()
+    outcome = fetch(c, url, body="none", destination=str(destination))
+    assert outcome["ok"] and destination.read_bytes() == body
+    # Then the cache's body file is the destination's inode, and the entry file holds no body
+    bodies = body_files(cache_dir, url)
+    assert len(bodies) == 1
+    assert os.stat(bodies[0]).st_ino == destination.stat().st_ino
+    assert destination.stat().st_nlink == 2
+    assert os.path.getsize(entry_file(cache_dir, url)) < 2 * KIB
+    # And usage counts entry and body once, and a new process serves it from disk
+    assert c.cache_stats()["disk"]["usage"] == entry_cost(cache_dir, url)
+    served = fetch(courier(*NO_MEMORY), url)
+    assert served["source"] == "disk" and served["bytes"] == body
+    assert origin.hits("/res/linked") == 1
+
+
+def _rewrite_same_length(path, body):
+    with open(path, "r+b") as f:
+        f.seek(100)
+        f.write(b"X" * 10)
+
+
+def _append(path, body):
+    with open(path, "ab") as f:
+        f.write(b"appended")
+
+
+def _truncate(path, body):
+    os.truncate(path, len(body) // 2)
+
+
+REWRITES = {"same length": _rewrite_same_length, "appended": _append, "truncated": _truncate}
+
+
+@pytest.mark.parametrize("rewrite", list(REWRITES), ids=list(REWRITES))
+def test_rewriting_a_linked_destination_in_place_is_never_served(courier, origin, cache_dir, tmp_path, rewrite):
+    # Given a destination that shares its inode with the cache's body file
+    name = "rewritten-" + str(list(REWRITES).index(rewrite))
+    url, body = resource(origin, name, 12 * KIB)
+    destination = tmp_path / "out" / (name + ".bin")
+    destination.parent.mkdir()
+    assert fetch(courier(*NO_MEMORY), url, body="none", destination=str(destination))["ok"]
+    [linked] = body_files(cache_dir, url)
+    assert os.stat(linked).st_ino == destination.stat().st_ino
+    # When the client changes its file in place
+    REWRITES[rewrite](destination, body)
+    changed = destination.read_bytes()
+    assert changed != body
+    # Then a new process fetches the origin's bytes again, never the client's
+    c = courier(*NO_MEMORY)
+    outcome = fetch(c, url)
+    assert outcome["source"] == "network" and outcome["bytes"] == body
+    assert origin.hits("/res/" + name) == 2
+    again = fetch(c, url)
+    assert again["source"] == "disk" and again["bytes"] == body
+    # And the client's file is as the client left it, no longer linked
+    assert destination.read_bytes() == changed
+    assert destination.stat().st_nlink == 1
+    assert all(os.stat(path).st_ino != destination.stat().st_ino for path in body_files(cache_dir, url))
+
+
+def test_destination_on_another_file_system_is_copied(courier, origin, cache_dir):
+    # Given a destination on tmpfs while the cache directory is elsewhere
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or os.stat(shm).st_dev == os.stat(cache_dir).st_dev:
+        pytest.skip("needs /dev/shm on a file system of its own")
+    c = courier(*NO_MEMORY)
+    url, body = resource(origin, "elsewhere", 9 * KIB)
+    destination = os.path.join(shm, f"courier-test-{os.getpid()}-elsewhere.bin")
+    try:
+        assert fetch(c, url, body="none", destination=destination)["ok"]
+        # Then the cache holds a private copy of its own
+        [copy] = body_files(cache_dir, url)
+        assert os.stat(copy).st_ino != os.stat(destination).st_ino
+        assert os.stat(copy).st_mode & 0o777 == 0o600
+        with open(copy, "rb") as f:
+            assert f.read() == body
+    finally:
+        if os.path.exists(destination):
+            os.unlink(destination)
+    served = fetch(courier(*NO_MEMORY), url)
+    assert served["source"] == "disk" and served["bytes"] == body
+
+
+def test_revalidation_rewrites_the_entry_file_only(courier, origin, cache_dir):
+    # Given a stored response that must be revalidated
+    c = courier(*NO_MEMORY)
+    url = origin.url("/cache?no-cache=1&etag=keep&body=kept-body&n=reval-link")
+    assert fetch(c, url)["source"] == "network"
+    [body_before] = body_files(cache_dir, url)
+    inode = os.stat(body_before).st_ino
+    # When a 304 answers its revalidation
+    outcome = fetch(c, url)
+    assert outcome["source"] == "revalidated" and outcome["bytes"] == b"kept-body"
+    # Then the same body file is kept, and a new process revalidates it again
+    assert body_files(cache_dir, url) == [body_before] and os.stat(body_before).st_ino == inode
+    again = fetch(courier(*NO_MEMORY), url)
+    assert again["source"] == "revalidated" and again["bytes"] == b"kept-body"
 
 
 # ------------------------------------------------------------------ cache/* methods and counters

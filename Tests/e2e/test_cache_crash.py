@@ -12,6 +12,7 @@ import math
 import os
 import random
 import signal
+import struct
 import threading
 import time
 
@@ -34,6 +35,15 @@ def entry_path(cache_dir, url: str) -> str:
     ``url `` and the URL's bytes with all but printable ASCII (and ``%``) as %XX."""
     escaped = "".join(chr(b) if 0x20 < b < 0x7F and b != 0x25 else f"%{b:02X}" for b in url.encode())
     return os.path.join(str(cache_dir), "http", hashlib.sha256(("url " + escaped).encode()).hexdigest())
+
+
+def body_path(entry: str) -> str:
+    """The body file an entry file names: the body id at offset 40 of its
+    header, as 16 hex digits after the entry file's name and a dot."""
+    with open(entry, "rb") as file:
+        file.seek(40)
+        (body_id,) = struct.unpack("<Q", file.read(8))
+    return f"{entry}.{body_id:016x}"
 
 
 def served_bytes(outcome: dict) -> bytes:
@@ -121,10 +131,12 @@ def test_sigkill_during_concurrent_cache_writes_never_serves_a_torn_entry(
     # A corrupted entry is dropped and fetched again, never served.
     victims = previous_round[:2]
     for index, url in enumerate(victims):
-        path = entry_path(cache_dir, url)
-        assert os.path.exists(path), "the last round's bodies were all stored"
+        entry = entry_path(cache_dir, url)
+        assert os.path.exists(entry), "the last round's bodies were all stored"
+        # The body file's last byte, then a byte of the entry file's metadata
+        path = body_path(entry) if index == 0 else entry
         with open(path, "r+b") as file:
-            offset = os.path.getsize(path) - 1 if index == 0 else 40  # body, then metadata
+            offset = os.path.getsize(path) - 1 if index == 0 else 48 + 3
             file.seek(offset)
             byte = file.read(1)
             file.seek(offset)

@@ -18,7 +18,7 @@ from origin import pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
 MAGIC = b"CRCH\r\n\x1a\n"
-HEADER = struct.Struct("<8sIIQQQ")  # magic, version, metadata length, body length, two XXH64s
+HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH64s, body id
 
 # ------------------------------------------------------------------ XXH64
 
@@ -88,29 +88,37 @@ def test_xxh64_reference_values():
 
 
 def entry_bytes(metadata: bytes, body: bytes, **overrides: int) -> bytes:
-    """An entry file as DiskCacheEntry.swift describes it; ``overrides``
-    replace header fields (metadata_length, body_length, metadata_sum,
-    body_sum) with values of their own."""
-    fields = {"metadata_length": len(metadata), "body_length": len(body),
-              "metadata_sum": xxh64(metadata), "body_sum": xxh64(body)}
+    """An entry file as DiskCacheEntry.swift describes it, for ``body``;
+    ``overrides`` replace header fields (version, metadata_length,
+    body_length, metadata_sum, body_sum, body_id) with values of their own.
+    The body itself lives in the body file the body id names."""
+    fields = {"version": 2, "metadata_length": len(metadata), "body_length": len(body),
+              "metadata_sum": xxh64(metadata), "body_sum": xxh64(body), "body_id": 0}
     fields.update(overrides)
-    header = HEADER.pack(MAGIC, 1, fields["metadata_length"], fields["body_length"],
-                         fields["metadata_sum"], fields["body_sum"])
-    return header + metadata + body
+    header = HEADER.pack(MAGIC, fields["version"], fields["metadata_length"], fields["body_length"],
+                         fields["metadata_sum"], fields["body_sum"], fields["body_id"])
+    return header + metadata
 
 
-def read_entry(path: str) -> tuple[dict, bytes, bytes]:
-    """The metadata object, the metadata's bytes and the body of an entry
-    file, after checking its header against our own XXH64."""
+def body_path(entry_path: str, body_id: int) -> str:
+    """The body file an entry file names: its path, a dot, the body id in 16 hex digits."""
+    return f"{entry_path}.{body_id:016x}"
+
+
+def read_entry(path: str) -> tuple[dict, bytes, bytes, int]:
+    """The metadata object, the metadata's bytes, the body and the body id
+    of an entry, after checking its header against our own XXH64."""
     with open(path, "rb") as f:
         data = f.read()
-    magic, version, metadata_length, body_length, metadata_sum, body_sum = HEADER.unpack_from(data)
-    assert magic == MAGIC and version == 1
-    metadata = data[HEADER.size:HEADER.size + metadata_length]
-    body = data[HEADER.size + metadata_length:]
+    magic, version, metadata_length, body_length, metadata_sum, body_sum, body_id = HEADER.unpack_from(data)
+    assert magic == MAGIC and version == 2
+    metadata = data[HEADER.size:]
+    assert len(metadata) == metadata_length
+    with open(body_path(path, body_id), "rb") as f:
+        body = f.read()
     assert len(body) == body_length
     assert xxh64(metadata) == metadata_sum and xxh64(body) == body_sum, "XXH64 differs from courier's"
-    return json.loads(metadata), metadata, body
+    return json.loads(metadata), metadata, body, body_id
 
 
 def only_entry(cache_dir) -> str:
@@ -313,45 +321,105 @@ HOSTILE_HEADER_ENTRIES = {
 }
 
 
-# Whole files: (metadata, body) → file bytes.
+# Whole entry files: (metadata, body, body id) → file bytes.
 FILE_CASES = {
-    "body length 2^63-1": lambda m, b: entry_bytes(m, b, body_length=2 ** 63 - 1),
-    "body length 2^64-1": lambda m, b: entry_bytes(m, b, body_length=2 ** 64 - 1),
-    "metadata length 2^32-1": lambda m, b: entry_bytes(m, b, metadata_length=2 ** 32 - 1),
-    "metadata length 0": lambda m, b: entry_bytes(m, b, metadata_length=0),
-    "wrong metadata checksum": lambda m, b: entry_bytes(m, b, metadata_sum=xxh64(m) ^ 1),
-    "wrong body checksum": lambda m, b: entry_bytes(m, b, body_sum=xxh64(b) ^ 1),
-    "body cut": lambda m, b: entry_bytes(m, b)[:-1],
-    "header only": lambda m, b: entry_bytes(m, b)[:HEADER.size],
-    "empty": lambda m, b: b"",
-    "random bytes": lambda m, b: pattern(4096, "random"),
-    "metadata 1e400": lambda m, b: entry_bytes(m.replace(b'"requestTime":', b'"requestTime":1e400,"x":'), b),
-    "metadata NaN": lambda m, b: entry_bytes(m.replace(b'"requestTime":', b'"requestTime":NaN,"x":'), b),
-    "metadata integer past 64 bits": lambda m, b: entry_bytes(
-        m.replace(b'"status":', b'"status":99999999999999999999999,"x":'), b),
-    "metadata not JSON": lambda m, b: entry_bytes(b"{" * 1000, b),
+    "body length 2^63-1": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=2 ** 63 - 1),
+    "body length 2^64-1": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=2 ** 64 - 1),
+    "body length one more": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=len(b) + 1),
+    "body length 0": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=0, body_sum=xxh64(b"")),
+    "metadata length 2^32-1": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_length=2 ** 32 - 1),
+    "metadata length 0": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_length=0),
+    "wrong metadata checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_sum=xxh64(m) ^ 1),
+    "wrong body checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, body_sum=xxh64(b) ^ 1),
+    "another body id": lambda m, b, i: entry_bytes(m, b, body_id=i ^ 1),
+    "version 1": lambda m, b, i: entry_bytes(m, b, body_id=i, version=1),
+    "version 2^32-1": lambda m, b, i: entry_bytes(m, b, body_id=i, version=2 ** 32 - 1),
+    "version 1 with its body inline": lambda m, b, i: (
+        struct.pack("<8sIIQQQ", MAGIC, 1, len(m), len(b), xxh64(m), xxh64(b)) + m + b),
+    "metadata cut": lambda m, b, i: entry_bytes(m, b, body_id=i)[:-1],
+    "bytes past the metadata": lambda m, b, i: entry_bytes(m, b, body_id=i) + b"x",
+    "header only": lambda m, b, i: entry_bytes(m, b, body_id=i)[:HEADER.size],
+    "header cut": lambda m, b, i: entry_bytes(m, b, body_id=i)[:HEADER.size - 1],
+    "empty": lambda m, b, i: b"",
+    "random bytes": lambda m, b, i: pattern(4096, "random"),
+    "metadata 1e400": lambda m, b, i: entry_bytes(m.replace(b'"requestTime":', b'"requestTime":1e400,"x":'), b, body_id=i),
+    "metadata NaN": lambda m, b, i: entry_bytes(m.replace(b'"requestTime":', b'"requestTime":NaN,"x":'), b, body_id=i),
+    "metadata integer past 64 bits": lambda m, b, i: entry_bytes(
+        m.replace(b'"status":', b'"status":99999999999999999999999,"x":'), b, body_id=i),
+    "metadata not JSON": lambda m, b, i: entry_bytes(b"{" * 1000, b, body_id=i),
 }
+
+
+def _flip_byte(path: str, body: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(len(body) // 2)
+        f.write(bytes([body[len(body) // 2] ^ 0x20]))
+
+
+def _replace_with(make):
+    def change(path: str, body: bytes) -> None:
+        os.unlink(path)
+        make(path, body)
+    return change
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+# Body files an entry file names: (path, body) → None, changing what is there.
+BODY_CASES = {
+    "missing": lambda path, body: os.unlink(path),
+    "one byte flipped": _flip_byte,
+    "one byte longer": lambda path, body: _write(path, body + b"!"),
+    "one byte shorter": lambda path, body: _write(path, body[:-1]),
+    "empty": lambda path, body: _write(path, b""),
+    "symlink to the same bytes": _replace_with(lambda path, body: (
+        _write(path + ".target", body), os.symlink(os.path.basename(path) + ".target", path))),
+    "symlink to /dev/zero": _replace_with(lambda path, body: os.symlink("/dev/zero", path)),
+    "symlink loop": _replace_with(lambda path, body: os.symlink(os.path.basename(path), path)),
+    "fifo": _replace_with(lambda path, body: os.mkfifo(path, 0o600)),
+    "directory": _replace_with(lambda path, body: os.mkdir(path, 0o700)),
+    "unix socket": _replace_with(lambda path, body: _bind_socket(path)),
+}
+
+
+def _bind_socket(path: str) -> None:
+    """A Unix socket at ``path``, bound by a relative name (the whole path
+    is longer than a socket address holds)."""
+    import socket
+    here = os.getcwd()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        os.chdir(os.path.dirname(path))
+        sock.bind(os.path.basename(path))
+    finally:
+        os.chdir(here)
+        sock.close()
 
 
 def _store_and_corrupt(courier, origin, cache_dir, name: str, make_file) -> tuple[str, bytes, int]:
     """Lets one courier store ``name``, rewrites its entry file with
-    ``make_file(metadata bytes, body)``, and returns (url, body, origin hits)."""
+    ``make_file(metadata bytes, body, body id)``, and returns (url, body,
+    origin hits)."""
     body = pattern(300, name)
     url = origin.set_resource(name, body, LONG)
     writer = courier()
     assert fetch(writer, url)["source"] == "network"
     writer.close()
     path = only_entry(cache_dir)
-    _meta, metadata, stored_body = read_entry(path)
+    _meta, metadata, stored_body, body_id = read_entry(path)
     assert stored_body == body
     with open(path, "wb") as f:
-        f.write(make_file(metadata, body))
+        f.write(make_file(metadata, body, body_id))
     return url, body, origin.hits("/res/" + name)
 
 
 def _metadata_file(change):
-    def make(metadata: bytes, body: bytes) -> bytes:
-        return entry_bytes(json.dumps(change(json.loads(metadata)), separators=(",", ":")).encode(), body)
+    def make(metadata: bytes, body: bytes, body_id: int) -> bytes:
+        return entry_bytes(json.dumps(change(json.loads(metadata)), separators=(",", ":")).encode(), body,
+                           body_id=body_id)
     return make
 
 
@@ -403,3 +471,50 @@ def test_corrupt_entry_file_is_a_miss(courier, origin, cache_dir, case):
     outcome = _check_fresh_courier(courier, origin, url, body)
     # Then the origin served the body
     assert outcome["source"] == "network" and origin.hits("/res/" + name) == hits + 1
+
+
+@pytest.mark.parametrize("case", list(BODY_CASES), ids=list(BODY_CASES))
+def test_corrupt_body_file_is_a_miss(courier, origin, cache_dir, case):
+    # Given a sound entry file whose body file is missing, changed, or not a regular file
+    name = "body-" + str(list(BODY_CASES).index(case))
+    body = pattern(300, name)
+    url = origin.set_resource(name, body, LONG)
+    writer = courier()
+    assert fetch(writer, url)["source"] == "network"
+    writer.close()
+    entry = only_entry(cache_dir)
+    *_, body_id = read_entry(entry)
+    BODY_CASES[case](body_path(entry, body_id), body)
+    # When a fresh courier looks it up and downloads it (a FIFO must not block it)
+    outcome = _check_fresh_courier(courier, origin, url, body)
+    # Then the origin served the body, and what is stored now reads back whole
+    assert outcome["source"] == "network" and origin.hits("/res/" + name) == 2
+    _meta, _metadata, stored, new_id = read_entry(entry)
+    assert stored == body and new_id != body_id
+    assert not os.path.islink(body_path(entry, new_id))
+
+
+def test_orphaned_and_foreign_files_beside_entries_are_harmless(courier, origin, cache_dir):
+    # Given a stored entry, and beside it a body file no entry names, names
+    # that look like body files but are not, and a directory named like an entry
+    body = pattern(300, "beside")
+    url = origin.set_resource("beside", body, LONG)
+    writer = courier()
+    assert fetch(writer, url)["source"] == "network"
+    writer.close()
+    entry = only_entry(cache_dir)
+    directory = os.path.dirname(entry)
+    _write(entry + ".00000000000000ff", b"orphan")
+    _write(entry + ".ZZZZZZZZZZZZZZZZ", b"not hex")
+    _write(entry + ".0", b"short id")
+    os.mkdir(os.path.join(directory, "f" * 64))
+    os.symlink("/etc/passwd", os.path.join(directory, "e" * 64 + ".0000000000000001"))
+    # Then a fresh courier serves the entry from disk, answers for the rest, and clears what is its own
+    c = courier()
+    outcome = fetch(c, url)
+    assert outcome["ok"] and outcome["source"] == "disk" and outcome["bytes"] == body
+    assert c.cache_stats()["disk"]["entries"] == 1
+    assert c.cache_clear() == {"memory": 1, "disk": 1}
+    assert not os.path.exists(entry) and not os.path.exists(entry + ".00000000000000ff")
+    assert os.path.exists("/etc/passwd")
+    assert_still_serving(c, origin)

@@ -366,15 +366,28 @@ def test_vary_is_honoured(courier, origin):
     assert origin.hits("/cache") == 3
 
 
-def test_files_holding_fetched_data_are_private(courier, origin, cache_dir):
+def test_files_holding_fetched_data_are_private(courier, origin, cache_dir, tmp_path):
     c = courier()
     out = c.fetch(origin.url("/cache?max-age=600&body=x"), body="none")
     assert out["ok"], out
-    modes = {str(p.relative_to(cache_dir)): stat.S_IMODE(p.stat().st_mode)
-             for p in Path(cache_dir).rglob("*")}
-    for name, mode in modes.items():
-        expected = 0o700 if (Path(cache_dir) / name).is_dir() else 0o600
-        assert mode == expected, (name, oct(mode))
+    destination = tmp_path / "given" / "y.bin"
+    destination.parent.mkdir()
+    given = c.fetch(origin.url("/cache?max-age=600&body=y"), body="none", destination=str(destination))
+    assert given["ok"], given
+    # A body file the cache shares with a destination has the destination's
+    # mode; every other file is 0600 and every directory 0700.
+    shared = {(destination.stat().st_dev, destination.stat().st_ino)}
+    assert stat.S_IMODE((Path(cache_dir) / "http").stat().st_mode) == 0o700
+    linked = 0
+    for p in Path(cache_dir).rglob("*"):
+        info = p.lstat()
+        assert stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode), p
+        if stat.S_ISDIR(info.st_mode):
+            assert stat.S_IMODE(info.st_mode) == 0o700, (p, oct(info.st_mode))
+        elif stat.S_IMODE(info.st_mode) != 0o600:
+            assert (info.st_dev, info.st_ino) in shared, (p, oct(info.st_mode))
+            linked += 1
+    assert linked == (1 if stat.S_IMODE(destination.stat().st_mode) != 0o600 else 0)
     assert stat.S_IMODE(os.stat(out["path"]).st_mode) == 0o600
 
 

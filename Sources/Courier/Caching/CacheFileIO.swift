@@ -72,6 +72,46 @@ enum CacheFileIO {
         return hasher.finalize()
     }
 
+    /// The XXH64 of `length` bytes of `source` from its start, or nil on an
+    /// I/O error or a source shorter than `length`.
+    static func hash(_ source: Int32, length: Int64) -> UInt64? {
+        var hasher = XXH64()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var done: Int64 = 0
+        while done < length {
+            let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(min(Int64(chunkSize), length - done))])
+            guard read(source, into: chunk, at: done) else { return nil }
+            hasher.update(UnsafeRawBufferPointer(chunk))
+            done += Int64(chunk.count)
+        }
+        return hasher.finalize()
+    }
+
+    /// Opens `path` for reading without following a symlink and without
+    /// blocking on a FIFO; the descriptor and its `fstat`, or nil (and the
+    /// descriptor closed) when it cannot be opened or is not a regular file.
+    static func openRegular(_ path: String) -> (fd: Int32, info: stat)? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            return nil
+        }
+        return (fd, info)
+    }
+
+    /// Nanoseconds since 1970 of a file's last status change (a link, a
+    /// rename, a write).
+    static func changed(_ info: stat) -> Int64 {
+        #if os(Linux)
+            Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+        #else
+            Int64(info.st_ctimespec.tv_sec) * 1_000_000_000 + Int64(info.st_ctimespec.tv_nsec)
+        #endif
+    }
+
     /// Nanoseconds since 1970 of a file's last modification.
     static func modified(_ info: stat) -> Int64 {
         #if os(Linux)

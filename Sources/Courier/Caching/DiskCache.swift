@@ -2,27 +2,41 @@ import Foundation
 import Synchronization
 import Locking
 
-/// The disk tier: one file per entry in `<cache dir>/http/`, named by the
-/// hex SHA-256 of its key, in `DiskCacheEntry`'s format.
+/// The disk tier: in `<cache dir>/http/`, per key, an entry file named by
+/// the hex SHA-256 of the key and the body file it names, in
+/// `DiskCacheEntry`'s format.
 ///
-/// Several processes may share the directory. Every write goes to a
-/// temporary file in the same directory (`.tmp-<pid>-<n>`) that is renamed
-/// over the entry only when complete, and every read checks the entry's
-/// length and checksums, deleting an entry that fails; so a reader never sees
-/// a torn entry, whatever a crash or another process did. Files are not
+/// A body stored from a downloaded file is a hard link of that file's inode
+/// when the cache directory is on the same file system, so a download to a
+/// destination costs one write of its body; otherwise the body is copied.
+/// The inode is then shared with the client's destination: a client that
+/// rewrites, truncates or appends to its file in place changes the cache's
+/// body too, which the length check on every open and the XXH64 check on
+/// every read of the body catch, discarding the entry. The recency of an
+/// entry lives on its entry file, so a hit never touches a client's file.
+///
+/// Several processes may share the directory. An entry file is written to a
+/// temporary file in the same directory (`.tmp-<pid>-<n>`) and renamed into
+/// place only once its body file is complete, under a body id no other write
+/// uses; so a reader never pairs an entry with another write's body and
+/// never sees a torn entry, whatever a crash or another process did. A
+/// replaced entry's body file is deleted by its replacer; body files no
+/// entry names (left by a crash, or by two processes storing one key at
+/// once) are deleted by a sweep once older than `orphanAge`. Files are not
 /// fsynced unless `durable` is set: without it a power loss (not a crash)
-/// can leave a renamed entry incomplete, which the next read detects.
+/// can leave an entry or body incomplete, which the next read detects.
 ///
-/// Least recently used entries go first: reading an entry sets its
-/// modification time. When usage passes `capacity`, a sweep deletes entries
-/// from the least recently used until usage is at most `sweepTarget` of the
-/// capacity. Usage is tracked in memory between sweeps and recomputed by
-/// scanning the directory at start, at each sweep, and after
-/// `rescanInterval` writes or an eighth of the entry count, whichever is more
-/// (so a scan costs at most a few file checks per write), since other
-/// processes write too. Sweeps delete
-/// temporary files of processes that no longer run, and temporary and
-/// unknown files older than `abandonedAge`.
+/// Least recently used entries go first: reading an entry sets its entry
+/// file's modification time. Usage counts the bytes of entry and body files
+/// (a body once, however many names its inode has). When usage passes
+/// `capacity`, a sweep deletes entries from the least recently used until
+/// usage is at most `sweepTarget` of the capacity. Usage is tracked in
+/// memory between sweeps and recomputed by scanning the directory at start,
+/// at each sweep, and after `rescanInterval` writes or a quarter of the
+/// entry count, whichever is more (so a scan of two files an entry costs at
+/// most a few file checks per write), since other processes write too. Sweeps delete temporary
+/// files of processes that no longer run, and temporary and unknown files
+/// older than `abandonedAge`.
 final class DiskCache: Sendable {
     /// Bodies larger than this share of the capacity (1/8) are not stored.
     static let largestShare: Int64 = 8
@@ -32,6 +46,10 @@ final class DiskCache: Sendable {
     static let rescanInterval = 64
     /// Temporary and unknown files older than this (one hour) are deleted.
     static let abandonedAge: TimeInterval = 3600
+    /// Body files that no entry names and whose status has not changed for
+    /// `orphanAge` (by default five minutes; a writer links its body moments
+    /// before it renames the entry naming it) are deleted.
+    static let defaultOrphanAge: TimeInterval = 300
     private static let temporaryPrefix = ".tmp-"
     private static let counter = Atomic<Int>(0)
 
@@ -39,6 +57,7 @@ final class DiskCache: Sendable {
     let path: String
     let capacity: Int64
     let durable: Bool
+    let orphanAge: TimeInterval
     private let state = Locked(State())
 
     private struct State {
@@ -48,15 +67,18 @@ final class DiskCache: Sendable {
         var sweeping = false
     }
 
-    init(cacheDirectory: String, capacity: Int64, durable: Bool = false) throws {
+    init(
+        cacheDirectory: String, capacity: Int64, durable: Bool = false, orphanAge: TimeInterval = defaultOrphanAge
+    ) throws {
         path = cacheDirectory + "/http"
         self.capacity = capacity
         self.durable = durable
+        self.orphanAge = orphanAge
         try DirectoryHandle.makePrivateDirectories(path)
         sweep()
     }
 
-    /// Bytes of entry files, as last counted.
+    /// Bytes of entry and body files, as last counted.
     var usage: Int64 { state.withLock { $0.usage } }
     var count: Int { state.withLock { $0.count } }
     /// The largest body `store` accepts.
@@ -66,26 +88,26 @@ final class DiskCache: Sendable {
 
     // MARK: - Reading
 
-    /// The entry for `key`, its header and metadata checked but not its body
-    /// (which `read` and `copyBody` check); its recency unchanged.
+    /// The entry for `key`, its header and metadata checked and its body
+    /// file's length but not the body's checksum (which `read` and
+    /// `copyBody` check); its recency unchanged.
     func lookup(key: String) -> DiskCacheEntry? {
         guard let opened = open(key) else { return nil }
-        close(opened.fd)
+        opened.close()
         return opened.entry
     }
 
     /// The entry for `key` and its verified body; now the most recently used.
     func read(key: String) -> (entry: DiskCacheEntry, body: [UInt8])? {
         guard let opened = open(key) else { return nil }
-        let file = opened.entry.path
-        guard let body = CacheFileIO.read(opened.fd, count: Int(opened.header.bodyLength), at: opened.entry.bodyOffset),
+        defer { opened.close() }
+        guard let body = CacheFileIO.read(opened.bodyFD, count: Int(opened.header.bodyLength), at: 0),
             XXH64.hash(body) == opened.header.bodyChecksum
         else {
-            discard(opened.fd, file)
+            discard(opened)
             return nil
         }
-        futimens(opened.fd, nil)
-        close(opened.fd)
+        futimens(opened.entryFD, nil)
         return (opened.entry, body)
     }
 
@@ -95,21 +117,20 @@ final class DiskCache: Sendable {
     /// most recently used. Nil on a miss, a corrupt entry, or an I/O error.
     func copyBody(key: String, to destination: String) -> DiskCacheEntry? {
         guard let opened = open(key) else { return nil }
-        defer { close(opened.fd) }
+        defer { opened.close() }
         let directory = (destination as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let partial = "\(directory)/.\((destination as NSString).lastPathComponent).courier-\(Self.uniqueSuffix()).partial"
         let out = Foundation.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard out >= 0 else { return nil }
-        let sum = CacheFileIO.copy(
-            from: opened.fd, offset: opened.entry.bodyOffset, length: opened.header.bodyLength, to: out)
+        let sum = CacheFileIO.copy(from: opened.bodyFD, offset: 0, length: opened.header.bodyLength, to: out)
         close(out)
         guard let sum, sum == opened.header.bodyChecksum, rename(partial, destination) == 0 else {
             unlink(partial)
-            if sum != nil, sum != opened.header.bodyChecksum { removeIfSame(opened.fd, opened.entry.path) }
+            if sum != nil, sum != opened.header.bodyChecksum { discard(opened) }
             return nil
         }
-        futimens(opened.fd, nil)
+        futimens(opened.entryFD, nil)
         return opened.entry
     }
 
@@ -124,49 +145,56 @@ final class DiskCache: Sendable {
             remove(key: key)
             return false
         }
-        return write(key: key, response: response, body: .bytes(body))
+        return write(key: key, response: response, body: .bytes(body, checksum: XXH64.hash(body)))
     }
 
-    /// Stores the contents of the file at `bodyFile` under `key`, streaming
-    /// it; the file is left in place. Refused as `store(key:response:body:)`.
+    /// Stores the body `file` holds under `key`: its body file is a hard link
+    /// of `file`'s inode (found at `path`) when it can be, else a copy. The
+    /// file is left in place. Refused as `store(key:response:body:)`.
     @discardableResult
-    func store(key: String, response: CachedResponse, bodyFile: String) -> Bool {
-        let fd = Foundation.open(bodyFile, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return false }
-        guard Int64(info.st_size) <= maximumBodyLength else {
+    func store(key: String, response: CachedResponse, file: CacheBodyFile, path bodyPath: String) -> Bool {
+        guard file.length <= maximumBodyLength else {
             remove(key: key)
             return false
         }
-        return write(key: key, response: response, body: .file(fd: fd, offset: 0, length: Int64(info.st_size), checksum: nil))
+        return write(key: key, response: response, body: .file(file, path: bodyPath))
     }
 
-    /// Replaces the metadata of `key`'s entry, keeping its body (after a 304).
-    /// False when there is no intact entry.
+    /// Stores the contents of the file at `bodyFile` under `key`, linked or
+    /// copied as `store(key:response:file:path:)` does.
+    @discardableResult
+    func store(key: String, response: CachedResponse, bodyFile: String) -> Bool {
+        guard let file = CacheBodyFile(path: bodyFile, readingWhole: false) else { return false }
+        defer { file.close() }
+        return store(key: key, response: response, file: file, path: bodyFile)
+    }
+
+    /// Replaces the metadata of `key`'s entry, keeping its body file (after a
+    /// 304). False when there is no intact entry.
     @discardableResult
     func update(key: String, response: CachedResponse) -> Bool {
         guard let opened = open(key) else { return false }
-        defer { close(opened.fd) }
-        let body = Body.file(
-            fd: opened.fd, offset: opened.entry.bodyOffset, length: opened.header.bodyLength,
-            checksum: opened.header.bodyChecksum)
-        return write(key: key, response: response, body: body)
+        opened.close()
+        let header = opened.header
+        return write(
+            key: key, response: response,
+            body: .existing(id: header.bodyID, length: header.bodyLength, checksum: header.bodyChecksum))
     }
 
     @discardableResult
     func remove(key: String) -> Bool {
-        let file = filePath(for: key)
-        var info = stat()
-        guard lstat(file, &info) == 0, unlink(file) == 0 else { return false }
-        forget(Int64(info.st_size))
+        let name = SHA256.hex(key)
+        guard let found = peek(name) else { return false }
+        guard unlink(path + "/" + name) == 0 else { return false }
+        forget(found.entrySize + removeBody(of: name, found.header))
         return true
     }
 
-    /// Deletes every entry, and temporary files left by writers that died.
+    /// Deletes every entry and body file, and temporary files left by
+    /// writers that died.
     func removeAll() {
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] where Self.isEntryName(name) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        where Self.isEntryName(name) || Self.bodyEntryName(name) != nil {
             unlink(path + "/" + name)
         }
         state.withLock { state in
@@ -178,43 +206,70 @@ final class DiskCache: Sendable {
 
     // MARK: - Sweeping
 
-    /// Counts the entries again, deletes abandoned files, and when usage is
-    /// above the capacity deletes least recently used entries until it is at
-    /// most `sweepTarget` of it. Files that vanish meanwhile are skipped.
-    /// Does nothing while another thread of this process sweeps.
+    /// Counts the entries again, deletes abandoned files and orphaned
+    /// bodies, and when usage is above the capacity deletes least recently
+    /// used entries until it is at most `sweepTarget` of it. Files that
+    /// vanish meanwhile are skipped. Does nothing while another thread of
+    /// this process sweeps.
     func sweep() {
         let claimed = state.withLock { state in
             defer { state.sweeping = true }
             return !state.sweeping
         }
         guard claimed else { return }
-        let abandonedBefore = Int64((Date().timeIntervalSince1970 - Self.abandonedAge) * 1e9)
-        var entries: [(file: String, size: Int64, used: Int64)] = []
-        var total: Int64 = 0
+        let now = Date().timeIntervalSince1970
+        let abandonedBefore = Int64((now - Self.abandonedAge) * 1e9)
+        let orphanedBefore = Int64((now - orphanAge) * 1e9)
+        struct Body {
+            var name: String
+            var size: Int64
+            var changed: Int64
+        }
+        var entries: [String: (size: Int64, used: Int64)] = [:]
+        var bodies: [String: [Body]] = [:]
         for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
             let file = path + "/" + name
             var info = stat()
             guard lstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
-            let used = CacheFileIO.modified(info)
             if Self.isEntryName(name) {
-                entries.append((file, Int64(info.st_size), used))
-                total += Int64(info.st_size)
-            } else if used < abandonedBefore || Self.isOrphanedTemporaryName(name) {
+                entries[name] = (Int64(info.st_size), CacheFileIO.modified(info))
+            } else if let entry = Self.bodyEntryName(name) {
+                bodies[entry, default: []].append(Body(name: name, size: Int64(info.st_size), changed: CacheFileIO.changed(info)))
+            } else if CacheFileIO.modified(info) < abandonedBefore || Self.isOrphanedTemporaryName(name) {
                 unlink(file)
+            }
+        }
+        // Each entry's cost: its file and the body files beside it. A body
+        // no entry names goes once it is old enough; when an entry has one
+        // body file it is taken for the named one (a reader finds out if
+        // not), and with several the entry's header says which.
+        var costs = entries.mapValues(\.size)
+        var total = costs.values.reduce(0, +)
+        for (entry, files) in bodies {
+            var named: String?
+            if entries[entry] != nil {
+                named = files.count == 1 ? files[0].name : peek(entry)?.header.map {
+                    DiskCacheEntry.bodyName(entryName: entry, bodyID: $0.bodyID)
+                }
+            }
+            for body in files {
+                if body.name != named, body.changed < orphanedBefore, unlink(path + "/" + body.name) == 0 { continue }
+                total += body.size
+                if entries[entry] != nil { costs[entry, default: 0] += body.size }
             }
         }
         var remaining = entries.count
         if total > capacity {
             let target = Int64(Double(capacity) * Self.sweepTarget)
-            for entry in entries.sorted(by: { $0.used < $1.used }) where total > target {
-                if unlink(entry.file) == 0 || errno == ENOENT {
-                    total -= entry.size
-                    remaining -= 1
-                }
+            for (name, entry) in entries.sorted(by: { $0.value.used < $1.value.used }) where total > target {
+                guard unlink(path + "/" + name) == 0 || errno == ENOENT else { continue }
+                for body in bodies[name] ?? [] { unlink(path + "/" + body.name) }
+                total -= costs[name] ?? entry.size
+                remaining -= 1
             }
         }
         state.withLock { state in
-            state.usage = total
+            state.usage = max(0, total)
             state.count = remaining
             state.writesSinceScan = 0
             state.sweeping = false
@@ -224,94 +279,235 @@ final class DiskCache: Sendable {
     // MARK: - Internals
 
     private enum Body {
-        case bytes([UInt8])
-        /// `checksum`: what the bytes must hash to, when known.
-        case file(fd: Int32, offset: Int64, length: Int64, checksum: UInt64?)
+        case bytes([UInt8], checksum: UInt64)
+        /// Linked, else copied, from an open file.
+        case file(CacheBodyFile, path: String)
+        /// The body file the entry names already.
+        case existing(id: UInt64, length: Int64, checksum: UInt64)
     }
 
-    /// Writes an entry to a temporary file and renames it over `key`'s.
+    /// Puts the body in place under a fresh body id unless it is there
+    /// already, writes the entry file naming it to a temporary file, renames
+    /// that over `key`'s entry file, and deletes the body file of the entry
+    /// it replaced.
     private func write(key: String, response: CachedResponse, body: Body) -> Bool {
-        let metadata = DiskCacheEntry.metadata(key: key, response: response)
-        let temporary = "\(path)/\(Self.temporaryPrefix)\(Self.uniqueSuffix())"
-        let fd = Foundation.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return false }
-        var header = DiskCacheEntry.Header(
-            metadataLength: metadata.count, bodyLength: 0, metadataChecksum: XXH64.hash(metadata), bodyChecksum: 0)
-        var written = CacheFileIO.write(fd, header.bytes) && CacheFileIO.write(fd, metadata)
-        if written {
-            switch body {
-            case .bytes(let bytes):
-                header.bodyLength = Int64(bytes.count)
-                header.bodyChecksum = XXH64.hash(bytes)
-                written = CacheFileIO.write(fd, bytes)
-            case .file(let source, let offset, let length, let expected):
-                header.bodyLength = length
-                let sum = CacheFileIO.copy(from: source, offset: offset, length: length, to: fd)
-                header.bodyChecksum = sum ?? 0
-                written = sum != nil && (expected == nil || sum == expected)
+        let name = SHA256.hex(key)
+        let entryPath = path + "/" + name
+        let suffix = Self.uniqueSuffix()
+        let placed: (id: UInt64, length: Int64, checksum: UInt64, added: Int64)
+        switch body {
+        case .existing(let id, let length, let checksum):
+            placed = (id, length, checksum, 0)
+        case .bytes(let bytes, let checksum):
+            let id = Self.bodyID(suffix)
+            guard writeBody(bytes, to: path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)) else { return false }
+            placed = (id, Int64(bytes.count), checksum, Int64(bytes.count))
+        case .file(let file, let source):
+            let id = Self.bodyID(suffix)
+            let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)
+            if file.link(from: source, to: bodyPath) {
+                if durable, fsync(file.fd) != 0 {
+                    unlink(bodyPath)
+                    return false
+                }
+            } else if let bytes = file.bytes {
+                guard writeBody(bytes, to: bodyPath) else { return false }
+            } else {
+                guard copyBody(file, to: bodyPath) else { return false }
             }
+            placed = (id, file.length, file.checksum, file.length)
         }
-        written = written && CacheFileIO.write(fd, header.bytes, at: 0) && (!durable || fsync(fd) == 0)
-        close(fd)
-        let file = filePath(for: key)
-        var old = stat()
-        let replaced: Int64? = lstat(file, &old) == 0 ? Int64(old.st_size) : nil
-        guard written, rename(temporary, file) == 0 else {
-            unlink(temporary)
+        let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: placed.id)
+        func abandonBody() {
+            if case .existing = body { return }
+            unlink(bodyPath)
+        }
+
+        let metadata = DiskCacheEntry.metadata(key: key, response: response)
+        let header = DiskCacheEntry.Header(
+            metadataLength: metadata.count, bodyLength: placed.length, metadataChecksum: XXH64.hash(metadata),
+            bodyChecksum: placed.checksum, bodyID: placed.id)
+        let temporary = "\(path)/\(Self.temporaryPrefix)\(suffix)"
+        let fd = Foundation.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            abandonBody()
             return false
+        }
+        let written = CacheFileIO.write(fd, header.bytes + metadata) && (!durable || fsync(fd) == 0)
+        close(fd)
+        guard written, let replaced = replace(entryPath, with: temporary) else {
+            unlink(temporary)
+            abandonBody()
+            return false
+        }
+        var freed: Int64 = 0
+        if let replaced {
+            freed = replaced.entrySize
+            if replaced.header?.bodyID != placed.id { freed += removeBody(of: name, replaced.header) }
         }
         if durable { syncDirectory() }
         let needsSweep = state.withLock { state in
-            state.usage += header.fileLength - (replaced ?? 0)
+            state.usage += header.fileLength + placed.added - freed
             if replaced == nil { state.count += 1 }
             state.writesSinceScan += 1
-            return state.usage > capacity || state.writesSinceScan >= max(Self.rescanInterval, state.count / 8)
+            return state.usage > capacity || state.writesSinceScan >= max(Self.rescanInterval, state.count / 4)
         }
         if needsSweep { sweep() }
         return true
     }
 
-    /// Opens `key`'s entry and checks its header and metadata; a corrupt
-    /// entry is deleted. The caller closes `fd`.
-    private func open(_ key: String) -> (fd: Int32, entry: DiskCacheEntry, header: DiskCacheEntry.Header)? {
-        let file = filePath(for: key)
-        let fd = Foundation.open(file, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
+    /// Renames `temporary` over `entryPath`; the entry file it replaced, as
+    /// `peek` describes it (nil when there was none), or nil for a failed
+    /// rename. With `renameat2`, a new entry takes one call and a replaced
+    /// one is exactly the file exchanged out, read and deleted from the
+    /// temporary name; elsewhere the entry is peeked at first.
+    private func replace(_ entryPath: String, with temporary: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)?? {
+        if let renameat2 = Self.renameat2 {
+            if renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameNoReplace) == 0 { return .some(nil) }
+            if errno == EEXIST, renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameExchange) == 0 {
+                let old = peek(path: temporary)
+                unlink(temporary)
+                return .some(old ?? (0, nil))
+            }
+            guard errno == EINVAL || errno == ENOSYS || errno == EEXIST else { return nil }
+        }
+        let old = peek(path: entryPath)
+        return rename(temporary, entryPath) == 0 ? .some(old) : nil
+    }
+
+    private static let renameNoReplace: UInt32 = 1
+    private static let renameExchange: UInt32 = 2
+
+    /// `renameat2(2)`, which the Glibc module leaves out (it is declared only
+    /// under `_GNU_SOURCE`), found once by `dlsym`; nil where there is none.
+    private static let renameat2: (@convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32)? = {
+        #if os(Linux)
+            guard let symbol = dlsym(nil, "renameat2") else { return nil }
+            return unsafeBitCast(
+                symbol, to: (@convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32).self)
+        #else
+            return nil
+        #endif
+    }()
+
+    /// Creates the body file `bodyPath` holding `bytes`.
+    private func writeBody(_ bytes: [UInt8], to bodyPath: String) -> Bool {
+        let fd = Foundation.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        let written = CacheFileIO.write(fd, bytes) && (!durable || fsync(fd) == 0)
+        close(fd)
+        if !written { unlink(bodyPath) }
+        return written
+    }
+
+    /// Creates the body file `bodyPath` as a copy of `file`, which must still
+    /// hash to the checksum it was opened with.
+    private func copyBody(_ file: CacheBodyFile, to bodyPath: String) -> Bool {
+        let fd = Foundation.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        let sum = CacheFileIO.copy(from: file.fd, offset: 0, length: file.length, to: fd)
+        let written = sum == file.checksum && (!durable || fsync(fd) == 0)
+        close(fd)
+        if !written { unlink(bodyPath) }
+        return written
+    }
+
+    /// An entry opened for reading: its entry file and body file, checked
+    /// but for the body's checksum.
+    private struct Opened {
+        var entryFD: Int32
+        var bodyFD: Int32
+        var entry: DiskCacheEntry
+        var header: DiskCacheEntry.Header
+
+        func close() {
+            Foundation.close(entryFD)
+            Foundation.close(bodyFD)
+        }
+    }
+
+    /// Opens `key`'s entry file and the body file it names, and checks the
+    /// header, the metadata and the body file's length; a corrupt entry is
+    /// deleted. The caller closes the result.
+    private func open(_ key: String) -> Opened? {
+        let name = SHA256.hex(key)
+        let entryPath = path + "/" + name
+        guard let (fd, info) = CacheFileIO.openRegular(entryPath) else { return nil }
+        let size = Int64(info.st_size)
+        let bytes = size <= DiskCacheEntry.headerLength + DiskCacheEntry.metadataLimit
+            ? CacheFileIO.read(fd, count: Int(size), at: 0) : nil
+        // A header that parses names the body file to delete with a corrupt
+        // entry; one that does not leaves it to the sweep.
+        guard let bytes, let header = DiskCacheEntry.Header(bytes[...]) else {
+            removeIfSame(fd, entryPath, name: name, header: nil)
             close(fd)
             return nil
         }
-        guard let headerBytes = CacheFileIO.read(fd, count: DiskCacheEntry.headerLength, at: 0),
-            let header = DiskCacheEntry.Header(headerBytes), header.fileLength == Int64(info.st_size),
-            let metadata = CacheFileIO.read(fd, count: header.metadataLength, at: Int64(DiskCacheEntry.headerLength)),
-            XXH64.hash(metadata) == header.metadataChecksum,
-            let (storedKey, response) = DiskCacheEntry.parseMetadata(metadata), storedKey.isExactly(key)
+        let metadata = bytes[DiskCacheEntry.headerLength...]
+        guard header.fileLength == size, XXH64.hash(Array(metadata)) == header.metadataChecksum,
+            let (storedKey, response) = DiskCacheEntry.parseMetadata(Array(metadata)), storedKey.isExactly(key)
         else {
-            discard(fd, file)
+            removeIfSame(fd, entryPath, name: name, header: header)
+            close(fd)
+            return nil
+        }
+        let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: header.bodyID)
+        guard let (bodyFD, bodyInfo) = CacheFileIO.openRegular(bodyPath) else {
+            removeIfSame(fd, entryPath, name: name, header: header)
+            close(fd)
+            return nil
+        }
+        guard Int64(bodyInfo.st_size) == header.bodyLength else {
+            close(bodyFD)
+            removeIfSame(fd, entryPath, name: name, header: header)
+            close(fd)
             return nil
         }
         let entry = DiskCacheEntry(
-            key: key, response: response, bodyLength: header.bodyLength, path: file,
-            bodyOffset: Int64(DiskCacheEntry.headerLength + header.metadataLength))
-        return (fd, entry, header)
+            key: key, response: response, bodyLength: header.bodyLength, path: entryPath, bodyPath: bodyPath)
+        return Opened(entryFD: fd, bodyFD: bodyFD, entry: entry, header: header)
     }
 
-    /// Deletes a corrupt entry and closes its descriptor.
-    private func discard(_ fd: Int32, _ file: String) {
-        removeIfSame(fd, file)
-        close(fd)
+    /// Deletes an entry whose body failed its check.
+    private func discard(_ opened: Opened) {
+        removeIfSame(opened.entryFD, opened.entry.path, name: SHA256.hex(opened.entry.key), header: opened.header)
     }
 
-    /// Deletes `file` if it is still the file `fd` has open: another process
-    /// may have renamed a good entry over it since.
-    private func removeIfSame(_ fd: Int32, _ file: String) {
+    /// Deletes the entry file `entryPath` if it is still the file `fd` has
+    /// open (another process may have renamed a good entry over it since),
+    /// and the body file `header` names.
+    private func removeIfSame(_ fd: Int32, _ entryPath: String, name: String, header: DiskCacheEntry.Header?) {
         var opened = stat()
         var current = stat()
-        guard fstat(fd, &opened) == 0, lstat(file, &current) == 0, opened.st_ino == current.st_ino,
-            opened.st_dev == current.st_dev, unlink(file) == 0
+        guard fstat(fd, &opened) == 0, lstat(entryPath, &current) == 0, opened.st_ino == current.st_ino,
+            opened.st_dev == current.st_dev, unlink(entryPath) == 0
         else { return }
-        forget(Int64(opened.st_size))
+        forget(Int64(opened.st_size) + removeBody(of: name, header))
+    }
+
+    /// Deletes the body file `header` names beside the entry `name`, unless
+    /// it is a directory; the bytes usage counted for it (the length the
+    /// header gives: a body shared with a destination may have grown or
+    /// shrunk since it was counted), or 0 when no regular file was deleted.
+    private func removeBody(of name: String, _ header: DiskCacheEntry.Header?) -> Int64 {
+        guard let header else { return 0 }
+        let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: header.bodyID)
+        var info = stat()
+        guard lstat(bodyPath, &info) == 0, info.st_mode & S_IFMT != S_IFDIR, unlink(bodyPath) == 0 else { return 0 }
+        return info.st_mode & S_IFMT == S_IFREG ? header.bodyLength : 0
+    }
+
+    /// The size of the entry file `name` and its header when it has one;
+    /// nil when there is no regular file by that name.
+    private func peek(_ name: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)? {
+        peek(path: path + "/" + name)
+    }
+
+    private func peek(path file: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)? {
+        guard let (fd, info) = CacheFileIO.openRegular(file) else { return nil }
+        defer { close(fd) }
+        let header = CacheFileIO.read(fd, count: DiskCacheEntry.headerLength, at: 0).flatMap { DiskCacheEntry.Header($0[...]) }
+        return (Int64(info.st_size), header)
     }
 
     private func forget(_ size: Int64) {
@@ -333,6 +529,16 @@ final class DiskCache: Sendable {
         "\(getpid())-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
     }
 
+    /// A body id no other write uses: a write's `uniqueSuffix` and the
+    /// time, mixed.
+    private static func bodyID(_ suffix: String) -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var bytes = Array(suffix.utf8)
+        withUnsafeBytes(of: (Int64(now.tv_sec), Int64(now.tv_nsec))) { bytes.append(contentsOf: $0) }
+        return XXH64.hash(bytes)
+    }
+
     /// A temporary file whose writer no longer runs. A writer in another PID
     /// namespace may look dead; its rename then fails and its store with it,
     /// which costs a cache entry, never a torn one.
@@ -345,6 +551,20 @@ final class DiskCache: Sendable {
 
     /// 64 lower-case hex digits.
     private static func isEntryName(_ name: String) -> Bool {
-        name.utf8.count == 64 && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        name.utf8.count == 64 && name.utf8.allSatisfy(isHexDigit)
+    }
+
+    /// The entry name of a body file's name (64 lower-case hex digits, a
+    /// dot, 16 lower-case hex digits); nil for any other name.
+    private static func bodyEntryName(_ name: String) -> String? {
+        let bytes = Array(name.utf8)
+        guard bytes.count == 81, bytes[64] == UInt8(ascii: "."), bytes[..<64].allSatisfy(isHexDigit),
+            bytes[65...].allSatisfy(isHexDigit)
+        else { return nil }
+        return String(decoding: bytes[..<64], as: UTF8.self)
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte)
     }
 }

@@ -166,7 +166,10 @@ final class ResponseCache: Sendable {
 
     /// Stores a fresh network response under `keys`, from the body file the
     /// transfer wrote; returns the body when it was read for the memory tier.
-    /// A response that may not be stored removes what was stored before.
+    /// The file is opened and read once for both tiers; the disk tier
+    /// hard-links it when it can, so it may be renamed afterwards but must
+    /// not be rewritten in place. A response that may not be stored removes
+    /// what was stored before.
     func store(
         keys: Set<String>, request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
         bodyPath: String, size: Int64
@@ -177,22 +180,30 @@ final class ResponseCache: Sendable {
             for key in keys { remove(key: key) }
             return nil
         }
+        let inMemory = size <= Int64(memoryEntryLimit)
+        let onDisk = disk.map { size <= $0.maximumBodyLength } ?? false
+        let file = inMemory || onDisk ? CacheBodyFile(path: bodyPath, readingWhole: inMemory) : nil
+        defer { file?.close() }
+        // A file that is not what the transfer reported is stored nowhere.
+        let body = file?.length == size ? file : nil
         let response = CachedResponse(
             head: head, requestURL: request.url, requestHeaders: request.headers, requestTime: requestTime,
             responseTime: responseTime)
-        var body: [UInt8]?
-        if size <= Int64(memoryEntryLimit) {
-            body = FileManager.default.contents(atPath: bodyPath).map { [UInt8]($0) }
-        }
         for key in keys {
-            if let body, body.count == Int(size) {
-                memory.set(MemoryCache.Entry(response: response, body: body), for: key)
+            if let bytes = body?.bytes {
+                memory.set(MemoryCache.Entry(response: response, body: bytes), for: key)
             } else {
                 memory.remove(key)
             }
-            disk?.store(key: key, response: response, bodyFile: bodyPath)
+            if let disk {
+                if let body, onDisk {
+                    disk.store(key: key, response: response, file: body, path: bodyPath)
+                } else {
+                    disk.remove(key: key)
+                }
+            }
         }
-        return body
+        return body?.bytes
     }
 
     /// A 304 answered the revalidation of `stale`: the stored headers are
