@@ -366,7 +366,7 @@ final class DiskCache: Sendable {
             if renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameNoReplace) == 0 { return .some(nil) }
             if errno == EEXIST, renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameExchange) == 0 {
                 let old = peek(path: temporary)
-                unlink(temporary)
+                if unlink(temporary) != 0 { rmdir(temporary) }
                 return .some(old ?? (0, nil))
             }
             guard errno == EINVAL || errno == ENOSYS || errno == EEXIST else { return nil }
