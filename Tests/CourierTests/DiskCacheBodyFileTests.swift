@@ -269,3 +269,33 @@ struct DiskCacheBodyFileTests {
         }
     }
 }
+
+extension DiskCacheBodyFileTests {
+    @Test func oneOpeningServesTheEntryAndItsBody() throws {
+        try withDirectory { directory in
+            let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            let body = bytes(3_000, seed: 7)
+            cache.store(key: "k", response: response("http://o/k"), body: body)
+
+            // The entry without its body leaves recency alone
+            let entry = try #require(cache.lookup(key: "k"))
+            let before = try #require(info(entry.path)).st_mtim
+            usleep(20_000)
+            #expect(cache.withEntry(key: "k") { found, _ in found.response.url } == "http://o/k")
+            #expect(try #require(info(entry.path)).st_mtim.tv_nsec == before.tv_nsec)
+
+            // Its body, verified, makes it the most recently used
+            #expect(cache.withEntry(key: "k") { _, load in load() } == body)
+            #expect(try #require(info(entry.path)).st_mtim.tv_nsec != before.tv_nsec)
+
+            // A body that fails its check is nil, and the entry goes
+            let handle = try #require(FileHandle(forUpdatingAtPath: entry.bodyPath))
+            try handle.write(contentsOf: Data([body[0] ^ 1]))
+            try handle.close()
+            let loaded: [UInt8]?? = cache.withEntry(key: "k") { _, load in load() }
+            #expect(loaded == .some(nil))
+            #expect(cache.withEntry(key: "k") { _, _ in true } == nil)
+            #expect(info(entry.path) == nil && info(entry.bodyPath) == nil)
+        }
+    }
+}

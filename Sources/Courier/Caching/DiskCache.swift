@@ -101,6 +101,23 @@ final class DiskCache: Sendable {
     func read(key: String) -> (entry: DiskCacheEntry, body: [UInt8])? {
         guard let opened = open(key) else { return nil }
         defer { opened.close() }
+        guard let body = readBody(opened) else { return nil }
+        return (opened.entry, body)
+    }
+
+    /// Opens `key`'s entry once and hands `visit` the entry, checked as
+    /// `lookup` checks it, and a loader of its verified body (which makes it
+    /// the most recently used, and nil when the body fails its check); both
+    /// are valid only during `visit`. Does not call `visit` on a miss.
+    func withEntry<Result>(key: String, _ visit: (DiskCacheEntry, () -> [UInt8]?) -> Result) -> Result? {
+        guard let opened = open(key) else { return nil }
+        defer { opened.close() }
+        return visit(opened.entry) { readBody(opened) }
+    }
+
+    /// The verified body of an opened entry, which is now the most recently
+    /// used; nil, and the entry deleted, when the body fails its check.
+    private func readBody(_ opened: Opened) -> [UInt8]? {
         guard let body = CacheFileIO.read(opened.bodyFD, count: Int(opened.header.bodyLength), at: 0),
             XXH64.hash(body) == opened.header.bodyChecksum
         else {
@@ -108,7 +125,7 @@ final class DiskCache: Sendable {
             return nil
         }
         futimens(opened.entryFD, nil)
-        return (opened.entry, body)
+        return body
     }
 
     /// Writes the body of `key`'s entry to `destination` (through a temporary

@@ -151,16 +151,17 @@ final class ResponseCache: Sendable {
         {
             return found
         }
-        if let disk, let entry = disk.lookup(key: key) {
-            let found = decide(entry.response, body: {
-                guard let read = disk.read(key: key) else { return nil }
-                if read.body.count <= memoryEntryLimit {
-                    memory.set(MemoryCache.Entry(response: read.entry.response, body: read.body), for: key)
+        // One opening of the entry serves the decision and the body.
+        let fromDisk = disk?.withEntry(key: key) { entry, loadBody in
+            decide(entry.response, body: {
+                guard let body = loadBody() else { return nil }
+                if body.count <= memoryEntryLimit {
+                    memory.set(MemoryCache.Entry(response: entry.response, body: body), for: key)
                 }
-                return (read.body, read.entry.response)
+                return (body, entry.response)
             }, tier: .disk)
-            if let found { return found }
         }
+        if let fromDisk, let found = fromDisk { return found }
         return .miss
     }
 
