@@ -80,7 +80,14 @@ package.targets += [
             "Courier",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
-        ]
+        ],
+        // The Swift runtime and Foundation (with ICU) linked into the binary:
+        // loading and relocating them as shared libraries took a client
+        // waiting for the `initialize` answer longer than `curl --version`
+        // takes in all. Compiling this target with the flag too makes its
+        // objects name every static library Foundation needs.
+        swiftSettings: [.unsafeFlags(["-static-stdlib"])],
+        linkerSettings: [.unsafeFlags(["-static-stdlib"])]
     ),
 ]
 
