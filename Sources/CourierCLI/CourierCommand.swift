@@ -23,6 +23,18 @@ struct CourierCommand: ParsableCommand {
         version: Configuration.version,
         subcommands: [GetCommand.self])
 
+    /// Blocks the termination signals before any thread starts, so that
+    /// every thread inherits the mask: they wait for the signal sources of
+    /// `run` instead of killing the process in the middle of a write. Then
+    /// starts parsing the OpenRPC document, which the first request's check
+    /// reads, on a thread of its own, so that the parse overlaps the parsing
+    /// of the command line and the server's set-up; then runs the command.
+    static func main() {
+        SignalWatch.blockTerminationSignals()
+        OpenRPCDocument.parseInBackground()
+        main(nil)
+    }
+
     @OptionGroup var cache: CacheOptions
 
     @Option(help: "Transfers running at once.")
@@ -72,11 +84,6 @@ struct CourierCommand: ParsableCommand {
     }
 
     func run() throws {
-        // Before any thread starts, so that every thread inherits the mask:
-        // the termination signals wait for the signal sources below instead
-        // of killing the process in the middle of a write.
-        SignalWatch.blockTerminationSignals()
-
         var config = cache.configuration
         transfers.apply(to: &config)
         config.maxActive = maxActive
