@@ -92,7 +92,7 @@ struct CourierCommand: ParsableCommand {
         config.completionDelay = completionDelay
         config.indicatorEnabled = !noIndicator
         config.progressInterval = progressInterval
-        config.downloadRoot = downloadRoot.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        config.downloadRoot = downloadRoot.map(Configuration.absolutePath)
         config.maxMemoryBody = maxMemoryBody
         config.framing = FramingMode(rawValue: framing)!
         config.maxMessageBytes = Int(maxMessageBytes)
