@@ -1,5 +1,6 @@
 import ArgumentParser
 import Courier
+import Curl
 import Foundation
 import JSONRPC
 import Logging
@@ -26,11 +27,13 @@ struct CourierCommand: ParsableCommand {
     /// Blocks the termination signals before any thread starts, so that
     /// every thread inherits the mask: they wait for the signal sources of
     /// `run` instead of killing the process in the middle of a write. Then
-    /// starts parsing the OpenRPC document, which the first request's check
-    /// reads, on a thread of its own, so that the parse overlaps the parsing
-    /// of the command line and the server's set-up; then runs the command.
+    /// starts loading libcurl and parsing the OpenRPC document, which the
+    /// first request needs, on threads of their own, so that both overlap
+    /// the parsing of the command line and the server's set-up; then runs
+    /// the command.
     static func main() {
         SignalWatch.blockTerminationSignals()
+        CurlLibrary.loadInBackground()
         OpenRPCDocument.parseInBackground()
         main(nil)
     }
