@@ -27,14 +27,12 @@ struct CourierCommand: ParsableCommand {
     /// Blocks the termination signals before any thread starts, so that
     /// every thread inherits the mask: they wait for the signal sources of
     /// `run` instead of killing the process in the middle of a write. Then
-    /// starts loading libcurl and parsing the OpenRPC document, which the
-    /// first request needs, on threads of their own, so that both overlap
-    /// the parsing of the command line and the server's set-up; then runs
-    /// the command.
+    /// starts loading libcurl, which serving and `get` both need, on a
+    /// thread of its own, so that the load overlaps the parsing of the
+    /// command line; then runs the command.
     static func main() {
         SignalWatch.blockTerminationSignals()
         CurlLibrary.loadInBackground()
-        OpenRPCDocument.parseInBackground()
         main(nil)
     }
 
@@ -87,6 +85,11 @@ struct CourierCommand: ParsableCommand {
     }
 
     func run() throws {
+        // The first request's check reads the OpenRPC document: parsed on a
+        // thread of its own, it is ready by then without holding up the
+        // server's set-up, which waits for libcurl meanwhile.
+        OpenRPCDocument.parseInBackground()
+
         var config = cache.configuration
         transfers.apply(to: &config)
         config.maxActive = maxActive
