@@ -17,9 +17,9 @@ let package = Package(
 // MARK: - C libraries
 
 package.targets += [
+    // libcurl's headers only: CCurlShim loads the library at run time.
     .systemLibrary(
         name: "CLibcurl",
-        pkgConfig: "libcurl",
         providers: [.apt(["libcurl4-openssl-dev"])]
     ),
     .systemLibrary(
@@ -78,9 +78,17 @@ package.targets += [
         name: "CourierCLI",
         dependencies: [
             "Courier",
+            "Curl",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
-        ]
+        ],
+        // The Swift runtime and Foundation (with ICU) linked into the binary:
+        // loading and relocating them as shared libraries took a client
+        // waiting for the `initialize` answer longer than `curl --version`
+        // takes in all. Compiling this target with the flag too makes its
+        // objects name every static library Foundation needs.
+        swiftSettings: [.unsafeFlags(["-static-stdlib"])],
+        linkerSettings: [.unsafeFlags(["-static-stdlib"])]
     ),
 ]
 

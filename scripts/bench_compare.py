@@ -37,7 +37,7 @@ process's ru_maxrss from wait4.
 
     scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
         [--dir /dev/shm] [--disk-dir /var/tmp] [--markdown FILE] [--json FILE]
-        [--only w1,w1disk,w2,w3,startup,cache]
+        [--only w1,w1disk,w2,w3,startup,cache] [--startup-baseline PATH]
 """
 
 from __future__ import annotations
@@ -510,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w2-count", type=int, default=200)
     parser.add_argument("--w3-size", type=parse_size, default=1 << 30, help="W3's one file (default 1GiB)")
     parser.add_argument("--startup-runs", type=int, default=20, help="start-up samples per tool and run")
+    parser.add_argument("--startup-baseline", metavar="PATH",
+                        help="another courier binary (an older build, say) whose start-up is measured in the same "
+                             "alternation and reported beside the table")
     parser.add_argument("--cache-count", type=int, default=10_000, help="pipelined requests per cache run")
     parser.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
                         help="origin files, outputs and caches (default /dev/shm, a tmpfs)")
@@ -603,7 +606,18 @@ def main(argv: list[str] | None = None) -> int:
                 "courier": lambda run: Run(statistics.median(
                     courier_startup(binary, cache).seconds for _ in range(args.startup_runs))),
             }
+            if args.startup_baseline:
+                baseline_cache = fresh_dir(f"{root}/startup-baseline-cache")
+                subjects["baseline"] = lambda run: Run(statistics.median(
+                    courier_startup(args.startup_baseline, baseline_cache).seconds
+                    for _ in range(args.startup_runs)))
             alternate(args.runs, subjects, "startup", rows)
+            if args.startup_baseline:
+                row = rows["startup"]
+                print(f"start-up: courier {row.median('courier'):.1f} ms ({row.ratio('courier'):.2f}x curl), "
+                      f"baseline {args.startup_baseline} {row.median('baseline'):.1f} ms "
+                      f"({row.ratio('baseline'):.2f}x curl), curl --version {row.median('curl'):.1f} ms",
+                      file=sys.stderr)
         if "cache" in only:
             cache_figures(binary, args.runs, args.cache_count, root, rows)
     finally:

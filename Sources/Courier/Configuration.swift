@@ -65,6 +65,39 @@ public struct Configuration: Sendable {
         return home + "/.cache/courier"
     }
 
+    /// `path` made absolute against the working directory and standardized
+    /// as `URL(fileURLWithPath:).standardizedFileURL.path` does it, without
+    /// the cost of Foundation's URL on the way to the first request: a
+    /// leading `~` or `~user` names that user's home directory (from the
+    /// password database), and `.`, `..` and empty components go, lexically
+    /// (symbolic links are not followed).
+    public static func absolutePath(_ path: String) -> String {
+        let slash = UInt8(ascii: "/")
+        var bytes = Array(path.utf8)
+        if bytes.first == UInt8(ascii: "~") {
+            let end = bytes.firstIndex(of: slash) ?? bytes.endIndex
+            let name = String(decoding: bytes[1..<end], as: UTF8.self)
+            if let entry = name.isEmpty ? getpwuid(getuid()) : getpwnam(name), let home = entry.pointee.pw_dir {
+                bytes = Array(String(cString: home).utf8) + bytes[end...]
+            }
+        }
+        if bytes.first != slash {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let directory = getcwd(&buffer, buffer.count).map { String(cString: $0) } ?? "/"
+            bytes = Array(directory.utf8) + [slash] + bytes
+        }
+        var components: [ArraySlice<UInt8>] = []
+        for component in bytes.split(separator: slash) {
+            if component.elementsEqual([UInt8(ascii: ".")]) { continue }
+            if component.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) {
+                _ = components.popLast()
+                continue
+            }
+            components.append(component)
+        }
+        return String(decoding: [slash] + components.joined(separator: [slash]), as: UTF8.self)
+    }
+
     /// Schemes a download may use.
     public var allowedSchemes: Set<String> { Set(["http", "https"] + allowScheme.map { $0.lowercased() }) }
 

@@ -24,7 +24,7 @@ struct CacheOptions: ParsableArguments {
     var configuration: Configuration {
         // Absolute, so the directory stays the same whatever courier's
         // working directory is when it opens files there.
-        var config = Configuration(cacheDir: cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path })
+        var config = Configuration(cacheDir: cacheDir.map(Configuration.absolutePath))
         config.memoryCapacity = Int(memoryCapacity)
         config.memoryAfterPurge = Int(memoryAfterPurge ?? min(60 << 20, memoryCapacity * 3 / 5))
         config.diskCapacity = Int(diskCapacity)

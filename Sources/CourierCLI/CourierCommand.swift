@@ -1,5 +1,6 @@
 import ArgumentParser
 import Courier
+import Curl
 import Foundation
 import JSONRPC
 import Logging
@@ -22,6 +23,18 @@ struct CourierCommand: ParsableCommand {
             """,
         version: Configuration.version,
         subcommands: [GetCommand.self])
+
+    /// Blocks the termination signals before any thread starts, so that
+    /// every thread inherits the mask: they wait for the signal sources of
+    /// `run` instead of killing the process in the middle of a write. Then
+    /// starts loading libcurl, which serving and `get` both need, on a
+    /// thread of its own, so that the load overlaps the parsing of the
+    /// command line; then runs the command.
+    static func main() {
+        SignalWatch.blockTerminationSignals()
+        CurlLibrary.loadInBackground()
+        main(nil)
+    }
 
     @OptionGroup var cache: CacheOptions
 
@@ -72,10 +85,10 @@ struct CourierCommand: ParsableCommand {
     }
 
     func run() throws {
-        // Before any thread starts, so that every thread inherits the mask:
-        // the termination signals wait for the signal sources below instead
-        // of killing the process in the middle of a write.
-        SignalWatch.blockTerminationSignals()
+        // The first request's check reads the OpenRPC document: parsed on a
+        // thread of its own, it is ready by then without holding up the
+        // server's set-up, which waits for libcurl meanwhile.
+        OpenRPCDocument.parseInBackground()
 
         var config = cache.configuration
         transfers.apply(to: &config)
@@ -85,7 +98,7 @@ struct CourierCommand: ParsableCommand {
         config.completionDelay = completionDelay
         config.indicatorEnabled = !noIndicator
         config.progressInterval = progressInterval
-        config.downloadRoot = downloadRoot.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        config.downloadRoot = downloadRoot.map(Configuration.absolutePath)
         config.maxMemoryBody = maxMemoryBody
         config.framing = FramingMode(rawValue: framing)!
         config.maxMessageBytes = Int(maxMessageBytes)

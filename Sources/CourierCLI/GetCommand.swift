@@ -46,8 +46,6 @@ struct GetCommand: ParsableCommand {
     }
 
     func run() throws {
-        // Before any thread starts, so that every thread inherits the mask.
-        SignalWatch.blockTerminationSignals()
         signal(SIGPIPE, SIG_IGN)
 
         let directory = outputDir ?? "."

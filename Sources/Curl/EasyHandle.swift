@@ -59,7 +59,7 @@ public final class EasyHandle {
     private var strings: [UnsafeMutablePointer<CChar>] = []
 
     public init() {
-        raw = curl_easy_init()
+        raw = courier_easy_init()
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         installCallbacks()
     }
@@ -67,10 +67,10 @@ public final class EasyHandle {
     /// Makes the handle as new for another transfer, keeping what libcurl
     /// caches in it (its buffers, DNS and session entries).
     func reset() {
-        curl_easy_reset(raw)
+        courier_easy_reset(raw)
         delegate = nil
         errorBuffer[0] = 0
-        curl_slist_free_all(headerList)
+        courier_slist_free_all(headerList)
         headerList = nil
         strings.forEach { free($0) }
         strings = []
@@ -125,7 +125,7 @@ public final class EasyHandle {
             setString(CURLOPT_NOPROXY, "")
         }
         for header in options.headers {
-            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
+            headerList = courier_slist_append(headerList, "\(header.name): \(header.value)")
         }
         if let headerList { courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, headerList) }
     }
@@ -185,17 +185,17 @@ public final class EasyHandle {
     /// `code`.
     public func errorMessage(code: Int32) -> String {
         let text = String(cString: errorBuffer)
-        return text.isEmpty ? String(cString: curl_easy_strerror(CURLcode(UInt32(code)))) : text
+        return text.isEmpty ? String(cString: courier_easy_strerror(CURLcode(UInt32(code)))) : text
     }
 
-    public func pause() { curl_easy_pause(raw, courier_pause_all()) }
-    public func unpause() { curl_easy_pause(raw, courier_pause_cont()) }
+    public func pause() { courier_easy_pause(raw, courier_pause_all()) }
+    public func unpause() { courier_easy_pause(raw, courier_pause_cont()) }
 
     /// Frees the handle. The caller must have removed it from its multi
     /// handle first.
     public func cleanup() {
-        curl_easy_cleanup(raw)
-        curl_slist_free_all(headerList)
+        courier_easy_cleanup(raw)
+        courier_slist_free_all(headerList)
         headerList = nil
         strings.forEach { free($0) }
         strings = []

@@ -15,18 +15,29 @@ import JSONRPC
 /// methods. A refusal is -32602 with `data.param` naming the param, dotted
 /// below it (`options.maxActive`); members of a map or an array are named by
 /// the map or the array (`headers`, `accept`).
-enum OpenRPCDocument {
-    static func load() -> Result<JSON, RPCError> {
+public enum OpenRPCDocument {
+    /// The document as parsed, or why it could not be: parsed once, on first
+    /// use, for `rpc.discover` and every check alike.
+    private static let parsed: Result<JSON, RPCError> = {
         do {
             return .success(try JSONCodec.decode(PackageResources.openrpc_json))
         } catch {
             return .failure(RPCError(.internalError, "the built-in OpenRPC document is not valid JSON: \(error)"))
         }
+    }()
+
+    static func load() -> Result<JSON, RPCError> { parsed }
+
+    /// Parses the document and its methods' params on a thread of its own
+    /// and returns at once, so that a server can have them ready by its
+    /// first request: whoever reads them before the parse ends waits for it.
+    public static func parseInBackground() {
+        Thread.detachNewThread { _ = methodParams }
     }
 
-    /// The document, parsed once; nil only when the build embedded a broken
-    /// one, which `rpc.discover` reports.
-    static let document: JSON? = try? load().get()
+    /// The document; nil only when the build embedded a broken one, which
+    /// `rpc.discover` reports.
+    static let document: JSON? = try? parsed.get()
 
     /// Each method's params (content descriptors, `$ref`s resolved).
     static let methodParams: [String: [JSON]] = {
@@ -137,7 +148,9 @@ enum OpenRPCDocument {
             guard let reference = current["$ref"]?.stringValue else { return current }
             guard reference.hasPrefix("#/"), var target = document else { return nil }
             for token in reference.dropFirst(2).split(separator: "/", omittingEmptySubsequences: false) {
-                let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+                let key = token.utf8.contains(UInt8(ascii: "~"))
+                    ? token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+                    : String(token)
                 guard let next = target[key] else { return nil }
                 target = next
             }
