@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import json.scanner
 import os
 import subprocess
 import sys
@@ -30,6 +31,20 @@ from ._common import (
 )
 
 __all__ = ["Courier"]
+
+_scan = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, without its per-call set-up for the usual case
+    of a text that is one value followed by nothing but white space."""
+    try:
+        value, end = _scan(text, 0)
+        if end == len(text) or text[end:].isspace():
+            return value
+    except StopIteration:
+        pass
+    return json.loads(text)
 
 
 
@@ -77,6 +92,7 @@ class Courier:
         self._notifications: list[Notification] = []
         self._queue: collections.deque[Any] = collections.deque()
         self._callbacks: list[Callable[[str, Any], None]] = []
+        self._parsed: list[Any] = []
         self._eof = False
         self._shutdown_sent = False
         self._exit_sent = False
@@ -462,13 +478,36 @@ class Courier:
                 self._cv.notify_all()
 
     def _read_ndjson(self, stream: IO[bytes]) -> None:
+        """Reads whatever courier has written so far (up to 1 MiB at a time)
+        and delivers the messages of its complete lines together; a line
+        split across reads is kept in parts until its end arrives."""
+        read = stream.read1 if hasattr(stream, "read1") else stream.read
+        parts: list[bytes] = []
         while True:
-            line = stream.readline()
-            if not line:
+            data = read(1 << 20)
+            if not data:
+                rest = b"".join(parts)
+                if rest.strip():
+                    self._parse(rest)
+                    self._deliver_parsed()
                 return
-            if not line.strip():
+            end = data.rfind(b"\n")
+            if end < 0:
+                parts.append(data)
                 continue
-            self._parse(line)
+            if parts:
+                parts.append(data[:end])
+                block = b"".join(parts)
+                parts = []
+            else:
+                block = data[:end]
+            if end + 1 < len(data):
+                parts.append(data[end + 1:])
+            parse = self._parse
+            for line in block.split(b"\n"):
+                if line and not line.isspace():
+                    parse(line + b"\n")
+            self._deliver_parsed()
 
     def _read_lsp(self, stream: IO[bytes]) -> None:
         while True:
@@ -499,42 +538,69 @@ class Courier:
                 self._garbage(header_bytes + body)
                 return
             self._parse(body)
+            self._deliver_parsed()
 
     def _garbage(self, data: bytes) -> None:
         with self._cv:
             self.stdout_garbage.append(data)
 
     def _parse(self, data: bytes) -> None:
+        """Takes the bytes of one message (an ndjson line with its line end,
+        or an LSP body); the reader delivers what was parsed once it has
+        parsed all it read. Bytes that are not JSON go to ``stdout_garbage``."""
         try:
-            message = json.loads(data.decode("utf-8"))
+            message = _loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             self._garbage(data)
             return
-        self._deliver(message)
+        self._parsed.append(message)
 
-    def _deliver(self, message: Any) -> None:
+    def _deliver_parsed(self) -> None:
+        if self._parsed:
+            messages, self._parsed = self._parsed, []
+            self._deliver(messages)
+
+    def _deliver(self, messages: list[Any]) -> None:
+        """Records messages received together and wakes the waiters. When
+        callbacks are registered, the callbacks for a notification run
+        before any later message becomes visible, as if each message had
+        been delivered on its own."""
         now = time.monotonic()
-        new_notifications: list[Notification] = []
-        with self._cv:
-            self.messages.append(Received(now, message))
-            self._queue.append(message)
-            for item in message if isinstance(message, list) else [message]:
-                if not isinstance(item, dict):
-                    continue
-                if "method" in item and "id" not in item:
-                    note = Notification(item["method"], item.get("params"), now)
-                    self._notifications.append(note)
-                    new_notifications.append(note)
-                elif "id" in item and ("result" in item or "error" in item):
+        record = self.messages.append
+        enqueue = self._queue.append
+        noted = self._notifications.append
+        responses = self._responses
+        start = 0
+        while start < len(messages):
+            new_notifications: list[Notification] = []
+            with self._cv:
+                callbacks = list(self._callbacks)
+                index = start
+                while index < len(messages):
+                    message = messages[index]
+                    index += 1
+                    record(Received(now, message))
+                    enqueue(message)
+                    for item in message if type(message) is list else (message,):
+                        if not isinstance(item, dict):
+                            continue
+                        if "id" not in item:
+                            if "method" in item:
+                                note = Notification(item["method"], item.get("params"), now)
+                                noted(note)
+                                new_notifications.append(note)
+                        elif "result" in item or "error" in item:
+                            try:
+                                responses[item["id"]] = item
+                            except TypeError:  # an unhashable id: only in the log
+                                pass
+                    if new_notifications and callbacks:
+                        break
+                self._cv.notify_all()
+            start = index
+            for note in new_notifications:
+                for callback in callbacks:
                     try:
-                        self._responses[item["id"]] = item
-                    except TypeError:  # an unhashable id: only in the log
-                        pass
-            callbacks = list(self._callbacks)
-            self._cv.notify_all()
-        for note in new_notifications:
-            for callback in callbacks:
-                try:
-                    callback(note.method, note.params)
-                except Exception as exc:  # a failing callback must not stop the reader
-                    print(f"notification callback failed: {exc!r}", file=sys.stderr)
+                        callback(note.method, note.params)
+                    except Exception as exc:  # a failing callback must not stop the reader
+                        print(f"notification callback failed: {exc!r}", file=sys.stderr)
