@@ -16,7 +16,11 @@ final class TransferEngine: Sendable {
         case shutdown
     }
 
-    private let multi: MultiHandle
+    /// The multi handle, for waking the loop from other threads: made on
+    /// the engine's thread (libcurl's global set-up, OpenSSL's included,
+    /// happens there, not on the thread that starts courier), nil again once
+    /// it is torn down.
+    private let wakeable = Locked<MultiHandle?>(nil)
     private let inbox = Locked<[Command]>([])
     private let stopped = DispatchSemaphore(value: 0)
     private let logger: Logger
@@ -27,7 +31,6 @@ final class TransferEngine: Sendable {
     init(logger: Logger, batch: @escaping @Sendable (() -> Void) -> Void = { $0() }) {
         self.logger = logger
         self.batch = batch
-        multi = MultiHandle(maxHostConnections: 0, maxTotalConnections: 0)
         let thread = Thread { [self] in run() }
         thread.name = "courier.transfers"
         thread.start()
@@ -50,16 +53,19 @@ final class TransferEngine: Sendable {
             inbox.append(command)
             return inbox.count == 1
         }
-        if wasEmpty { multi.wakeup() }
+        if wasEmpty { wakeable.withLock { $0?.wakeup() } }
     }
 
     private func run() {
-        // Owned by this thread alone.
+        // Owned by this thread alone; commands sent before it exists wait in
+        // the inbox for the first turn.
+        let multi = MultiHandle(maxHostConnections: 0, maxTotalConnections: 0)
+        wakeable.withLock { $0 = multi }
         var active: [ObjectIdentifier: Transfer] = [:]
         var running = true
         while running {
             batch {
-                running = turn(&active)
+                running = turn(&active, multi)
             }
             if running {
                 multi.poll(timeoutMilliseconds: min(multi.timeoutMilliseconds ?? 1000, 1000))
@@ -69,7 +75,7 @@ final class TransferEngine: Sendable {
 
     /// Takes the inbox's commands, lets libcurl work, and reports finished
     /// transfers; false once the engine has shut down.
-    private func turn(_ active: inout [ObjectIdentifier: Transfer]) -> Bool {
+    private func turn(_ active: inout [ObjectIdentifier: Transfer], _ multi: MultiHandle) -> Bool {
         for command in inbox.withLock({ inbox in defer { inbox = [] }; return inbox }) {
             switch command {
             case .start(let transfer):
@@ -85,6 +91,7 @@ final class TransferEngine: Sendable {
                 if active[ObjectIdentifier(transfer)] != nil { transfer.resume() }
             case .shutdown:
                 for transfer in active.values { transfer.abandon(on: multi) }
+                wakeable.withLock { $0 = nil }
                 multi.cleanup()
                 logger.debug("transfer engine stopped")
                 stopped.signal()

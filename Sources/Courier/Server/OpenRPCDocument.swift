@@ -146,18 +146,45 @@ public enum OpenRPCDocument {
         var current = schema
         for _ in 0..<16 {
             guard let reference = current["$ref"]?.stringValue else { return current }
-            guard reference.hasPrefix("#/"), var target = document else { return nil }
-            for token in reference.dropFirst(2).split(separator: "/", omittingEmptySubsequences: false) {
-                let key = token.utf8.contains(UInt8(ascii: "~"))
-                    ? token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
-                    : String(token)
-                guard let next = target[key] else { return nil }
-                target = next
-            }
+            guard let target = references[reference] else { return nil }
             current = target
         }
         return nil
     }
+
+    /// What each `$ref` in the document points at, found once: a check
+    /// then costs one look-up per reference.
+    private static let references: [String: JSON] = {
+        guard let document else { return [:] }
+        var found: Set<String> = []
+        func collect(_ value: JSON) {
+            switch value {
+            case .object(let members):
+                if let reference = members["$ref"]?.stringValue { found.insert(reference) }
+                for member in members.values { collect(member) }
+            case .array(let elements):
+                for element in elements { collect(element) }
+            default:
+                break
+            }
+        }
+        collect(document)
+        var table: [String: JSON] = [:]
+        for reference in found where reference.hasPrefix("#/") {
+            var target = document
+            var reached = true
+            for token in reference.dropFirst(2).split(separator: "/", omittingEmptySubsequences: false) {
+                let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+                guard let next = target[key] else {
+                    reached = false
+                    break
+                }
+                target = next
+            }
+            if reached { table[reference] = target }
+        }
+        return table
+    }()
 
     private static func typeNames(_ type: JSON) -> [String] {
         type.arrayValue?.compactMap(\.stringValue) ?? type.stringValue.map { [$0] } ?? []
