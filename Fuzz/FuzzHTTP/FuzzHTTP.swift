@@ -40,12 +40,14 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 }
 
 private func entryHeader(_ bytes: [UInt8]) {
-    var padded = DiskCacheEntry.magic + [1, 0, 0, 0] + bytes
+    var padded = DiskCacheEntry.magic + [UInt8(DiskCacheEntry.version), 0, 0, 0] + bytes
     if bytes.first.map({ $0 & 1 == 0 }) ?? true { padded = bytes }
     let header = Array(padded.prefix(DiskCacheEntry.headerLength))
-    guard let parsed = DiskCacheEntry.Header(header) else { return }
+    guard let parsed = DiskCacheEntry.Header(header[...]) else { return }
     guard parsed.bytes == header else { fatalError("header \(header) wrote back as \(parsed.bytes)") }
-    guard parsed.fileLength >= Int64(DiskCacheEntry.headerLength) else { fatalError("negative length in \(header)") }
+    guard parsed.fileLength >= Int64(DiskCacheEntry.headerLength), parsed.bodyLength >= 0 else {
+        fatalError("negative length in \(header)")
+    }
 }
 
 private func metadata(_ bytes: [UInt8]) {
