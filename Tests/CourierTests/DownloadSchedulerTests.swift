@@ -287,6 +287,17 @@ private struct Harness {
         #expect(h.started == ["t1", "t3", "t2"])
     }
 
+    @Test func suspendingAReceiptWhoseOutcomeIsBeingPreparedNamesItsTask() throws {
+        var h = Harness()
+        let a = h.download(request())
+        h.complete("t1")
+        for target in [TaskTarget.receipt(a.receipt), .task(a.task)] {
+            let answer = try h.answer { s, w throws(SchedulerError) in try s.resume(target, waiter: w, now: 1) }
+            guard case .task(let id, let state)? = answer else { Issue.record("no answer"); return }
+            #expect(id == a.task && state == "finished")
+        }
+    }
+
     // MARK: cancel
 
     @Test func cancelEndsTheReceiptAndStopsTheTransferOnlyWhenNoneIsLeft() {

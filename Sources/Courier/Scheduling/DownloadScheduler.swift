@@ -276,7 +276,7 @@ struct DownloadScheduler<Waiter> {
         case .task(let taskID):
             id = taskID
             task = tasks[taskID]
-            if task == nil, !history.hasTask(taskID) { throw .unknownTask(taskID) }
+            if task == nil, !hasEnded(task: taskID) { throw .unknownTask(taskID) }
         }
         let snapshot = task.map { TaskSnapshot(running: $0.state == .running, received: $0.received, expected: $0.expected) }
         answer(waiter, .bound(snapshot != nil))
@@ -508,7 +508,7 @@ struct DownloadScheduler<Waiter> {
         case .receipt(let id):
             if let receipt = receipts[id] {
                 if receipt.attached, tasks[receipt.taskID] != nil { return receipt.taskID }
-                answer(waiter, .task(id: nil, state: "finished"))
+                answer(waiter, .task(id: receipt.taskID, state: "finished"))
                 return nil
             }
             guard let finished = history[id] else { throw .unknownReceipt(id) }
@@ -516,10 +516,16 @@ struct DownloadScheduler<Waiter> {
             return nil
         case .task(let id):
             if tasks[id] != nil { return id }
-            guard history.hasTask(id) else { throw .unknownTask(id) }
+            guard hasEnded(task: id) else { throw .unknownTask(id) }
             answer(waiter, .task(id: id, state: "finished"))
             return nil
         }
+    }
+
+    /// Whether `task` was issued and has ended: its receipts are finished
+    /// (and remembered) or their outcomes are being prepared.
+    private func hasEnded(task id: String) -> Bool {
+        history.hasTask(id) || receipts.values.contains { $0.taskID == id }
     }
 
     private func reply(for receipt: ReceiptRecord<Waiter>, reused: Bool = false, state: String? = nil) -> DownloadReply {

@@ -50,7 +50,7 @@ enum Answer: Sendable {
     case bound(Bool)
     case cancelled(count: Int)
     /// `suspend` and `resume`: the task and its state now.
-    case task(id: String?, state: String)
+    case task(id: String, state: String)
     case tasks([TaskReport])
     case receipt(ReceiptProgress)
 }

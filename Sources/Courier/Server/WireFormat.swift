@@ -20,7 +20,7 @@ extension CourierServer {
         case .cancelled(let count):
             return ["cancelled": .bool(count > 0), "count": JSON(count)]
         case .task(let id, let state):
-            return ["task": JSON(id), "state": .string(state)]
+            return ["task": .string(id), "state": .string(state)]
         case .tasks(let reports):
             return [
                 "tasks": .array(reports.map { report in
