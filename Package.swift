@@ -17,9 +17,9 @@ let package = Package(
 // MARK: - C libraries
 
 package.targets += [
-    // libcurl's headers only: CCurlShim loads the library at run time.
     .systemLibrary(
         name: "CLibcurl",
+        pkgConfig: "libcurl",
         providers: [.apt(["libcurl4-openssl-dev"])]
     ),
     .systemLibrary(
@@ -78,7 +78,6 @@ package.targets += [
         name: "CourierCLI",
         dependencies: [
             "Courier",
-            "Curl",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ],

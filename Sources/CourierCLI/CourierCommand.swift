@@ -1,6 +1,5 @@
 import ArgumentParser
 import Courier
-import Curl
 import Foundation
 import JSONRPC
 import Logging
@@ -26,13 +25,10 @@ struct CourierCommand: ParsableCommand {
 
     /// Blocks the termination signals before any thread starts, so that
     /// every thread inherits the mask: they wait for the signal sources of
-    /// `run` instead of killing the process in the middle of a write. Then
-    /// starts loading libcurl, which serving and `get` both need, on a
-    /// thread of its own, so that the load overlaps the parsing of the
-    /// command line; then runs the command.
+    /// `run` instead of killing the process in the middle of a write; then
+    /// runs the command.
     static func main() {
         SignalWatch.blockTerminationSignals()
-        CurlLibrary.loadInBackground()
         main(nil)
     }
 

@@ -1,4 +1,3 @@
-import CCurlShim
 import CLibcurl
 
 /// Dates as libcurl's `curl_getdate` reads them: the three HTTP date forms
@@ -20,7 +19,7 @@ public enum CurlDate {
     /// would see only what precedes it.
     public static func parse(_ text: String) -> Int64? {
         guard !text.utf8.contains(0) else { return nil }
-        let seconds = courier_getdate(text)
+        let seconds = curl_getdate(text, nil)
         return seconds == -1 ? nil : Int64(seconds)
     }
 }

@@ -8,18 +8,10 @@ public struct CurlLibrary: Sendable {
     public var features: [String]
     public var protocols: [String]
 
-    /// Starts loading libcurl, and the libraries it needs, on a thread of
-    /// its own and returns at once, so that the load overlaps whatever the
-    /// process does before its first use of libcurl; that first use waits
-    /// for the load to end. Without it, the first use loads libcurl.
-    public static func loadInBackground() {
-        courier_load_curl_in_background()
-    }
-
     /// Initialises libcurl once for the process; call before any thread
     /// starts using it.
     public static func initialize() {
-        courier_global_init(Int(CURL_GLOBAL_DEFAULT))
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
     }
 
     public static var current: CurlLibrary {

@@ -1,4 +1,3 @@
-import CCurlShim
 import CLibcurl
 
 /// A URL as libcurl parses it (its URL API), so what courier accepts is what
@@ -20,10 +19,10 @@ public struct CurlURL: Sendable {
     /// libcurl does not know are accepted here (the caller decides what is
     /// allowed).
     public init?(_ string: String) {
-        guard let handle = courier_url() else { return nil }
-        defer { courier_url_cleanup(handle) }
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
         let flags = UInt32(CURLU_NON_SUPPORT_SCHEME)
-        guard courier_url_set(handle, CURLUPART_URL, string, flags) == CURLUE_OK,
+        guard curl_url_set(handle, CURLUPART_URL, string, flags) == CURLUE_OK,
             let scheme = Self.part(handle, CURLUPART_SCHEME)
         else { return nil }
         self.scheme = scheme.lowercased()
@@ -35,8 +34,8 @@ public struct CurlURL: Sendable {
 
     private static func part(_ handle: OpaquePointer, _ part: CURLUPart, flags: UInt32 = 0) -> String? {
         var value: UnsafeMutablePointer<CChar>?
-        guard courier_url_get(handle, part, &value, flags) == CURLUE_OK, let value else { return nil }
-        defer { courier_free(value) }
+        guard curl_url_get(handle, part, &value, flags) == CURLUE_OK, let value else { return nil }
+        defer { curl_free(value) }
         return String(cString: value)
     }
 }

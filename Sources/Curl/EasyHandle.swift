@@ -63,7 +63,7 @@ public final class EasyHandle {
     private var strings: [UnsafeMutablePointer<CChar>] = []
 
     public init() {
-        raw = courier_easy_init()
+        raw = curl_easy_init()
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         installCallbacks()
     }
@@ -71,10 +71,10 @@ public final class EasyHandle {
     /// Makes the handle as new for another transfer, keeping what libcurl
     /// caches in it (its buffers, DNS and session entries).
     func reset() {
-        courier_easy_reset(raw)
+        curl_easy_reset(raw)
         delegate = nil
         errorBuffer[0] = 0
-        courier_slist_free_all(headerList)
+        curl_slist_free_all(headerList)
         headerList = nil
         strings.forEach { free($0) }
         strings = []
@@ -130,7 +130,7 @@ public final class EasyHandle {
             setString(CURLOPT_NOPROXY, "")
         }
         for header in options.headers {
-            headerList = courier_slist_append(headerList, "\(header.name): \(header.value)")
+            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
         if let headerList { courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, headerList) }
     }
@@ -190,17 +190,17 @@ public final class EasyHandle {
     /// `code`.
     public func errorMessage(code: Int32) -> String {
         let text = String(cString: errorBuffer)
-        return text.isEmpty ? String(cString: courier_easy_strerror(CURLcode(UInt32(code)))) : text
+        return text.isEmpty ? String(cString: curl_easy_strerror(CURLcode(UInt32(code)))) : text
     }
 
-    public func pause() { courier_easy_pause(raw, courier_pause_all()) }
-    public func unpause() { courier_easy_pause(raw, courier_pause_cont()) }
+    public func pause() { curl_easy_pause(raw, courier_pause_all()) }
+    public func unpause() { curl_easy_pause(raw, courier_pause_cont()) }
 
     /// Frees the handle. The caller must have removed it from its multi
     /// handle first.
     public func cleanup() {
-        courier_easy_cleanup(raw)
-        courier_slist_free_all(headerList)
+        curl_easy_cleanup(raw)
+        curl_slist_free_all(headerList)
         headerList = nil
         strings.forEach { free($0) }
         strings = []

@@ -11,7 +11,7 @@ public final class MultiHandle: @unchecked Sendable {
     public static let idleLimit = 32
 
     public init(maxHostConnections: Int = 0, maxTotalConnections: Int = 0) {
-        raw = courier_multi_init()
+        raw = curl_multi_init()
         courier_multi_setopt_long(raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         if maxHostConnections > 0 { courier_multi_setopt_long(raw, CURLMOPT_MAX_HOST_CONNECTIONS, maxHostConnections) }
         if maxTotalConnections > 0 { courier_multi_setopt_long(raw, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTotalConnections) }
@@ -24,11 +24,11 @@ public final class MultiHandle: @unchecked Sendable {
     }
 
     public func add(_ easy: EasyHandle) {
-        courier_multi_add_handle(raw, easy.raw)
+        curl_multi_add_handle(raw, easy.raw)
     }
 
     public func remove(_ easy: EasyHandle) {
-        courier_multi_remove_handle(raw, easy.raw)
+        curl_multi_remove_handle(raw, easy.raw)
     }
 
     /// Removes `easy` from the multi handle and keeps it for a later
@@ -48,7 +48,7 @@ public final class MultiHandle: @unchecked Sendable {
     @discardableResult
     public func perform() -> Int {
         var running: Int32 = 0
-        courier_multi_perform(raw, &running)
+        curl_multi_perform(raw, &running)
         return Int(running)
     }
 
@@ -56,26 +56,26 @@ public final class MultiHandle: @unchecked Sendable {
     /// milliseconds, whichever comes first.
     public func poll(timeoutMilliseconds: Int) {
         var ready: Int32 = 0
-        courier_multi_poll(raw, nil, 0, Int32(clamping: timeoutMilliseconds), &ready)
+        curl_multi_poll(raw, nil, 0, Int32(clamping: timeoutMilliseconds), &ready)
     }
 
     /// How long libcurl wants to wait at most before `perform` is due.
     public var timeoutMilliseconds: Int? {
         var timeout = -1
-        courier_multi_timeout(raw, &timeout)
+        curl_multi_timeout(raw, &timeout)
         return timeout >= 0 ? timeout : nil
     }
 
     /// Interrupts a `poll` in progress (or the next one). Thread-safe.
     public func wakeup() {
-        courier_multi_wakeup(raw)
+        curl_multi_wakeup(raw)
     }
 
     /// Transfers that have ended since the last call, with their result code.
     public func completed() -> [(handle: EasyHandle, code: Int32)] {
         var finished: [(EasyHandle, Int32)] = []
         var remaining: Int32 = 0
-        while let message = courier_multi_info_read(raw, &remaining) {
+        while let message = curl_multi_info_read(raw, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE else { continue }
             var userData: UnsafeMutableRawPointer?
             courier_easy_getinfo_ptr(message.pointee.easy_handle, CURLINFO_PRIVATE, &userData)
@@ -90,6 +90,6 @@ public final class MultiHandle: @unchecked Sendable {
     public func cleanup() {
         idle.forEach { $0.cleanup() }
         idle = []
-        courier_multi_cleanup(raw)
+        curl_multi_cleanup(raw)
     }
 }

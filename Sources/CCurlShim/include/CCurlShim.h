@@ -4,54 +4,6 @@
 #include <curl/curl.h>
 
 /*
- * courier loads libcurl at run time (dlopen) rather than linking it: loading
- * libcurl and the thirty-odd libraries it needs (TLS, GSS-API, LDAP, SSH,
- * IDN...) is most of the time `curl --version` takes, and a linked libcurl
- * would be loaded before main runs, ahead of everything else courier does at
- * start-up. courier_load_curl_in_background starts that load on a thread of
- * its own so that it overlaps the rest of start-up; every libcurl function
- * courier calls goes through one of the wrappers below, and the first one
- * called waits for the load to end (or loads the library itself). A libcurl
- * that cannot be loaded ends the process with status 127, as the dynamic
- * linker would have, after saying why on stderr.
- */
-
-/* Starts loading libcurl on a detached thread, with every signal blocked,
-   and returns at once. Calling it is optional: the first wrapper called
-   loads libcurl when no load has started. */
-void courier_load_curl_in_background(void);
-
-CURLcode courier_global_init(long flags);
-curl_version_info_data *courier_version_info(void);
-time_t courier_getdate(const char *text);
-void courier_free(void *pointer);
-
-CURL *courier_easy_init(void);
-void courier_easy_reset(CURL *handle);
-void courier_easy_cleanup(CURL *handle);
-CURLcode courier_easy_pause(CURL *handle, int bitmask);
-const char *courier_easy_strerror(CURLcode code);
-
-struct curl_slist *courier_slist_append(struct curl_slist *list, const char *text);
-void courier_slist_free_all(struct curl_slist *list);
-
-CURLM *courier_multi_init(void);
-CURLMcode courier_multi_add_handle(CURLM *multi, CURL *handle);
-CURLMcode courier_multi_remove_handle(CURLM *multi, CURL *handle);
-CURLMcode courier_multi_perform(CURLM *multi, int *running);
-CURLMcode courier_multi_poll(CURLM *multi, struct curl_waitfd extra_fds[], unsigned int extra_count, int timeout_ms,
-                             int *ready);
-CURLMcode courier_multi_timeout(CURLM *multi, long *milliseconds);
-CURLMcode courier_multi_wakeup(CURLM *multi);
-CURLMsg *courier_multi_info_read(CURLM *multi, int *remaining);
-CURLMcode courier_multi_cleanup(CURLM *multi);
-
-CURLU *courier_url(void);
-void courier_url_cleanup(CURLU *url);
-CURLUcode courier_url_set(CURLU *url, CURLUPart part, const char *content, unsigned int flags);
-CURLUcode courier_url_get(CURLU *url, CURLUPart part, char **content, unsigned int flags);
-
-/*
  * curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are variadic C
  * functions, which Swift cannot call. Each wrapper below fixes the type of the
  * variadic argument, one per argument kind libcurl documents for the options
@@ -86,5 +38,8 @@ CURLcode courier_msg_result(const CURLMsg *message);
 size_t courier_writefunc_pause(void);
 int courier_pause_all(void);
 int courier_pause_cont(void);
+
+/* CURLVERSION_NOW is a macro naming the newest struct version. */
+curl_version_info_data *courier_version_info(void);
 
 #endif
