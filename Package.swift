@@ -1,6 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+let staticStdlib: [SwiftSetting] = Context.environment["COURIER_SANITIZE"] == nil ? [.unsafeFlags(["-static-stdlib"])] : []
+
 let package = Package(
     name: "courier",
     platforms: [.macOS(.v15)],
@@ -85,9 +87,12 @@ package.targets += [
         // loading and relocating them as shared libraries took a client
         // waiting for the `initialize` answer longer than `curl --version`
         // takes in all. Compiling this target with the flag too makes its
-        // objects name every static library Foundation needs.
-        swiftSettings: [.unsafeFlags(["-static-stdlib"])],
-        linkerSettings: [.unsafeFlags(["-static-stdlib"])]
+        // objects name every static library Foundation needs. Sanitizer
+        // builds (scripts/sanitize sets COURIER_SANITIZE) link them as shared
+        // libraries: ThreadSanitizer's allocator does not survive the
+        // static runtime (it aborts freeing memory `strdup` gave).
+        swiftSettings: staticStdlib,
+        linkerSettings: staticStdlib.isEmpty ? [] : [.unsafeFlags(["-static-stdlib"])]
     ),
 ]
 

@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import JSONRPC
+import Locking
 
 /// The OpenRPC document of `protocol/openrpc.json`, built into the binary,
 /// and the check of every request's params against it: the document is the
@@ -26,13 +27,34 @@ public enum OpenRPCDocument {
         }
     }()
 
-    static func load() -> Result<JSON, RPCError> { parsed }
+    static func load() -> Result<JSON, RPCError> {
+        awaitBackgroundParse()
+        return parsed
+    }
+
+    /// Held by the background parse while it runs: a reader passes through
+    /// it before touching what the parse makes, which orders the two in a
+    /// way ThreadSanitizer sees (it does not see the once-only
+    /// initialization of static properties on Linux).
+    private static let backgroundParse = Locked(())
 
     /// Parses the document and its methods' params on a thread of its own
-    /// and returns at once, so that a server can have them ready by its
-    /// first request: whoever reads them before the parse ends waits for it.
+    /// and returns once that thread holds `backgroundParse`, so that a
+    /// server can have them ready by its first request: whoever reads them
+    /// before the parse ends waits for it.
     public static func parseInBackground() {
-        Thread.detachNewThread { _ = methodParams }
+        let holding = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            backgroundParse.withLock { _ in
+                holding.signal()
+                _ = methodParams
+            }
+        }
+        holding.wait()
+    }
+
+    private static func awaitBackgroundParse() {
+        backgroundParse.withLock { _ in }
     }
 
     /// The document; nil only when the build embedded a broken one, which
@@ -53,6 +75,7 @@ public enum OpenRPCDocument {
     /// by name, no unknown name, every required one present, each value of
     /// its schema. A method the document does not describe takes no params.
     static func check(_ method: String, _ params: Params) throws(RPCError) {
+        awaitBackgroundParse()
         let descriptors = methodParams[method] ?? []
         let members: [String: JSON]
         switch params.raw {
