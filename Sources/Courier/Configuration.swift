@@ -58,7 +58,7 @@ public struct Configuration: Sendable {
 
     /// `$XDG_CACHE_HOME/courier`, else `~/.cache/courier`.
     public static func defaultCacheDir(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
+        if let xdg = environment["XDG_CACHE_HOME"], xdg.isAbsolutePath {
             return xdg + "/courier"
         }
         let home = environment["HOME"] ?? NSHomeDirectory()

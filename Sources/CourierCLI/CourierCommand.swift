@@ -77,7 +77,7 @@ struct CourierCommand: ParsableCommand {
         guard [activationDelay, completionDelay, progressInterval].allSatisfy((0...3600).contains) else {
             throw ValidationError("delays must be 0 to 3600 seconds")
         }
-        if let downloadRoot, !downloadRoot.hasPrefix("/") { throw ValidationError("--download-root must be an absolute path") }
+        if let downloadRoot, !downloadRoot.isAbsolutePath { throw ValidationError("--download-root must be an absolute path") }
     }
 
     func run() throws {

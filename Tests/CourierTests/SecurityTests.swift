@@ -183,6 +183,17 @@ struct SecurityTests {
         #expect((try FileManager.default.contentsOfDirectory(atPath: outside)).isEmpty)
     }
 
+    @Test func aPathIsAbsoluteByItsFirstByte() throws {
+        let accented = "/\u{301}tmp/x"
+        #expect(!accented.hasPrefix("/"), "a character comparison sees an accented slash")
+        #expect(accented.isAbsolutePath && !"\u{301}/tmp".isAbsolutePath && !"tmp/x".isAbsolutePath)
+        let request = try DownloadRequest(Params(["url": "http://origin/a", "destination": .string(accented)]), defaults: Configuration())
+        #expect(request.destination == accented)
+        #expect(throws: RPCError.self) {
+            try DownloadRequest(Params(["url": "http://origin/a", "destination": "\u{301}/tmp/x"]), defaults: Configuration())
+        }
+    }
+
     @Test func aRootIsComparedAsBytes() throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: base) }

@@ -124,7 +124,7 @@ struct Destination: Sendable {
                 else { return nil }
                 stack.append(next)
             }
-            shown += shown.hasSuffix("/") ? name : "/" + name
+            shown += shown.endsWithSlash ? name : "/" + name
         }
         let directory = stack.last!
         let name = String(decoding: leaf, as: UTF8.self)
@@ -211,7 +211,7 @@ struct Destination: Sendable {
         _ name: String, in parent: DirectoryHandle, shown: String, create: Bool, followSymlinks: Bool
     ) throws(Failure) -> DirectoryHandle? {
         let flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (followSymlinks ? 0 : O_NOFOLLOW)
-        let full = shown.hasSuffix("/") ? shown + name : shown + "/" + name
+        let full = shown.endsWithSlash ? shown + name : shown + "/" + name
         for _ in 0..<2 {
             let fd = openat(parent.fd, name, flags)
             if fd >= 0 { return DirectoryHandle(fd: fd, path: full) }
@@ -280,7 +280,7 @@ extension DirectoryHandle {
     /// fetched data are private to the user); existing ones are left as
     /// they are.
     static func makePrivateDirectories(_ path: String) throws(Destination.Failure) {
-        var built = path.hasPrefix("/") ? "" : "."
+        var built = path.isAbsolutePath ? "" : "."
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
             built += "/" + component
             if mkdir(built, 0o700) != 0, errno != EEXIST {

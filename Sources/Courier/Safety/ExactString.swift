@@ -24,4 +24,12 @@ struct ExactString: Hashable, Sendable, CustomStringConvertible {
 extension String {
     /// Whether both hold the same UTF-8 bytes (not merely equivalent text).
     func isExactly(_ other: String) -> Bool { utf8.elementsEqual(other.utf8) }
+
+    /// Whether the path starts with a slash byte. `hasPrefix("/")` compares
+    /// characters, so it says no for "/\u{301}tmp", whose first character
+    /// is a slash with a combining accent.
+    public var isAbsolutePath: Bool { utf8.first == UInt8(ascii: "/") }
+
+    /// Whether the path ends with a slash byte.
+    var endsWithSlash: Bool { utf8.last == UInt8(ascii: "/") }
 }

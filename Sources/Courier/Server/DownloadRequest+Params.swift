@@ -51,7 +51,7 @@ extension DownloadRequest {
             throw .invalidParams("unknown text encoding '\(textEncoding)'", param: "textEncoding")
         }
         destination = try named.optionalString("destination")
-        if let destination, !destination.hasPrefix("/") {
+        if let destination, !destination.isAbsolutePath {
             throw .invalidParams("param 'destination' must be an absolute path", param: "destination")
         }
         if let destination, destination.utf8.contains(0) {

@@ -193,7 +193,7 @@ public enum OpenRPCDocument {
         }
         collect(document)
         var table: [String: JSON] = [:]
-        for reference in found where reference.hasPrefix("#/") {
+        for reference in found where reference.utf8.starts(with: "#/".utf8) {
             var target = document
             var reached = true
             for token in reference.dropFirst(2).split(separator: "/", omittingEmptySubsequences: false) {
