@@ -149,8 +149,9 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// waits for outcomes being prepared.
     func shutdown() {
         let first = step { scheduler, now in
-            defer { scheduler.shutdown(now: now) }
-            return !scheduler.isShutDown
+            guard !scheduler.isShutDown else { return false }
+            scheduler.shutdown(now: now)
+            return true
         }
         guard first else { return }
         engine.shutdown(timeout: 5)
