@@ -693,13 +693,15 @@ def test_rebinding_replaces_and_the_old_task_is_never_heard_again(activity, orig
     session = activity()
     old, _ = start(session, stall(origin, "old"))
     new, _ = start(session, stall(origin, "new"))
-    session.bind("v", task=old["task"])
-    session.bind("bar", task=old["task"], kind="progress")
     wait_received(session, old["task"], 1000)
     wait_received(session, new["task"], 1000)
+    # Each bind's view notification follows its response: wait for it, so
+    # the old binding's first state never lands after the mark.
+    bind(session, "v", task=old["task"])
+    bind(session, "bar", task=old["task"], kind="progress")
     mark = session.mark()
-    session.bind("v", task=new["task"])
-    session.bind("bar", task=new["task"], kind="progress")
+    bind(session, "v", task=new["task"])
+    bind(session, "bar", task=new["task"], kind="progress")
     session.suspend(task=new["task"])
     # The old task's suspension, resumption and end must not reach the views.
     session.suspend(task=old["task"])
