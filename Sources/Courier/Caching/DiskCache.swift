@@ -165,25 +165,27 @@ final class DiskCache: Sendable {
         return write(key: key, response: response, body: .bytes(body, checksum: XXH64.hash(body)))
     }
 
-    /// Stores the body `file` holds under `key`: its body file is a hard link
-    /// of `file`'s inode (found at `path`) when it can be, else a copy. The
-    /// file is left in place. Refused as `store(key:response:body:)`.
+    /// Stores the body `file` describes under `key`, with the length and
+    /// checksum it gives: its body file is a hard link of the file when it
+    /// can be, else a copy (of the kept bytes, or of the file checked against
+    /// the checksum). The file is left in place. Refused as
+    /// `store(key:response:body:)`.
     @discardableResult
-    func store(key: String, response: CachedResponse, file: CacheBodyFile, path bodyPath: String) -> Bool {
+    func store(key: String, response: CachedResponse, file: CacheBodyFile) -> Bool {
         guard file.length <= maximumBodyLength else {
             remove(key: key)
             return false
         }
-        return write(key: key, response: response, body: .file(file, path: bodyPath))
+        return write(key: key, response: response, body: .file(file))
     }
 
-    /// Stores the contents of the file at `bodyFile` under `key`, linked or
-    /// copied as `store(key:response:file:path:)` does.
+    /// Stores the contents of the file at `bodyFile` under `key`, read
+    /// through for its checksum, then linked or copied as
+    /// `store(key:response:file:)` does.
     @discardableResult
     func store(key: String, response: CachedResponse, bodyFile: String) -> Bool {
-        guard let file = CacheBodyFile(path: bodyFile, readingWhole: false) else { return false }
-        defer { file.close() }
-        return store(key: key, response: response, file: file, path: bodyFile)
+        guard let file = CacheBodyFile(path: bodyFile) else { return false }
+        return store(key: key, response: response, file: file)
     }
 
     /// Replaces the metadata of `key`'s entry, keeping its body file (after a
@@ -297,8 +299,8 @@ final class DiskCache: Sendable {
 
     private enum Body {
         case bytes([UInt8], checksum: UInt64)
-        /// Linked, else copied, from an open file.
-        case file(CacheBodyFile, path: String)
+        /// Linked, else copied, from a file whose checksum is known.
+        case file(CacheBodyFile)
         /// The body file the entry names already.
         case existing(id: UInt64, length: Int64, checksum: UInt64)
     }
@@ -319,16 +321,14 @@ final class DiskCache: Sendable {
             let id = Self.bodyID(suffix)
             guard writeBody(bytes, to: path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)) else { return false }
             placed = (id, Int64(bytes.count), checksum, Int64(bytes.count))
-        case .file(let file, let source):
+        case .file(let file):
             let id = Self.bodyID(suffix)
             let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)
-            if file.link(from: source, to: bodyPath) {
-                if durable, fsync(file.fd) != 0 {
+            if file.link(to: bodyPath) {
+                if durable, !Self.sync(bodyPath) {
                     unlink(bodyPath)
                     return false
                 }
-            } else if let bytes = file.bytes {
-                guard writeBody(bytes, to: bodyPath) else { return false }
             } else {
                 guard copyBody(file, to: bodyPath) else { return false }
             }
@@ -417,16 +417,22 @@ final class DiskCache: Sendable {
         return written
     }
 
-    /// Creates the body file `bodyPath` as a copy of `file`, which must still
-    /// hash to the checksum it was opened with.
+    /// Creates the body file `bodyPath` as a copy of `file`'s body.
     private func copyBody(_ file: CacheBodyFile, to bodyPath: String) -> Bool {
         let fd = Foundation.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
-        let sum = CacheFileIO.copy(from: file.fd, offset: 0, length: file.length, to: fd)
-        let written = sum == file.checksum && (!durable || fsync(fd) == 0)
+        let written = file.copy(to: fd) && (!durable || fsync(fd) == 0)
         close(fd)
         if !written { unlink(bodyPath) }
         return written
+    }
+
+    /// Flushes the file at `file` to stable storage.
+    private static func sync(_ file: String) -> Bool {
+        let fd = Foundation.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return fsync(fd) == 0
     }
 
     /// An entry opened for reading: its entry file and body file, checked
