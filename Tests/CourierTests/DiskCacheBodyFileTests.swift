@@ -361,4 +361,29 @@ extension DiskCacheBodyFileTests {
             #expect(cache.read(key: "copied")?.body == body)
         }
     }
+
+    @Test func aCacheFarFromFullIsNotRescannedAfterEveryFewWrites() throws {
+        try withDirectory { directory in
+            // Given two caches on one directory, as two processes would have
+            let mine = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            let other = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            for index in 0..<10 { other.store(key: "other\(index)", response: response(), body: bytes(10_000, seed: 1)) }
+
+            // When this one writes more than `rescanInterval` small entries, far
+            // less than a quarter of the room left, it counts only its own
+            for index in 0..<(DiskCache.rescanInterval + 6) {
+                mine.store(key: "mine\(index)", response: response(), body: bytes(1_000, seed: 2))
+            }
+            #expect(mine.count == DiskCache.rescanInterval + 6)
+
+            // Then once its writes reach a quarter of the room left, it rescans and counts the other's too
+            var large = 0
+            while mine.count < DiskCache.rescanInterval + 6 + large + 10, large < 20 {
+                mine.store(key: "large\(large)", response: response(), body: bytes(60_000, seed: 3))
+                large += 1
+            }
+            #expect(mine.count == DiskCache.rescanInterval + 6 + large + 10)
+            #expect(large > 1 && large < 6)
+        }
+    }
 }

@@ -32,9 +32,12 @@ import Locking
 /// `capacity`, a sweep deletes entries from the least recently used until
 /// usage is at most `sweepTarget` of the capacity. Usage is tracked in
 /// memory between sweeps and recomputed by scanning the directory at start,
-/// at each sweep, and after `rescanInterval` writes or a quarter of the
-/// entry count, whichever is more (so a scan of two files an entry costs at
-/// most a few file checks per write), since other processes write too. Sweeps delete temporary
+/// at each sweep, and, since other processes write too, once this process
+/// has made `rescanInterval` writes or a quarter of the entry count,
+/// whichever is more, since the last scan (so a scan of two files an entry
+/// costs at most a few file checks per write) and written a quarter of the
+/// room left under the capacity (so a cache far from full is not scanned
+/// again while such writes could not fill it). Sweeps delete temporary
 /// files of processes that no longer run, and temporary and unknown files
 /// older than `abandonedAge`.
 final class DiskCache: Sendable {
@@ -44,6 +47,9 @@ final class DiskCache: Sendable {
     static let sweepTarget = 0.8
     /// Writes between rescans of the directory, at least.
     static let rescanInterval = 64
+    /// Between rescans, this process writes at least the room left under the
+    /// capacity divided by this.
+    static let rescanRoomShare: Int64 = 4
     /// Temporary and unknown files older than this (one hour) are deleted.
     static let abandonedAge: TimeInterval = 3600
     /// Body files that no entry names and whose status has not changed for
@@ -64,6 +70,8 @@ final class DiskCache: Sendable {
         var usage: Int64 = 0
         var count = 0
         var writesSinceScan = 0
+        /// Bytes of entry and body files written since the last scan.
+        var writtenSinceScan: Int64 = 0
         var sweeping = false
     }
 
@@ -291,6 +299,7 @@ final class DiskCache: Sendable {
             state.usage = max(0, total)
             state.count = remaining
             state.writesSinceScan = 0
+            state.writtenSinceScan = 0
             state.sweeping = false
         }
     }
@@ -367,7 +376,10 @@ final class DiskCache: Sendable {
             state.usage += header.fileLength + placed.added - freed
             if replaced == nil { state.count += 1 }
             state.writesSinceScan += 1
-            return state.usage > capacity || state.writesSinceScan >= max(Self.rescanInterval, state.count / 4)
+            state.writtenSinceScan += header.fileLength + placed.added
+            return state.usage > capacity
+                || (state.writesSinceScan >= max(Self.rescanInterval, state.count / 4)
+                    && state.writtenSinceScan >= (capacity - state.usage) / Self.rescanRoomShare)
         }
         if needsSweep { sweep() }
         return true
@@ -549,8 +561,11 @@ final class DiskCache: Sendable {
 
     /// `<pid>-<n>`, unique among this process's temporary files.
     private static func uniqueSuffix() -> String {
-        "\(getpid())-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        "\(processID)-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
     }
+
+    /// Read once: courier never forks.
+    private static let processID = getpid()
 
     /// A body id no other write uses: a write's `uniqueSuffix` and the
     /// time, mixed.
