@@ -299,3 +299,91 @@ extension DiskCacheBodyFileTests {
         }
     }
 }
+
+/// Bodies described by what a transfer wrote: their length and checksum are
+/// taken as given, never by reading the file back.
+extension DiskCacheBodyFileTests {
+    private func streamed(_ directory: String, _ name: String, _ body: [UInt8], keeping: Bool = false) throws -> CacheBodyFile {
+        CacheBodyFile(
+            directory: try DirectoryHandle(opening: directory), name: name, length: Int64(body.count),
+            checksum: XXH64.hash(body), bytes: keeping ? body : nil)
+    }
+
+    @Test func aStreamedBodyIsLinkedWithTheChecksumItCameWith() throws {
+        try withDirectory { directory in
+            let cache = try DiskCache(cacheDirectory: directory + "/cache", capacity: 1 << 20)
+            let body = bytes(40_000, seed: 8)
+            try write(body, to: directory + "/.a.partial")
+
+            // Given the file as it was written: linked, and read back whole
+            #expect(cache.store(key: "a", response: response(), file: try streamed(directory, ".a.partial", body)))
+            let entry = try #require(cache.lookup(key: "a"))
+            #expect(info(entry.bodyPath)?.st_ino == info(directory + "/.a.partial")?.st_ino)
+            #expect(cache.read(key: "a")?.body == body)
+
+            // When another file was renamed over the name before it was linked
+            // (same length, other bytes), the entry is stored but never served
+            try write(bytes(40_000, seed: 9), to: directory + "/.b.partial")
+            #expect(cache.store(key: "b", response: response(), file: try streamed(directory, ".b.partial", body)))
+            #expect(cache.read(key: "b") == nil)
+            #expect(cache.lookup(key: "b") == nil)
+            // And one of another length is not even an entry
+            try write(bytes(100, seed: 9), to: directory + "/.c.partial")
+            #expect(cache.store(key: "c", response: response(), file: try streamed(directory, ".c.partial", body)))
+            #expect(cache.lookup(key: "c") == nil)
+            #expect(cache.count == 1)
+        }
+    }
+
+    @Test func aStreamedBodyThatCannotBeLinkedIsCopiedFromItsKeptBytesOrCheckedFile() throws {
+        // /dev/shm is tmpfs: a link from there into a cache elsewhere fails with EXDEV
+        var shm = stat()
+        var tmp = stat()
+        guard stat("/dev/shm", &shm) == 0, stat(NSTemporaryDirectory(), &tmp) == 0, shm.st_dev != tmp.st_dev else { return }
+        try withDirectory { directory in
+            let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            let name = "courier-disk-body-\(getpid())-\(UUID().uuidString)"
+            defer { unlink("/dev/shm/" + name) }
+            let body = bytes(30_000, seed: 5)
+            let other = bytes(30_000, seed: 6)
+
+            // Kept bytes are written as they are: the file is not read
+            try write(other, to: "/dev/shm/" + name)
+            #expect(cache.store(key: "kept", response: response(), file: try streamed("/dev/shm", name, body, keeping: true)))
+            #expect(cache.read(key: "kept")?.body == body)
+
+            // Without them the file is copied, and one that no longer hashes to the checksum is refused
+            #expect(!cache.store(key: "changed", response: response(), file: try streamed("/dev/shm", name, body)))
+            #expect(cache.lookup(key: "changed") == nil)
+            #expect(names(cache).count == 2)
+            try write(body, to: "/dev/shm/" + name)
+            #expect(cache.store(key: "copied", response: response(), file: try streamed("/dev/shm", name, body)))
+            #expect(cache.read(key: "copied")?.body == body)
+        }
+    }
+
+    @Test func aCacheFarFromFullIsNotRescannedAfterEveryFewWrites() throws {
+        try withDirectory { directory in
+            // Given two caches on one directory, as two processes would have
+            let mine = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            let other = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            for index in 0..<10 { other.store(key: "other\(index)", response: response(), body: bytes(10_000, seed: 1)) }
+
+            // When this one writes more than `rescanInterval` small entries, far
+            // less than a quarter of the room left, it counts only its own
+            for index in 0..<(DiskCache.rescanInterval + 6) {
+                mine.store(key: "mine\(index)", response: response(), body: bytes(1_000, seed: 2))
+            }
+            #expect(mine.count == DiskCache.rescanInterval + 6)
+
+            // Then once its writes reach a quarter of the room left, it rescans and counts the other's too
+            var large = 0
+            while mine.count < DiskCache.rescanInterval + 6 + large + 10, large < 20 {
+                mine.store(key: "large\(large)", response: response(), body: bytes(60_000, seed: 3))
+                large += 1
+            }
+            #expect(mine.count == DiskCache.rescanInterval + 6 + large + 10)
+            #expect(large > 1 && large < 6)
+        }
+    }
+}

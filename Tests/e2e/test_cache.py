@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from origin import http_date, pattern
+from origin import gzip_plain, http_date, pattern
 
 KIB = 1024
 SMALL_MEMORY = ("--memory-capacity", "64KiB", "--memory-after-purge", "40KiB")
@@ -628,6 +628,41 @@ def test_destination_on_another_file_system_is_copied(courier, origin, cache_dir
             os.unlink(destination)
     served = fetch(courier(*NO_MEMORY), url)
     assert served["source"] == "disk" and served["bytes"] == body
+
+
+def test_stored_checksums_are_of_the_bytes_written_after_redirects_and_decoding(courier, origin, tmp_path):
+    # Given a permanent redirect that carries a body of its own, and a gzip-encoded response
+    final_url, body = resource(origin, "moved-here", 30 * KIB)
+    hop = origin.set_resource("moved", pattern(5 * KIB, "redirect body"), {"Location": final_url, **LONG}, status=301)
+    gzip_url = origin.url("/gzip?size=60000")
+    c = courier(*NO_MEMORY)
+    for index, (url, expected) in enumerate(((hop, body), (gzip_url, gzip_plain(60000)))):
+        # When each is downloaded to a destination, its checksum taken as the body streamed in
+        destination = tmp_path / f"out{index}.bin"
+        outcome = fetch(c, url, body="none", destination=str(destination))
+        assert outcome["ok"] and destination.read_bytes() == expected
+        # Then a new process serves from disk what the client received, whose
+        # checksum covers neither the redirect's body nor the encoded bytes
+        served = fetch(courier(*NO_MEMORY), url, cachePolicy="cacheOnly")
+        assert served["source"] == "disk" and served["bytes"] == expected
+    assert origin.hits("/res/moved") == 1 and origin.hits("/gzip") == 1
+
+
+@pytest.mark.parametrize("size", [8 * KIB, 8 * KIB + 1, 200 * KIB])
+def test_an_unannounced_body_is_kept_in_memory_only_within_the_entry_limit(courier, origin, size):
+    # Given chunked bodies (no length announced) around the memory tier's
+    # entry limit (1/8 of 64 KiB), which the transfer keeps while they fit
+    url = origin.url(f"/drip?size={size}&chunks=7&interval=0&length=0&seed=unannounced")
+    c = courier(*SMALL_MEMORY)
+    outcome = fetch(c, url)
+    assert outcome["source"] == "network" and outcome["bytes"] == pattern(size, "unannounced")
+    # Then the memory tier holds it only when it fits, and both tiers serve the bytes received
+    assert c.cache_lookup(url)["tier"] == ("memory" if size <= 8 * KIB else "disk")
+    assert fetch(c, url, cachePolicy="cacheOnly")["bytes"] == pattern(size, "unannounced")
+    c.cache_clear(memory=True, disk=False)
+    served = fetch(c, url, cachePolicy="cacheOnly")
+    assert served["source"] == "disk" and served["bytes"] == pattern(size, "unannounced")
+    assert origin.hits("/drip") == 1
 
 
 def test_revalidation_rewrites_the_entry_file_only(courier, origin, cache_dir):

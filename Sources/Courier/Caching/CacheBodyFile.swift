@@ -1,61 +1,75 @@
 import Foundation
 
-/// A body file to be stored, opened once: its descriptor, length and XXH64,
-/// and its bytes when they were asked for. The disk tier hard-links the
-/// very inode this descriptor holds, so what was hashed is what is linked.
-/// The owner calls `close()`.
-struct CacheBodyFile {
-    let fd: Int32
+/// A body file to be stored, described by what was written to it: its name
+/// in an open directory, the length and XXH64 of the bytes written, and
+/// those bytes when they were kept. A transfer takes the length and checksum
+/// as the bytes stream into the file, so storing the body never reads the
+/// file back; a file changed between the transfer and a read of the stored
+/// body (in place, or another file renamed over its name before it was
+/// linked) fails the length or checksum check on that read, as a client's
+/// rewrite of its destination does.
+struct CacheBodyFile: Sendable {
+    /// The directory `name` is in; nil when `name` is a path.
+    let directory: DirectoryHandle?
+    let name: String
     let length: Int64
-    /// XXH64 of the `length` bytes.
+    /// XXH64 of the `length` bytes written.
     let checksum: UInt64
-    /// The whole body, when opened with `readingWhole`.
+    /// The whole body, when it was kept while it streamed.
     let bytes: [UInt8]?
-    let device: UInt64
-    let inode: UInt64
 
-    /// Opens the regular file at `path` and hashes it: from memory when
-    /// `readingWhole` (the bytes are kept), else streamed. Nil when it is
-    /// not a readable regular file or cannot be read whole.
-    init?(path: String, readingWhole: Bool) {
-        guard let (fd, info) = CacheFileIO.openRegular(path) else { return nil }
-        let length = Int64(info.st_size)
-        var bytes: [UInt8]?
-        var checksum: UInt64?
-        if readingWhole, length <= Int64(Int32.max) {
-            bytes = CacheFileIO.read(fd, count: Int(length), at: 0)
-            checksum = bytes.map { XXH64.hash($0) }
-        } else {
-            checksum = CacheFileIO.hash(fd, length: length)
-        }
-        guard let checksum else {
-            Foundation.close(fd)
-            return nil
-        }
-        self.fd = fd
+    init(directory: DirectoryHandle?, name: String, length: Int64, checksum: UInt64, bytes: [UInt8]? = nil) {
+        self.directory = directory
+        self.name = name
         self.length = length
         self.checksum = checksum
-        self.bytes = bytes
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        self.bytes = bytes.flatMap { Int64($0.count) == length ? $0 : nil }
     }
 
-    func close() { Foundation.close(fd) }
+    /// Describes the regular file at `path` by reading it through: for a file
+    /// whose bytes were not seen as they were written. Nil when it is not a
+    /// readable regular file.
+    init?(path: String) {
+        guard let (fd, info) = CacheFileIO.openRegular(path) else { return nil }
+        defer { close(fd) }
+        let length = Int64(info.st_size)
+        guard let checksum = CacheFileIO.hash(fd, length: length) else { return nil }
+        self.init(directory: nil, name: path, length: length, checksum: checksum)
+    }
 
-    /// Hard-links this file's inode as `target`. On Linux through
-    /// `/proc/self/fd`, which names the inode the descriptor holds, not
-    /// whatever file has its old path now; elsewhere by `path`, checked to be
-    /// the same inode afterwards. False when the link cannot be made (another
-    /// file system, a file system without hard links, a link limit).
-    func link(from path: String, to target: String) -> Bool {
-        #if os(Linux)
-            if linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 { return true }
-            guard errno == ENOENT else { return false }
-        #endif
-        guard Foundation.link(path, target) == 0 else { return false }
+    private var directoryFD: Int32 { directory?.fd ?? AT_FDCWD }
+
+    /// Hard-links the file as `target` (never following a symlink at its
+    /// name). False when the link cannot be made (another file system, a file
+    /// system without hard links, a link limit, a file not this user's).
+    func link(to target: String) -> Bool {
+        linkat(directoryFD, name, AT_FDCWD, target, 0) == 0
+    }
+
+    /// The whole body: the kept bytes, else the file's, when they are
+    /// `length` bytes that hash to `checksum`.
+    func read() -> [UInt8]? {
+        if let bytes { return bytes }
+        guard length <= Int64(Int32.max) else { return nil }
+        let source = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard source >= 0 else { return nil }
+        defer { close(source) }
         var info = stat()
-        if lstat(target, &info) == 0, UInt64(info.st_dev) == device, UInt64(info.st_ino) == inode { return true }
-        unlink(target)
-        return false
+        guard fstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == length,
+            let read = CacheFileIO.read(source, count: Int(length), at: 0), XXH64.hash(read) == checksum
+        else { return nil }
+        return read
+    }
+
+    /// Writes the body to `fd`: the kept bytes, else the file's first
+    /// `length` bytes, which must still hash to `checksum`.
+    func copy(to fd: Int32) -> Bool {
+        if let bytes { return CacheFileIO.write(fd, bytes) }
+        let source = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard source >= 0 else { return false }
+        defer { close(source) }
+        var info = stat()
+        guard fstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
+        return CacheFileIO.copy(from: source, offset: 0, length: length, to: fd) == checksum
     }
 }

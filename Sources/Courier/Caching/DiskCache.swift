@@ -32,9 +32,12 @@ import Locking
 /// `capacity`, a sweep deletes entries from the least recently used until
 /// usage is at most `sweepTarget` of the capacity. Usage is tracked in
 /// memory between sweeps and recomputed by scanning the directory at start,
-/// at each sweep, and after `rescanInterval` writes or a quarter of the
-/// entry count, whichever is more (so a scan of two files an entry costs at
-/// most a few file checks per write), since other processes write too. Sweeps delete temporary
+/// at each sweep, and, since other processes write too, once this process
+/// has made `rescanInterval` writes or a quarter of the entry count,
+/// whichever is more, since the last scan (so a scan of two files an entry
+/// costs at most a few file checks per write) and written a quarter of the
+/// room left under the capacity (so a cache far from full is not scanned
+/// again while such writes could not fill it). Sweeps delete temporary
 /// files of processes that no longer run, and temporary and unknown files
 /// older than `abandonedAge`.
 final class DiskCache: Sendable {
@@ -44,6 +47,9 @@ final class DiskCache: Sendable {
     static let sweepTarget = 0.8
     /// Writes between rescans of the directory, at least.
     static let rescanInterval = 64
+    /// Between rescans, this process writes at least the room left under the
+    /// capacity divided by this.
+    static let rescanRoomShare: Int64 = 4
     /// Temporary and unknown files older than this (one hour) are deleted.
     static let abandonedAge: TimeInterval = 3600
     /// Body files that no entry names and whose status has not changed for
@@ -64,6 +70,8 @@ final class DiskCache: Sendable {
         var usage: Int64 = 0
         var count = 0
         var writesSinceScan = 0
+        /// Bytes of entry and body files written since the last scan.
+        var writtenSinceScan: Int64 = 0
         var sweeping = false
     }
 
@@ -165,25 +173,27 @@ final class DiskCache: Sendable {
         return write(key: key, response: response, body: .bytes(body, checksum: XXH64.hash(body)))
     }
 
-    /// Stores the body `file` holds under `key`: its body file is a hard link
-    /// of `file`'s inode (found at `path`) when it can be, else a copy. The
-    /// file is left in place. Refused as `store(key:response:body:)`.
+    /// Stores the body `file` describes under `key`, with the length and
+    /// checksum it gives: its body file is a hard link of the file when it
+    /// can be, else a copy (of the kept bytes, or of the file checked against
+    /// the checksum). The file is left in place. Refused as
+    /// `store(key:response:body:)`.
     @discardableResult
-    func store(key: String, response: CachedResponse, file: CacheBodyFile, path bodyPath: String) -> Bool {
+    func store(key: String, response: CachedResponse, file: CacheBodyFile) -> Bool {
         guard file.length <= maximumBodyLength else {
             remove(key: key)
             return false
         }
-        return write(key: key, response: response, body: .file(file, path: bodyPath))
+        return write(key: key, response: response, body: .file(file))
     }
 
-    /// Stores the contents of the file at `bodyFile` under `key`, linked or
-    /// copied as `store(key:response:file:path:)` does.
+    /// Stores the contents of the file at `bodyFile` under `key`, read
+    /// through for its checksum, then linked or copied as
+    /// `store(key:response:file:)` does.
     @discardableResult
     func store(key: String, response: CachedResponse, bodyFile: String) -> Bool {
-        guard let file = CacheBodyFile(path: bodyFile, readingWhole: false) else { return false }
-        defer { file.close() }
-        return store(key: key, response: response, file: file, path: bodyFile)
+        guard let file = CacheBodyFile(path: bodyFile) else { return false }
+        return store(key: key, response: response, file: file)
     }
 
     /// Replaces the metadata of `key`'s entry, keeping its body file (after a
@@ -289,6 +299,7 @@ final class DiskCache: Sendable {
             state.usage = max(0, total)
             state.count = remaining
             state.writesSinceScan = 0
+            state.writtenSinceScan = 0
             state.sweeping = false
         }
     }
@@ -297,8 +308,8 @@ final class DiskCache: Sendable {
 
     private enum Body {
         case bytes([UInt8], checksum: UInt64)
-        /// Linked, else copied, from an open file.
-        case file(CacheBodyFile, path: String)
+        /// Linked, else copied, from a file whose checksum is known.
+        case file(CacheBodyFile)
         /// The body file the entry names already.
         case existing(id: UInt64, length: Int64, checksum: UInt64)
     }
@@ -319,16 +330,14 @@ final class DiskCache: Sendable {
             let id = Self.bodyID(suffix)
             guard writeBody(bytes, to: path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)) else { return false }
             placed = (id, Int64(bytes.count), checksum, Int64(bytes.count))
-        case .file(let file, let source):
+        case .file(let file):
             let id = Self.bodyID(suffix)
             let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)
-            if file.link(from: source, to: bodyPath) {
-                if durable, fsync(file.fd) != 0 {
+            if file.link(to: bodyPath) {
+                if durable, !Self.sync(bodyPath) {
                     unlink(bodyPath)
                     return false
                 }
-            } else if let bytes = file.bytes {
-                guard writeBody(bytes, to: bodyPath) else { return false }
             } else {
                 guard copyBody(file, to: bodyPath) else { return false }
             }
@@ -367,7 +376,10 @@ final class DiskCache: Sendable {
             state.usage += header.fileLength + placed.added - freed
             if replaced == nil { state.count += 1 }
             state.writesSinceScan += 1
-            return state.usage > capacity || state.writesSinceScan >= max(Self.rescanInterval, state.count / 4)
+            state.writtenSinceScan += header.fileLength + placed.added
+            return state.usage > capacity
+                || (state.writesSinceScan >= max(Self.rescanInterval, state.count / 4)
+                    && state.writtenSinceScan >= (capacity - state.usage) / Self.rescanRoomShare)
         }
         if needsSweep { sweep() }
         return true
@@ -417,16 +429,22 @@ final class DiskCache: Sendable {
         return written
     }
 
-    /// Creates the body file `bodyPath` as a copy of `file`, which must still
-    /// hash to the checksum it was opened with.
+    /// Creates the body file `bodyPath` as a copy of `file`'s body.
     private func copyBody(_ file: CacheBodyFile, to bodyPath: String) -> Bool {
         let fd = Foundation.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
-        let sum = CacheFileIO.copy(from: file.fd, offset: 0, length: file.length, to: fd)
-        let written = sum == file.checksum && (!durable || fsync(fd) == 0)
+        let written = file.copy(to: fd) && (!durable || fsync(fd) == 0)
         close(fd)
         if !written { unlink(bodyPath) }
         return written
+    }
+
+    /// Flushes the file at `file` to stable storage.
+    private static func sync(_ file: String) -> Bool {
+        let fd = Foundation.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return fsync(fd) == 0
     }
 
     /// An entry opened for reading: its entry file and body file, checked
@@ -543,8 +561,11 @@ final class DiskCache: Sendable {
 
     /// `<pid>-<n>`, unique among this process's temporary files.
     private static func uniqueSuffix() -> String {
-        "\(getpid())-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        "\(processID)-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
     }
+
+    /// Read once: courier never forks.
+    private static let processID = getpid()
 
     /// A body id no other write uses: a write's `uniqueSuffix` and the
     /// time, mixed.

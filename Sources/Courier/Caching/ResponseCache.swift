@@ -165,15 +165,16 @@ final class ResponseCache: Sendable {
         return .miss
     }
 
-    /// Stores a fresh network response under `keys`, from the body file the
-    /// transfer wrote; returns the body when it was read for the memory tier.
-    /// The file is opened and read once for both tiers; the disk tier
-    /// hard-links it when it can, so it may be renamed afterwards but must
-    /// not be rewritten in place. A response that may not be stored removes
-    /// what was stored before.
+    /// Stores a fresh network response under `keys`; returns the body when
+    /// the memory tier holds it. `body` gives the length and checksum of what
+    /// the transfer wrote to its file, and the bytes when it kept them, so
+    /// the file is read only when the memory tier wants bytes that were not
+    /// kept. The disk tier hard-links the file when it can, so it may be
+    /// renamed afterwards; a rewrite in place makes the disk entry a miss. A
+    /// response that may not be stored removes what was stored before.
     func store(
         keys: Set<String>, request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
-        bodyPath: String, size: Int64
+        body: CacheBodyFile
     ) -> [UInt8]? {
         guard Self.applies(to: request) else { return nil }
         guard HTTPCachePolicy.isStorable(status: head.status, requestHeaders: request.headers, responseHeaders: head.headers)
@@ -181,30 +182,26 @@ final class ResponseCache: Sendable {
             for key in keys { remove(key: key) }
             return nil
         }
-        let inMemory = size <= Int64(memoryEntryLimit)
-        let onDisk = disk.map { size <= $0.maximumBodyLength } ?? false
-        let file = inMemory || onDisk ? CacheBodyFile(path: bodyPath, readingWhole: inMemory) : nil
-        defer { file?.close() }
-        // A file that is not what the transfer reported is stored nowhere.
-        let body = file?.length == size ? file : nil
+        let bytes = body.length <= Int64(memoryEntryLimit) && !keys.isEmpty ? body.read() : nil
+        let onDisk = disk.map { body.length <= $0.maximumBodyLength } ?? false
         let response = CachedResponse(
             head: head, requestURL: request.url, requestHeaders: request.headers, requestTime: requestTime,
             responseTime: responseTime)
         for key in keys {
-            if let bytes = body?.bytes {
+            if let bytes {
                 memory.set(MemoryCache.Entry(response: response, body: bytes), for: key)
             } else {
                 memory.remove(key)
             }
             if let disk {
-                if let body, onDisk {
-                    disk.store(key: key, response: response, file: body, path: bodyPath)
+                if onDisk {
+                    disk.store(key: key, response: response, file: body)
                 } else {
                     disk.remove(key: key)
                 }
             }
         }
-        return body?.bytes
+        return bytes
     }
 
     /// A 304 answered the revalidation of `stale`: the stored headers are

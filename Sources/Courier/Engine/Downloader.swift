@@ -260,7 +260,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         options.lowSpeedTime = settings.lowSpeedTime
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
-            body: bodyTarget(for: order), observer: self)
+            body: bodyTarget(for: order), copyLimit: cache.memoryEntryLimit, observer: self)
         transfers.withLock { $0[order.id] = transfer }
         engine.start(transfer)
     }
@@ -314,11 +314,16 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             } else {
                 let keys = ResponseCache.storageKeys(
                     for: order.receipts.map(\.request), redirects: result.redirects, finalURL: response.finalURL)
-                let bytes = (200...299).contains(response.status)
-                    ? cache.store(
+                var bytes = result.bytes
+                if (200...299).contains(response.status), let target = result.body {
+                    let file = CacheBodyFile(
+                        directory: target.directory, name: target.name, length: result.size, checksum: result.checksum,
+                        bytes: result.bytes)
+                    let stored = cache.store(
                         keys: keys, request: order.request, head: response, requestTime: requestDate,
-                        responseTime: responseDate, bodyPath: bodyPath, size: result.size)
-                    : nil
+                        responseTime: responseDate, body: file)
+                    bytes = bytes ?? stored
+                }
                 outcomes = delivery(
                     response: response, size: result.size,
                     body: BodyFile(path: bodyPath, firstBytes: result.head, bytes: bytes, beside: result.body?.destination != nil ? result.body : nil),

@@ -62,6 +62,11 @@ struct TransferResult: Sendable {
     /// The body's first bytes (up to `ImageInfo.sniffLength`), kept while
     /// they streamed by so nobody reads the file again to recognise an image.
     var head: [UInt8] = []
+    /// XXH64 of the `size` bytes written to the body file, taken as they
+    /// were written, so the cache stores the body without reading it back.
+    var checksum = XXH64().finalize()
+    /// The whole body, when it stayed within the transfer's copy limit.
+    var bytes: [UInt8]? = nil
     /// The redirect responses followed on the way, oldest first.
     var redirects: [ResponseHead] = []
     var failure: TransferFailure?
@@ -141,6 +146,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     let options: EasyOptions
     let redirectPolicy: RedirectPolicy
     let body: BodyTarget
+    /// The largest body kept in memory as well as in its file.
+    let copyLimit: Int
     private let observer: any TransferObserver
     /// Set from any thread when the downloader has let the transfer go; its
     /// body file is then never created again.
@@ -152,6 +159,10 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var announced = false
     private var received: Int64 = 0
     private var firstBytes: [UInt8] = []
+    /// Of the bytes written to the body file.
+    private var hasher = XXH64()
+    /// The bytes written to the body file, until they pass `copyLimit`.
+    private var copy: [UInt8]?
     private var stopReason: TransferFailure?
     /// The options of the hop under way.
     private var hopOptions: EasyOptions
@@ -165,12 +176,13 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
 
     init(
         id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
-        observer: any TransferObserver
+        copyLimit: Int = 0, observer: any TransferObserver
     ) {
         self.id = id
         self.options = options
         self.redirectPolicy = redirectPolicy
         self.body = body
+        self.copyLimit = copyLimit
         self.observer = observer
         hopOptions = options
         hopOptions.followRedirects = false
@@ -260,6 +272,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if failure == nil, fd < 0 {
             do throws(Destination.Failure) {
                 fd = try body.create()
+                if copyLimit > 0 { copy = [] }
             } catch {
                 failure = error.transferFailure
             }
@@ -275,7 +288,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if failure != nil { body.remove() }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
-            bodyPath: failure == nil ? body.path : nil, body: failure == nil ? body : nil, head: firstBytes, redirects: redirects, failure: failure)
+            bodyPath: failure == nil ? body.path : nil, body: failure == nil ? body : nil, head: firstBytes,
+            checksum: hasher.finalize(), bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure)
+        copy = nil
         observer.transferDidComplete(self, result)
         return true
     }
@@ -357,6 +372,11 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             } catch {
                 return stop(error.transferFailure)
             }
+            let announcedLength = head.announcedLength ?? 0
+            if copyLimit > 0, announcedLength <= Int64(copyLimit) {
+                copy = []
+                copy?.reserveCapacity(Int(announcedLength))
+            }
         }
         var offset = 0
         while offset < data.count {
@@ -368,6 +388,14 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             offset += written
         }
         received += Int64(data.count)
+        hasher.update(data)
+        if copy != nil {
+            if received <= Int64(copyLimit) {
+                copy?.append(contentsOf: data)
+            } else {
+                copy = nil
+            }
+        }
         if firstBytes.count < ImageInfo.sniffLength {
             firstBytes.append(contentsOf: data.prefix(ImageInfo.sniffLength - firstBytes.count))
         }
