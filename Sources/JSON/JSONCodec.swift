@@ -1,5 +1,10 @@
 import CJanssonShim
 import CLibjansson
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Why a buffer is not a JSON text.
 public struct JSONDecodeError: Error, Sendable, CustomStringConvertible {
@@ -57,16 +62,12 @@ public enum JSONCodec {
         let root = makeJSONT(value, precision: &precision)
         defer { courier_json_decref(root) }
         let flags = Int(JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS) | courier_json_real_precision(Int32(precision))
-        var output = [UInt8](repeating: 0, count: 256)
-        while true {
-            let needed = output.withUnsafeMutableBytes { buffer in
-                json_dumpb(root, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count, flags)
-            }
-            if needed <= output.count {
-                output.removeSubrange(Int(needed)...)
-                return output
-            }
-            output = [UInt8](repeating: 0, count: Int(needed))
+        // One pass into jansson's growing buffer: sizing a fixed buffer first
+        // would dump every message larger than it twice.
+        guard let text = json_dumps(root, flags) else { return [] }
+        defer { free(text) }
+        return text.withMemoryRebound(to: UInt8.self, capacity: 1) { bytes in
+            Array(UnsafeBufferPointer(start: bytes, count: strlen(text)))
         }
     }
 
