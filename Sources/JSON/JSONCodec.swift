@@ -1,5 +1,10 @@
 import CJanssonShim
 import CLibjansson
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Why a buffer is not a JSON text.
 public struct JSONDecodeError: Error, Sendable, CustomStringConvertible {
@@ -56,17 +61,16 @@ public enum JSONCodec {
         var precision = 1
         let root = makeJSONT(value, precision: &precision)
         defer { courier_json_decref(root) }
-        let flags = Int(JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS) | courier_json_real_precision(Int32(precision))
-        var output = [UInt8](repeating: 0, count: 256)
-        while true {
-            let needed = output.withUnsafeMutableBytes { buffer in
-                json_dumpb(root, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count, flags)
-            }
-            if needed <= output.count {
-                output.removeSubrange(Int(needed)...)
-                return output
-            }
-            output = [UInt8](repeating: 0, count: Int(needed))
+        // Keys go in sorted as the tree is built and jansson keeps insertion
+        // order, so JSON_SORT_KEYS (a sort and a look-up per key, in every
+        // object, on every dump) is not needed for sorted output.
+        let flags = Int(JSON_COMPACT | JSON_ENCODE_ANY) | courier_json_real_precision(Int32(precision))
+        // One pass into jansson's growing buffer: sizing a fixed buffer first
+        // would dump every message larger than it twice.
+        guard let text = json_dumps(root, flags) else { return [] }
+        defer { free(text) }
+        return text.withMemoryRebound(to: UInt8.self, capacity: 1) { bytes in
+            Array(UnsafeBufferPointer(start: bytes, count: strlen(text)))
         }
     }
 
@@ -94,7 +98,8 @@ public enum JSONCodec {
             return array
         case .object(let members):
             let object = json_object()!
-            for (key, member) in members {
+            // By bytes, as jansson's JSON_SORT_KEYS compares them.
+            for (key, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
                 let child = makeJSONT(member, precision: &precision)
                 _ = withChars(key) { chars, count in json_object_setn_new_nocheck(object, chars, count, child) }
             }

@@ -15,7 +15,11 @@ public struct Params: Sendable {
         case nil:
             return NamedParams([:])
         case .object(let members)?:
-            if let allowed, let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
+            // The first unknown name in sorted order is named, so a refusal
+            // does not depend on the dictionary's order; sorting waits for one.
+            if let allowed, !members.keys.allSatisfy(allowed.contains),
+                let unknown = members.keys.sorted().first(where: { !allowed.contains($0) })
+            {
                 throw .invalidParams("unknown param '\(unknown)'", param: unknown)
             }
             return NamedParams(members)
@@ -85,10 +89,10 @@ public struct NamedParams: Sendable {
         return choice
     }
 
-    private func read<T>(_ name: String, _ expected: String, _ convert: (JSON) -> T?) throws(RPCError) -> T? {
+    private func read<T>(_ name: String, _ expected: @autoclosure () -> String, _ convert: (JSON) -> T?) throws(RPCError) -> T? {
         guard let value = members[name], !value.isNull else { return nil }
         guard let converted = convert(value) else {
-            throw .invalidParams("param '\(name)' must be \(expected), not \(value.typeName == "integer" || value.typeName == "number" ? "\(value)" : value.typeName)", param: name)
+            throw .invalidParams("param '\(name)' must be \(expected()), not \(value.typeName == "integer" || value.typeName == "number" ? "\(value)" : value.typeName)", param: name)
         }
         return converted
     }

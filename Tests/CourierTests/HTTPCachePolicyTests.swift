@@ -236,6 +236,23 @@ struct HTTPCachePolicyTests {
         #expect(HTTPCachePolicy.currentAge(of: merged, now: t0 + 400) == 280)
     }
 
+    @Test func changedHeadersAndURLAreReadAgain() {
+        // Given a response fresh for 60 s, with no validators, named after its URL
+        var stored = response([("Cache-Control", "max-age=60"), ("Date", date(0))])
+        #expect(HTTPCachePolicy.freshnessLifetime(of: stored) == 60)
+        #expect(stored.fileName == "x")
+
+        // When its headers and URL are replaced
+        stored.headers = [("cache-control", "no-cache"), ("etag", "\"v2\""), ("age", "30"), ("vary", "*")]
+        stored.url = "http://o/dir/picture.png"
+
+        // Then the rules read the new fields, not the ones parsed before
+        #expect(HTTPCachePolicy.freshness(of: stored, now: t0) == .mustRevalidate(Validators(etag: "\"v2\"")))
+        #expect(HTTPCachePolicy.currentAge(of: stored, now: t0) == 30)
+        #expect(!HTTPCachePolicy.matches(stored, requestHeaders: []))
+        #expect(stored.fileName == "picture.png")
+    }
+
     @Test func notModifiedForAnotherRepresentationIsRefused() {
         let stored = response([("etag", "\"v1\""), ("last-modified", "Wed, 01 May 2024 02:00:00 GMT")])
         #expect(HTTPCachePolicy.merging(notModified: [("etag", "\"v2\"")], into: stored, requestTime: t0, responseTime: t0) == nil)

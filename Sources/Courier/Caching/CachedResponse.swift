@@ -5,9 +5,19 @@ import Foundation
 struct CachedResponse: Sendable {
     var status: Int
     /// In arrival order, names in lower case.
-    var headers: [(name: String, value: String)]
+    var headers: [(name: String, value: String)] {
+        didSet { fields = Fields(headers) }
+    }
+    /// What the caching rules read from `headers`, parsed when they are set
+    /// rather than on every lookup.
+    private(set) var fields: Fields
     /// The URL the body came from, after redirects.
-    var url: String
+    var url: String {
+        didSet { fileName = Delivery.fileName(for: url) }
+    }
+    /// The file name a delivery gives the body, from `url`'s last path
+    /// component: found once, not on every hit.
+    private(set) var fileName: String
     /// When the request that fetched it, or last revalidated it, was sent.
     var requestTime: Date
     /// When that response, or the last 304, arrived.
@@ -24,7 +34,9 @@ struct CachedResponse: Sendable {
     ) {
         self.status = status
         self.headers = headers.map { ($0.name.lowercased(), $0.value) }
+        self.fields = Fields(self.headers)
         self.url = url
+        self.fileName = Delivery.fileName(for: url)
         self.requestTime = requestTime
         self.responseTime = responseTime
         self.storedAt = storedAt ?? responseTime
@@ -41,6 +53,36 @@ struct CachedResponse: Sendable {
             status: head.status, headers: HTTPCachePolicy.storableHeaders(head.headers), url: head.finalURL ?? requestURL,
             requestTime: requestTime, responseTime: responseTime,
             varyValues: HTTPCachePolicy.varyValues(requestHeaders: requestHeaders, responseHeaders: head.headers))
+    }
+
+    /// The fields of `headers` that decide freshness, validation and `Vary`.
+    struct Fields: Sendable {
+        var cacheControl: CacheControl
+        /// `Date`, parsed; nil without one or when it is not an HTTP date.
+        var date: Date?
+        /// nil without `Expires`; `.some(nil)` when it is not an HTTP date.
+        var expires: Date??
+        /// `Last-Modified`, parsed.
+        var lastModified: Date?
+        /// `Age` when its first item is delta-seconds.
+        var age: TimeInterval?
+        var validators: Validators
+        /// What `Vary` names: nil for `*`.
+        var varyNames: [String]?
+
+        init(_ headers: [(name: String, value: String)]) {
+            func field(_ name: String) -> String? { HTTPCachePolicy.field(name, in: headers) }
+            cacheControl = CacheControl(headers)
+            date = field("date").flatMap(HTTPDate.parse)
+            expires = field("expires").map(HTTPDate.parse)
+            let lastModifiedText = field("last-modified")
+            lastModified = lastModifiedText.flatMap(HTTPDate.parse)
+            age = field("age").flatMap { value in
+                CacheControl.deltaSeconds(value.split(separator: ",").first.map { $0.trimmingBlanks } ?? "")
+            }
+            validators = Validators(etag: field("etag"), lastModified: lastModifiedText)
+            varyNames = HTTPCachePolicy.varyNames(headers)
+        }
     }
 
     var head: ResponseHead { ResponseHead(status: status, headers: headers, finalURL: url) }

@@ -69,14 +69,14 @@ enum HTTPCachePolicy {
     /// from Last-Modified for statuses cacheable by default, else 0. Always
     /// within 0...2^31 seconds, whatever the headers say.
     static func freshnessLifetime(of response: CachedResponse) -> TimeInterval {
-        let control = CacheControl(response.headers)
-        if let maxAge = control.maxAge { return bounded(maxAge, nan: 0) }
-        if let expires = response.header("expires") {
-            guard let expiry = HTTPDate.parse(expires) else { return 0 }
+        let fields = response.fields
+        if let maxAge = fields.cacheControl.maxAge { return bounded(maxAge, nan: 0) }
+        if let expires = fields.expires {
+            guard let expiry = expires else { return 0 }
             return bounded(expiry.timeIntervalSince(dateValue(of: response)), nan: 0)
         }
-        guard cacheableByDefault.contains(response.status) || control.isPublic,
-            let lastModified = response.header("last-modified").flatMap(HTTPDate.parse)
+        guard cacheableByDefault.contains(response.status) || fields.cacheControl.isPublic,
+            let lastModified = fields.lastModified
         else { return 0 }
         let sinceModified = bounded(dateValue(of: response).timeIntervalSince(lastModified), nan: 0)
         return min(sinceModified * heuristicFraction, heuristicLimit)
@@ -85,9 +85,7 @@ enum HTTPCachePolicy {
     /// The response's age at `now` (RFC 9111 §4.2.3), within 0...2^31
     /// seconds. An `Age` that is not delta-seconds is ignored (§5.1).
     static func currentAge(of response: CachedResponse, now: Date) -> TimeInterval {
-        let ageValue = response.header("age").flatMap { value in
-            CacheControl.deltaSeconds(value.split(separator: ",").first.map { $0.trimmingBlanks } ?? "")
-        } ?? 0
+        let ageValue = response.fields.age ?? 0
         let apparentAge = bounded(response.responseTime.timeIntervalSince(dateValue(of: response)), nan: 0)
         let responseDelay = bounded(response.responseTime.timeIntervalSince(response.requestTime), nan: 0)
         let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
@@ -110,10 +108,11 @@ enum HTTPCachePolicy {
         of response: CachedResponse, requestHeaders: [(name: String, value: String)] = [], now: Date
     ) -> Freshness {
         let validators = validators(of: response)
-        let stored = CacheControl(response.headers)
-        let request = CacheControl(requestHeaders)
+        let stored = response.fields.cacheControl
+        // Most requests carry no header at all: nothing to parse.
+        let request = requestHeaders.isEmpty ? CacheControl([]) : CacheControl(requestHeaders)
         let pragmaNoCache =
-            field("cache-control", in: requestHeaders) == nil
+            !requestHeaders.isEmpty && field("cache-control", in: requestHeaders) == nil
             && (field("pragma", in: requestHeaders)?.lowercased().contains("no-cache") ?? false)
         if stored.noCache || request.noCache || pragmaNoCache || request.maxAge == 0 {
             return .mustRevalidate(validators)
@@ -128,7 +127,7 @@ enum HTTPCachePolicy {
     }
 
     static func validators(of response: CachedResponse) -> Validators {
-        Validators(etag: response.header("etag"), lastModified: response.header("last-modified"))
+        response.fields.validators
     }
 
     /// The conditional request headers that revalidate `response`.
@@ -167,7 +166,7 @@ enum HTTPCachePolicy {
     /// as far as its `Vary` goes (RFC 9111 §4.1): every field it names has
     /// the value it had when stored, absent ones absent.
     static func matches(_ response: CachedResponse, requestHeaders: [(name: String, value: String)]) -> Bool {
-        guard let names = varyNames(response.headers) else { return false }
+        guard let names = response.fields.varyNames else { return false }
         return names.allSatisfy { normalizedField($0, in: requestHeaders) == response.varyValues[$0] }
     }
 
@@ -222,7 +221,7 @@ enum HTTPCachePolicy {
 
     /// The Date field, else when the response arrived.
     private static func dateValue(of response: CachedResponse) -> Date {
-        response.header("date").flatMap(HTTPDate.parse) ?? response.responseTime
+        response.fields.date ?? response.responseTime
     }
 
     /// An entity tag without its weakness marker, for the weak comparison.

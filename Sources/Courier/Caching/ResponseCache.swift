@@ -24,7 +24,10 @@ final class ResponseCache: Sendable {
         /// Names this stored response (key and the time it was fetched or
         /// last revalidated), for files several hits may share.
         var sharedName: String {
-            String(XXH64.hash(Array("\(key)\n\(response.responseTime.timeIntervalSince1970)".utf8)), radix: 16)
+            var bytes = Array(key.utf8)
+            bytes.append(UInt8(ascii: "\n"))
+            withUnsafeBytes(of: response.responseTime.timeIntervalSince1970.bitPattern.littleEndian) { bytes += $0 }
+            return String(XXH64.hash(bytes), radix: 16)
         }
     }
 
@@ -75,9 +78,12 @@ final class ResponseCache: Sendable {
     /// shared by every process on the cache directory, and no credential or
     /// personal response belongs there.
     static func applies(to request: DownloadRequest) -> Bool {
-        let bypass: Set<String> = ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range", "range"]
-        return !request.hasCredentials && !request.headers.contains { bypass.contains($0.name.lowercased()) }
+        !request.hasCredentials && !request.headers.contains { bypassHeaders.contains($0.name.lowercased()) }
     }
+
+    private static let bypassHeaders: Set<String> = [
+        "if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range", "range",
+    ]
 
     /// The keys a response reached through `redirects` is stored under, for
     /// receipts that asked with `keys`: none when a hop said `no-store` or

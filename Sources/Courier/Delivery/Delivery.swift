@@ -23,6 +23,8 @@ struct Delivery {
     /// For a stored body: a name that stays the same while the stored
     /// response does, so repeated hits share one `path` file.
     var sharedName: String? = nil
+    /// The body's file name, when the caller knows it already.
+    var fileName: String? = nil
 
     /// The outcomes of a transfer that failed.
     static func failures(of result: TransferResult, for requests: [DownloadRequest]) -> [Outcome] {
@@ -97,7 +99,7 @@ struct Delivery {
                     }
                     outcome.path = destination
                 } else if request.body == .none {
-                    let name = Self.fileName(for: response.finalURL ?? request.url)
+                    let name = fileName ?? Self.fileName(for: response.finalURL ?? request.url)
                     let path = "\(downloadsDirectory)/\(sharedName ?? receipt.id)-\(name)"
                     if sharedName == nil || Self.fileSize(path) != size {
                         try place(body.file(in: downloadsDirectory), at: path, move: isLastConsumer, link: true)

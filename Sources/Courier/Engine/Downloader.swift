@@ -287,9 +287,11 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// Answers a receipt from a cache tier: the body is placed and decoded
     /// on the calling thread, then the receipt finishes.
     private func serve(_ hit: ResponseCache.Hit, to receipt: String, request: DownloadRequest) {
-        let outcome = delivery(
+        let outcome = Delivery(
             response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-            source: hit.tier == .memory ? .memory : .disk, sharedName: hit.sharedName
+            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory,
+            downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: settings.withLock { $0.maxMemoryBody }, logger: logger,
+            sharedName: hit.sharedName, fileName: hit.response.fileName
         ).deliver(to: [(receipt, request)])[0]
         step { scheduler, now in scheduler.delivered([(receipt, outcome)], now: now) }
     }

@@ -75,29 +75,47 @@ public enum OpenRPCDocument {
     /// by name, no unknown name, every required one present, each value of
     /// its schema. A method the document does not describe takes no params.
     static func check(_ method: String, _ params: Params) throws(RPCError) {
-        awaitBackgroundParse()
-        let descriptors = methodParams[method] ?? []
+        // Read under the background parse's lock, which orders the reader
+        // after the parse (and after this table's own first build).
+        let table = backgroundParse.withLock { _ in paramTables[method] } ?? ParamTable(descriptors: [])
         let members: [String: JSON]
         switch params.raw {
         case nil: members = [:]
         case .object(let object)?: members = object
         default: throw .invalidParams("params must be given by name, as an object")
         }
-        let names = Set(descriptors.compactMap { $0["name"]?.stringValue })
-        if let unknown = members.keys.sorted().first(where: { !names.contains($0) }) {
+        // The first unknown name in sorted order is named, whatever the
+        // dictionary's order; sorting waits until there is one.
+        if !members.keys.allSatisfy(table.names.contains),
+            let unknown = members.keys.sorted().first(where: { !table.names.contains($0) })
+        {
             throw .invalidParams("unknown param '\(unknown)'", param: unknown)
         }
-        for descriptor in descriptors {
-            guard let name = descriptor["name"]?.stringValue else { continue }
-            guard let value = members[name] else {
-                if descriptor["required"]?.boolValue == true {
-                    throw .invalidParams("missing param '\(name)'", param: name)
-                }
+        for param in table.params {
+            guard let value = members[param.name] else {
+                if param.required { throw .invalidParams("missing param '\(param.name)'", param: param.name) }
                 continue
             }
-            try check(value, against: descriptor["schema"] ?? [:], at: name)
+            try check(value, against: param.schema, at: param.name)
         }
     }
+
+    /// A method's content descriptors as the check reads them.
+    private struct ParamTable {
+        var names: Set<String>
+        var params: [(name: String, required: Bool, schema: JSON)]
+
+        init(descriptors: [JSON]) {
+            params = descriptors.compactMap { descriptor in
+                guard let name = descriptor["name"]?.stringValue else { return nil }
+                return (name, descriptor["required"]?.boolValue == true, descriptor["schema"] ?? [:])
+            }
+            names = Set(params.map(\.name))
+        }
+    }
+
+    /// Each method's params table, built once from `methodParams`.
+    private static let paramTables: [String: ParamTable] = methodParams.mapValues(ParamTable.init)
 
     /// Checks `value` against the schema `components.schemas.<name>`;
     /// `path` names the value in a refusal (empty: its members are named
