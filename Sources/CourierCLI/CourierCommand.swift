@@ -30,7 +30,7 @@ struct CourierCommand: ParsableCommand {
     /// command ArgumentParser reads from anything else.
     static func main() {
         SignalWatch.blockTerminationSignals()
-        if let settings = ServerCommandLine.parse(Array(CommandLine.arguments.dropFirst())) {
+        if let settings = ServerCommandLine.parse(ServerCommandLine.processArguments) {
             do {
                 try serve(settings)
             } catch {

@@ -1,4 +1,5 @@
 import Courier
+import Foundation
 
 /// The server's command line (`courier [<options>]`) read without
 /// ArgumentParser, whose parse costs a client waiting for the `initialize`
@@ -15,11 +16,11 @@ import Courier
 enum ServerCommandLine {
     /// The settings `arguments` (the program's name left out) give, or nil
     /// when ArgumentParser must read them.
-    static func parse(_ arguments: [String]) -> ServerSettings? {
+    static func parse(_ arguments: [[UInt8]]) -> ServerSettings? {
         var settings = ServerSettings()
         var index = 0
         while index < arguments.count {
-            let argument = Array(arguments[index].utf8)
+            let argument = arguments[index]
             index += 1
             guard argument.count > 2, argument[0] == dash, argument[1] == dash else { return nil }
             let equals = argument.firstIndex(of: UInt8(ascii: "="))
@@ -27,7 +28,7 @@ enum ServerCommandLine {
             guard !nameBytes.isEmpty, nameBytes.allSatisfy(isNameByte) else { return nil }
             let name = String(decoding: nameBytes, as: UTF8.self)
 
-            if flags.contains(name) {
+            if isFlag(name) {
                 guard equals == nil, set(flag: name, in: &settings) else { return nil }
                 continue
             }
@@ -43,12 +44,22 @@ enum ServerCommandLine {
                 guard index < arguments.count else { return nil }
                 let next = arguments[index]
                 index += 1
-                guard let first = next.utf8.first, first != dash else { return nil }
-                value = next
+                guard let first = next.first, first != dash else { return nil }
+                value = String(decoding: next, as: UTF8.self)
             }
             guard set(option: name, to: value, in: &settings) else { return nil }
         }
         return settings.isValid ? settings : nil
+    }
+
+    /// The process's arguments, the program's name left out, as bytes read
+    /// from `argv` (invalid UTF-8 in a value becomes U+FFFD, as in
+    /// `CommandLine.arguments`, which this does not build).
+    static var processArguments: [[UInt8]] {
+        (1..<Int(CommandLine.argc)).map { index in
+            guard let argument = CommandLine.unsafeArgv[index] else { return [] }
+            return Array(UnsafeRawBufferPointer(start: argument, count: strlen(argument)))
+        }
     }
 
     private static let dash = UInt8(ascii: "-")
@@ -59,7 +70,14 @@ enum ServerCommandLine {
         (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) || byte == dash
     }
 
-    private static let flags: Set<String> = ["no-indicator", "allow-insecure-redirects"]
+    /// A switch rather than a `Set`, whose generic metadata would cost a
+    /// scan of every protocol conformance.
+    private static func isFlag(_ name: String) -> Bool {
+        switch name {
+        case "no-indicator", "allow-insecure-redirects": true
+        default: false
+        }
+    }
 
     private static func set(flag name: String, in settings: inout ServerSettings) -> Bool {
         switch name {
