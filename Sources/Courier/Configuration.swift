@@ -95,7 +95,15 @@ public struct Configuration: Sendable {
             }
             components.append(component)
         }
-        return String(decoding: [slash] + components.joined(separator: [slash]), as: UTF8.self)
+        // Appended one by one: `joined` would instantiate generic metadata,
+        // which costs a scan of every protocol conformance at start-up.
+        var absolute: [UInt8] = []
+        absolute.reserveCapacity(bytes.count + 1)
+        for component in components {
+            absolute.append(slash)
+            absolute.append(contentsOf: component)
+        }
+        return absolute.isEmpty ? "/" : String(decoding: absolute, as: UTF8.self)
     }
 
     /// Schemes a download may use.

@@ -4,31 +4,28 @@ import Foundation
 
 /// The cache's flags, shared by serving and `get`.
 struct CacheOptions: ParsableArguments {
+    private static let defaults = CacheSettings()
+
     @Option(help: "Cache directory (default: $XDG_CACHE_HOME/courier, else ~/.cache/courier).")
     var cacheDir: String?
 
     @Option(help: "Memory cache capacity (default: 100MiB).", transform: parseSize)
-    var memoryCapacity: Int64 = 100 << 20
+    var memoryCapacity: Int64 = defaults.memoryCapacity
 
     @Option(help: "Memory cache usage a purge brings it down to (default: 60MiB, or 60% of a smaller capacity).", transform: parseSize)
     var memoryAfterPurge: Int64?
 
     @Option(help: "Disk cache capacity (default: 512MiB).", transform: parseSize)
-    var diskCapacity: Int64 = 512 << 20
+    var diskCapacity: Int64 = defaults.diskCapacity
 
     func validate() throws {
-        guard (memoryAfterPurge ?? 0) <= memoryCapacity else { throw ValidationError("--memory-after-purge must not exceed --memory-capacity") }
+        if let problem = settings.problem { throw ValidationError(problem) }
     }
 
-    /// A configuration with these cache settings and defaults for the rest.
-    var configuration: Configuration {
-        // Absolute, so the directory stays the same whatever courier's
-        // working directory is when it opens files there.
-        var config = Configuration(cacheDir: cacheDir.map(Configuration.absolutePath))
-        config.memoryCapacity = Int(memoryCapacity)
-        config.memoryAfterPurge = Int(memoryAfterPurge ?? min(60 << 20, memoryCapacity * 3 / 5))
-        config.diskCapacity = Int(diskCapacity)
-        return config
+    var settings: CacheSettings {
+        CacheSettings(
+            cacheDir: cacheDir, memoryCapacity: memoryCapacity, memoryAfterPurge: memoryAfterPurge,
+            diskCapacity: diskCapacity)
     }
 }
 

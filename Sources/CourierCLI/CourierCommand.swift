@@ -26,31 +26,42 @@ struct CourierCommand: ParsableCommand {
     /// Blocks the termination signals before any thread starts, so that
     /// every thread inherits the mask: they wait for the signal sources of
     /// `run` instead of killing the process in the middle of a write; then
-    /// runs the command.
+    /// serves with the command line `ServerCommandLine` reads, or runs the
+    /// command ArgumentParser reads from anything else.
     static func main() {
         SignalWatch.blockTerminationSignals()
-        main(nil)
+        if let settings = ServerCommandLine.parse(ServerCommandLine.processArguments) {
+            do {
+                try serve(settings)
+            } catch {
+                exit(withError: error)
+            }
+        } else {
+            main(nil)
+        }
     }
+
+    private static let defaults = ServerSettings()
 
     @OptionGroup var cache: CacheOptions
 
     @Option(help: "Transfers running at once.")
-    var maxActive: Int = 4
+    var maxActive: Int = defaults.maxActive
 
     @Option(help: "Order of queued tasks of equal priority: fifo or lifo.")
-    var prioritization: String = "fifo"
+    var prioritization: String = defaults.prioritization
 
     @Option(help: "Seconds of activity before the network activity indicator shows.")
-    var activationDelay: Double = 1.0
+    var activationDelay: Double = defaults.activationDelay
 
     @Option(help: "Seconds without activity before the indicator hides.")
-    var completionDelay: Double = 0.17
+    var completionDelay: Double = defaults.completionDelay
 
     @Flag(help: "Start with the network activity indicator disabled.")
-    var noIndicator = false
+    var noIndicator = defaults.noIndicator
 
     @Option(help: "Least seconds between two download/progress notifications of one task.")
-    var progressInterval: Double = 0.1
+    var progressInterval: Double = defaults.progressInterval
 
     @Option(help: "Directory that every download destination must lie inside.")
     var downloadRoot: String?
@@ -58,48 +69,42 @@ struct CourierCommand: ParsableCommand {
     @OptionGroup var transfers: TransferOptions
 
     @Option(help: "Largest body held in memory for a text or base64 outcome, in decoded bytes (default: 64MiB).", transform: parseSize)
-    var maxMemoryBody: Int64 = 64 << 20
+    var maxMemoryBody: Int64 = defaults.maxMemoryBody
 
     @Option(help: "Message framing: auto, lsp or ndjson.")
-    var framing: String = "auto"
+    var framing: String = defaults.framing
 
     @Option(help: "Largest message accepted from the client (default: 16MiB).", transform: parseSize)
-    var maxMessageBytes: Int64 = 16 << 20
+    var maxMessageBytes: Int64 = defaults.maxMessageBytes
 
     @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "info"
+    var logLevel: String = defaults.logLevel
 
     func validate() throws {
-        guard FramingMode(rawValue: framing) != nil else { throw ValidationError("--framing must be auto, lsp or ndjson") }
-        guard Prioritization(rawValue: prioritization) != nil else { throw ValidationError("--prioritization must be fifo or lifo") }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
-        guard (1...10_000).contains(maxActive) else { throw ValidationError("--max-active must be 1 to 10000") }
-        guard [activationDelay, completionDelay, progressInterval].allSatisfy((0...3600).contains) else {
-            throw ValidationError("delays must be 0 to 3600 seconds")
-        }
-        if let downloadRoot, !downloadRoot.isAbsolutePath { throw ValidationError("--download-root must be an absolute path") }
+        if let problem = settings.problem { throw ValidationError(problem) }
+    }
+
+    var settings: ServerSettings {
+        ServerSettings(
+            cache: cache.settings, transfers: transfers.settings, maxActive: maxActive, prioritization: prioritization,
+            activationDelay: activationDelay, completionDelay: completionDelay, noIndicator: noIndicator,
+            progressInterval: progressInterval, downloadRoot: downloadRoot, maxMemoryBody: maxMemoryBody,
+            framing: framing, maxMessageBytes: maxMessageBytes, logLevel: logLevel)
     }
 
     func run() throws {
+        try Self.serve(settings)
+    }
+
+    /// Serves on stdin and stdout until the session ends, which exits the
+    /// process: returns only by throwing when the server cannot start.
+    static func serve(_ settings: ServerSettings) throws {
         // The first request's check reads the OpenRPC document: parsed on a
         // thread of its own, it is ready by then without holding up the
         // server's set-up, which waits for libcurl meanwhile.
         OpenRPCDocument.parseInBackground()
 
-        var config = cache.configuration
-        transfers.apply(to: &config)
-        config.maxActive = maxActive
-        config.prioritization = Prioritization(rawValue: prioritization)!
-        config.activationDelay = activationDelay
-        config.completionDelay = completionDelay
-        config.indicatorEnabled = !noIndicator
-        config.progressInterval = progressInterval
-        config.downloadRoot = downloadRoot.map(Configuration.absolutePath)
-        config.maxMemoryBody = maxMemoryBody
-        config.framing = FramingMode(rawValue: framing)!
-        config.maxMessageBytes = Int(maxMessageBytes)
-        config.logLevel = Logger.Level(rawValue: logLevel)!
-
+        let config = settings.configuration
         let logLevels = config.logLevels
         LoggingSystem.bootstrap { label in
             LiveLevelLogHandler(RedactingLogHandler(StreamLogHandler.standardError(label: label)), level: logLevels)

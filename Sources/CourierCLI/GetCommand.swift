@@ -60,8 +60,8 @@ struct GetCommand: ParsableCommand {
         let rootPath = String(cString: root)
         free(root)
 
-        var config = cache.configuration
-        transfers.apply(to: &config)
+        var config = cache.settings.configuration
+        transfers.settings.apply(to: &config)
         config.maxActive = jobs
         // Every file lies in the output directory: no symbolic link inside
         // leads a download out of it.

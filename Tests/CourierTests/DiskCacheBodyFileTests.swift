@@ -223,6 +223,7 @@ struct DiskCacheBodyFileTests {
 
             // Then a sweep with no grace deletes both orphans, keeps the named body, and the foreign file until it is abandoned
             let sweeper = try DiskCache(cacheDirectory: directory, capacity: 1 << 20, orphanAge: 0)
+            sweeper.waitForFirstSweep()
             #expect(info(stray) == nil && info(lost) == nil)
             #expect(info(foreign) != nil)
             #expect(sweeper.read(key: "kept")?.body == bytes(700, seed: 1))

@@ -329,6 +329,86 @@ def test_bad_command_line_names_the_flag():
     assert "max-active" in done.stderr
 
 
+def config_from(args: list[str], cwd: Path | None = None) -> dict:
+    """The `config` of the `initialize` answer of a courier started with `args`."""
+    with Session(COURIER, args, cwd=cwd) as c:
+        return c.initialize()["config"]
+
+
+def test_every_command_line_option_reaches_the_config(tmp_path):
+    root = tmp_path / "root"
+    config = config_from([
+        "--cache-dir", str(tmp_path / "cache"), "--memory-capacity", "2MiB", "--memory-after-purge", "1MiB",
+        "--disk-capacity", "3MiB", "--max-active", "7", "--prioritization", "lifo", "--activation-delay", "2.5",
+        "--completion-delay", "0.5", "--no-indicator", "--progress-interval", "0.25", "--download-root", str(root),
+        "--allow-scheme", "ftp", "--allow-insecure-redirects", "--max-bytes", "10KiB", "--timeout", "60",
+        "--connect-timeout", "5", "--low-speed-limit", "2KiB", "--low-speed-time", "15", "--ca-file", "/ca.pem",
+        "--proxy", "http://127.0.0.1:9", "--max-memory-body", "1MiB", "--framing", "ndjson",
+        "--max-message-bytes", "1MiB", "--log-level", "error",
+    ])
+    assert config == {
+        "cacheDir": str(tmp_path / "cache"), "memoryCapacity": 2 << 20, "memoryAfterPurge": 1 << 20,
+        "diskCapacity": 3 << 20, "maxActive": 7, "prioritization": "lifo", "activationDelay": 2.5,
+        "completionDelay": 0.5, "indicatorEnabled": False, "progressInterval": 0.25, "downloadRoot": str(root),
+        "allowScheme": ["ftp"], "allowInsecureRedirects": True, "maxBytes": 10 * 1024, "timeout": 60.0,
+        "connectTimeout": 5.0, "lowSpeedLimit": 2048, "lowSpeedTime": 15, "caFile": "/ca.pem",
+        "proxy": "http://127.0.0.1:9", "maxMemoryBody": 1 << 20, "framing": "ndjson", "maxMessageBytes": 1 << 20,
+        "logLevel": "error",
+    }
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--max-active=7"], {"maxActive": 7}),
+    (["--max-active", "2", "--max-active=3"], {"maxActive": 3}),
+    (["--max-active", "+5"], {"maxActive": 5}),
+    (["--activation-delay=0x10"], {"activationDelay": 16.0}),
+    (["--timeout", "1e2"], {"timeout": 100.0}),
+    (["--memory-capacity=1MiB"], {"memoryCapacity": 1 << 20, "memoryAfterPurge": 629145}),
+    (["--allow-scheme", "ftp", "--allow-scheme=file"], {"allowScheme": ["ftp", "file"]}),
+    (["--no-indicator", "--no-indicator"], {"indicatorEnabled": False}),
+    (["--proxy=http://u:p@127.0.0.1:9/?a=b"], {"proxy": "http://u:***@127.0.0.1:9/?a=b"}),
+    (["--max-active", "5", "--"], {"maxActive": 5}),
+    (["--cache-dir", "get"], {}),
+], ids=lambda a: " ".join(a) if isinstance(a, list) else "")
+def test_command_line_forms(args, expected, tmp_path):
+    config = config_from(args, cwd=tmp_path)
+    assert {key: config[key] for key in expected} == expected
+    if args == ["--cache-dir", "get"]:
+        assert config["cacheDir"] == str(tmp_path / "get")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus"], "Unknown option '--bogus'"),
+    (["--max-active"], "Missing value for '--max-active <max-active>'"),
+    (["--cache-dir="], "Missing value for '--cache-dir <cache-dir>'"),
+    (["--activation-delay", "-1"], "Missing value for '--activation-delay <activation-delay>'"),
+    (["--max-active", " 5"], "The value ' 5' is invalid for '--max-active <max-active>'"),
+    (["--max-active=x"], "The value 'x' is invalid for '--max-active <max-active>'"),
+    (["--max-active", "0"], "--max-active must be 1 to 10000"),
+    (["--max-active=-3"], "--max-active must be 1 to 10000"),
+    (["--memory-capacity", "1MiB", "--memory-after-purge", "2MiB"],
+     "--memory-after-purge must not exceed --memory-capacity"),
+    (["--disk-capacity", "lots"], "The value 'lots' is invalid for '--disk-capacity <disk-capacity>': "
+                                  "'lots' is not a size (examples: 1048576, 512KiB, 100MiB, 2GiB)"),
+    (["--timeout", "nan"], "time-outs must be 0.001 to 31536000 seconds"),
+    (["--low-speed-time", "86401"], "--low-speed-time must be 0 to 86400 seconds"),
+    (["--completion-delay", "3601"], "delays must be 0 to 3600 seconds"),
+    (["--download-root", "relative"], "--download-root must be an absolute path"),
+    (["--prioritization", "random"], "--prioritization must be fifo or lifo"),
+    (["--framing", "xml"], "--framing must be auto, lsp or ndjson"),
+    (["--log-level", "loud"], "unknown --log-level 'loud'"),
+    (["--no-indicator=true"], "The option '--no-indicator' does not take any value, but 'true' was specified."),
+    (["-x"], "Unknown option '-x'"),
+    (["--max-active", "5", "extra"], "Unexpected argument 'extra'"),
+], ids=lambda a: " ".join(a) if isinstance(a, list) else "")
+def test_bad_command_line_says_what_is_wrong(args, message):
+    done = subprocess.run([COURIER, *args], input="", capture_output=True, text=True, timeout=10)
+    assert done.returncode == EX_USAGE, (done.returncode, done.stderr)
+    assert done.stderr.startswith(f"Error: {message}\n"), done.stderr
+    assert "Usage: courier [<options>]" in done.stderr
+    assert done.stdout == ""
+
+
 def test_request_refused_with_rpc_error(c):
     with pytest.raises(RpcError) as raised:
         c.request("no/such/method")

@@ -65,6 +65,9 @@ final class DiskCache: Sendable {
     let durable: Bool
     let orphanAge: TimeInterval
     private let state = Locked(State())
+    /// Left once the first sweep, which `init` starts, has counted the
+    /// directory.
+    private let firstSweep = DispatchGroup()
 
     private struct State {
         var usage: Int64 = 0
@@ -75,20 +78,43 @@ final class DiskCache: Sendable {
         var sweeping = false
     }
 
+    /// Makes the directory and starts the first sweep on `firstSweepQueue`,
+    /// so that a large directory does not hold up start-up: lookups and
+    /// stores work meanwhile (each entry is checked as it is read), and
+    /// `usage`, `count` and `removeAll` wait for the sweep to end.
     init(
-        cacheDirectory: String, capacity: Int64, durable: Bool = false, orphanAge: TimeInterval = defaultOrphanAge
+        cacheDirectory: String, capacity: Int64, durable: Bool = false, orphanAge: TimeInterval = defaultOrphanAge,
+        firstSweepQueue: DispatchQueue = .global(qos: .utility)
     ) throws {
         path = cacheDirectory + "/http"
         self.capacity = capacity
         self.durable = durable
         self.orphanAge = orphanAge
         try DirectoryHandle.makePrivateDirectories(path)
-        sweep()
+        // Claimed here, so that no sweep a store asks for runs before it.
+        state.withLock { $0.sweeping = true }
+        firstSweep.enter()
+        firstSweepQueue.async { [self] in
+            sweep(claimed: true)
+            firstSweep.leave()
+        }
+    }
+
+    /// Returns once the first sweep has counted the directory.
+    func waitForFirstSweep() {
+        firstSweep.wait()
     }
 
     /// Bytes of entry and body files, as last counted.
-    var usage: Int64 { state.withLock { $0.usage } }
-    var count: Int { state.withLock { $0.count } }
+    var usage: Int64 {
+        waitForFirstSweep()
+        return state.withLock { $0.usage }
+    }
+
+    var count: Int {
+        waitForFirstSweep()
+        return state.withLock { $0.count }
+    }
     /// The largest body `store` accepts.
     var maximumBodyLength: Int64 { capacity / Self.largestShare }
 
@@ -220,6 +246,8 @@ final class DiskCache: Sendable {
     /// Deletes every entry and body file, and temporary files left by
     /// writers that died.
     func removeAll() {
+        // The first sweep's count would otherwise overwrite the one below.
+        waitForFirstSweep()
         for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         where Self.isEntryName(name) || Self.bodyEntryName(name) != nil {
             unlink(path + "/" + name)
@@ -239,7 +267,13 @@ final class DiskCache: Sendable {
     /// vanish meanwhile are skipped. Does nothing while another thread of
     /// this process sweeps.
     func sweep() {
-        let claimed = state.withLock { state in
+        sweep(claimed: false)
+    }
+
+    /// Sweeps as `sweep` does; `claimed` when the caller has set `sweeping`
+    /// already.
+    private func sweep(claimed alreadyClaimed: Bool) {
+        let claimed = alreadyClaimed || state.withLock { state in
             defer { state.sweeping = true }
             return !state.sweeping
         }

@@ -54,31 +54,59 @@ final class Leftovers: Sendable {
 
     // MARK: - Sweeping
 
-    /// Removes what every process that died left. The journal is read as
-    /// bytes: its lines, like the names in `tmp/`, are compared byte for byte.
+    /// Removes what every process that died left. Names in `journals` and
+    /// `tmp/` and the journal's lines are read as bytes and compared byte
+    /// for byte.
     static func sweep(journals: String, temporaryDirectory: String) {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: temporaryDirectory)) ?? []
-        for owner in (try? FileManager.default.contentsOfDirectory(atPath: journals)) ?? [] {
-            let path = "\(journals)/\(owner)"
-            let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let journalsPath = Array(journals.utf8) + [slash]
+        let temporaryPath = Array(temporaryDirectory.utf8) + [slash]
+        // Listed only once a dead journal is found.
+        var temporaryNames: [[UInt8]]?
+        for owner in names(in: journals) {
+            let fd = withPath(journalsPath + owner) { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
             guard fd >= 0 else { continue }
             defer { Foundation.close(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
-            let prefix = Array(owner.utf8) + [UInt8(ascii: "-")]
-            for other in names where other.utf8.starts(with: prefix) {
-                unlink("\(temporaryDirectory)/\(other)")
+            let prefix = owner + [UInt8(ascii: "-")]
+            if temporaryNames == nil { temporaryNames = names(in: temporaryDirectory) }
+            for other in temporaryNames ?? [] where other.starts(with: prefix) {
+                _ = withPath(temporaryPath + other) { unlink($0) }
             }
-            let pid = Array(owner.utf8.prefix { $0 != UInt8(ascii: "-") })
+            let pid = Array(owner.prefix { $0 != UInt8(ascii: "-") })
             for line in readLines(fd) {
                 if line.starts(with: downloadsTag), let directory = ownedDirectory(line.dropFirst(downloadsTag.count), pid: pid) {
                     try? FileManager.default.removeItem(atPath: directory)
                 } else if line.starts(with: partialTag), isPartialName(line.dropFirst(partialTag.count), pid: pid) {
-                    (Array(line.dropFirst(partialTag.count)) + [0]).withUnsafeBufferPointer { path in
-                        path.withMemoryRebound(to: CChar.self) { _ = unlink($0.baseAddress!) }
-                    }
+                    _ = withPath(Array(line.dropFirst(partialTag.count))) { unlink($0) }
                 }
             }
-            unlink(path)
+            _ = withPath(journalsPath + owner) { unlink($0) }
+        }
+    }
+
+    private static let slash = UInt8(ascii: "/")
+
+    /// The names in `directory` (`.` and `..` left out), as bytes; none when
+    /// it cannot be read. Read with `readdir`, not FileManager, which would
+    /// cost its set-up on the way to the first answer.
+    static func names(in directory: String) -> [[UInt8]] {
+        guard let stream = opendir(directory) else { return [] }
+        defer { closedir(stream) }
+        var names: [[UInt8]] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+            if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
+            names.append(name)
+        }
+        return names
+    }
+
+    /// Calls `body` with `path` as a C string; a path with a NUL byte is
+    /// never passed on (`body` gets an empty path, which names no file).
+    private static func withPath<Result>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) -> Result) -> Result {
+        let bytes = path.contains(0) ? [0] : path + [0]
+        return bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
         }
     }
 

@@ -99,11 +99,11 @@ public final class CourierServer: Sendable {
             shutDown()
             reply.success(.null)
         }
-        // Parsed once: a client may ask for it many times.
-        let document = OpenRPCDocument.load()
+        // Parsed once, in the background: taken when asked, so that setting
+        // up does not wait for the parse.
         dispatcher.register("rpc.discover") { params, reply in
             _ = try params.byName(allowed: [])
-            reply(document)
+            reply(OpenRPCDocument.load())
         }
         dispatcher.registerNotification("exit") { [self] _ in
             let code: Int32 = phase.withLock { $0 == .shutDown } ? 0 : 1

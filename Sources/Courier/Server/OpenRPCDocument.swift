@@ -214,9 +214,8 @@ public enum OpenRPCDocument {
         for reference in found where reference.utf8.starts(with: "#/".utf8) {
             var target = document
             var reached = true
-            for token in reference.dropFirst(2).split(separator: "/", omittingEmptySubsequences: false) {
-                let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
-                guard let next = target[key] else {
+            for token in reference.utf8.dropFirst(2).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+                guard let next = target[unescaped(token)] else {
                     reached = false
                     break
                 }
@@ -226,6 +225,36 @@ public enum OpenRPCDocument {
         }
         return table
     }()
+
+    /// A JSON Pointer reference token's text (RFC 6901): `~1` is `/` and
+    /// `~0` is `~`, read byte by byte.
+    static func unescaped(_ token: some Collection<UInt8>) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(token.count)
+        var escaping = false
+        for byte in token {
+            if escaping {
+                escaping = false
+                switch byte {
+                case UInt8(ascii: "1"):
+                    bytes.append(UInt8(ascii: "/"))
+                    continue
+                case UInt8(ascii: "0"):
+                    bytes.append(UInt8(ascii: "~"))
+                    continue
+                default:
+                    bytes.append(UInt8(ascii: "~"))
+                }
+            }
+            if byte == UInt8(ascii: "~") {
+                escaping = true
+            } else {
+                bytes.append(byte)
+            }
+        }
+        if escaping { bytes.append(UInt8(ascii: "~")) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
 
     private static func typeNames(_ type: JSON) -> [String] {
         type.arrayValue?.compactMap(\.stringValue) ?? type.stringValue.map { [$0] } ?? []
