@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Testing
 
 @testable import Courier
@@ -52,22 +53,28 @@ struct DiskCacheFirstSweepTests {
             held.suspend()
             let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20, firstSweepQueue: held)
 
-            // When it is read and written before the sweep
+            // When it is read before the sweep, and written meanwhile
             let read = cache.read(key: "kept")
             let corruptRead = cache.read(key: "corrupt")
-            let stored = cache.store(key: "new", response: response("http://o/new"), body: bytes(1_000, seed: 3))
+            let stored = Locked<Bool?>(nil)
+            let storing = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                stored.withLock { $0 = cache.store(key: "new", response: response("http://o/new"), body: bytes(1_000, seed: 3)) }
+                storing.signal()
+            }
 
             // Then the intact entry is served, the corrupt one is a miss and
-            // goes, the store lands, and the sweep has not run
+            // goes, and the sweep has not run
             #expect(read?.body == bytes(2_000, seed: 1))
             #expect(corruptRead == nil)
             #expect(!exists(corrupt))
-            #expect(stored)
-            #expect(cache.lookup(key: "new") != nil)
             #expect(exists(abandoned))
 
-            // And once it runs, the counts it reports take in both entries
+            // And once it runs, the write lands after it, and the counts take in both entries
             held.resume()
+            #expect(storing.wait(timeout: .now() + 10) == .success)
+            #expect(stored.withLock { $0 } == true)
+            #expect(cache.lookup(key: "new") != nil)
             #expect(cache.count == 2)
             #expect(!exists(abandoned))
             let files = try FileManager.default.contentsOfDirectory(atPath: cache.path)

@@ -79,9 +79,10 @@ final class DiskCache: Sendable {
     }
 
     /// Makes the directory and starts the first sweep on `firstSweepQueue`,
-    /// so that a large directory does not hold up start-up: lookups and
-    /// stores work meanwhile (each entry is checked as it is read), and
-    /// `usage`, `count` and `removeAll` wait for the sweep to end.
+    /// so that a large directory does not hold up start-up: lookups work
+    /// meanwhile (each entry is checked as it is read), while writes,
+    /// removals, `usage`, `count` and `removeAll` wait for the sweep to end,
+    /// so that its count never misses or repeats this process's changes.
     init(
         cacheDirectory: String, capacity: Int64, durable: Bool = false, orphanAge: TimeInterval = defaultOrphanAge,
         firstSweepQueue: DispatchQueue = .global(qos: .utility)
@@ -236,6 +237,7 @@ final class DiskCache: Sendable {
 
     @discardableResult
     func remove(key: String) -> Bool {
+        waitForFirstSweep()
         let name = SHA256.hex(key)
         guard let found = peek(name) else { return false }
         guard unlink(path + "/" + name) == 0 else { return false }
@@ -353,6 +355,7 @@ final class DiskCache: Sendable {
     /// that over `key`'s entry file, and deletes the body file of the entry
     /// it replaced.
     private func write(key: String, response: CachedResponse, body: Body) -> Bool {
+        waitForFirstSweep()
         let name = SHA256.hex(key)
         let entryPath = path + "/" + name
         let suffix = Self.uniqueSuffix()
