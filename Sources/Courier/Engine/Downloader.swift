@@ -47,6 +47,11 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// Turns finished transfers into outcomes (file moves, cache writes, text
     /// decoding) off the engine's thread, so no transfer waits on that I/O.
     private let deliveries = DispatchQueue(label: "courier.deliveries")
+    /// Bodies up to this size are kept in memory as they stream, for the
+    /// memory tier; larger ones are read back (and checked against the
+    /// streamed checksum) on the delivery queue, so copying a large body
+    /// never holds up the engine's thread.
+    static var streamCopyLimit: Int { 64 << 10 }
 
     /// `answer` and `notify` receive what the scheduler says, in order;
     /// `batch` runs a turn of the transfer engine, or a run of actions, with
@@ -260,7 +265,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         options.lowSpeedTime = settings.lowSpeedTime
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
-            body: bodyTarget(for: order), copyLimit: cache.memoryEntryLimit, observer: self)
+            body: bodyTarget(for: order), copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), observer: self)
         transfers.withLock { $0[order.id] = transfer }
         engine.start(transfer)
     }
