@@ -5,20 +5,8 @@ import Testing
 /// XXH64 fed in pieces, as a transfer feeds it the chunks curl hands over,
 /// gives the digest of the whole input at once.
 struct XXH64Tests {
-    /// SplitMix64: a reproducible sequence for chunk sizes and bytes.
-    private struct Sequence {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     private func bytes(_ count: Int, seed: UInt64) -> [UInt8] {
-        var sequence = Sequence(state: seed)
+        var sequence = SplitMix(seed: seed)
         return (0..<count).map { _ in UInt8(truncatingIfNeeded: sequence.next()) }
     }
 
@@ -52,7 +40,7 @@ struct XXH64Tests {
         }
         #expect(streamed(data, chunks: [0, 5, 0, 0, 27, 0, 32, 0]) == whole)
         // And random chunkings, small and large
-        var sequence = Sequence(state: 0xC0FFEE ^ UInt64(length))
+        var sequence = SplitMix(seed: 0xC0FFEE ^ UInt64(length))
         for round in 0..<50 {
             let largest = round % 2 == 0 ? 70 : 20_000
             var chunks: [Int] = []
