@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSON
 import JSONRPC
 import Logging
@@ -61,7 +66,7 @@ public struct Configuration: Sendable {
         if let xdg = environment["XDG_CACHE_HOME"], xdg.isAbsolutePath {
             return xdg + "/courier"
         }
-        let home = environment["HOME"] ?? NSHomeDirectory()
+        let home = environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
         return home + "/.cache/courier"
     }
 
@@ -269,10 +274,10 @@ public struct LiveLevelLogHandler: LogHandler {
 /// `100MiB`, `2GiB`, `10MB` (decimal), `1k`.
 public enum ByteSize {
     public static func parse(_ text: String) -> Int64? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingHorizontalSpace
         let digits = trimmed.prefix(while: { $0.isNumber || $0 == "." })
         guard !digits.isEmpty, let number = Double(digits) else { return nil }
-        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let unit = trimmed.dropFirst(digits.count).trimmingHorizontalSpace.lowercased()
         let multipliers: [String: Double] = [
             "": 1, "b": 1,
             "k": 1024, "kib": 1024, "kb": 1000,

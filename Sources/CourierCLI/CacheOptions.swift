@@ -1,6 +1,11 @@
 import ArgumentParser
 import Courier
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The cache's flags, shared by serving and `get`.
 struct CacheOptions: ParsableArguments {

@@ -1,7 +1,13 @@
 import ArgumentParser
 import Courier
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSONRPC
+import Locking
 import Logging
 
 @main
@@ -131,9 +137,7 @@ struct CourierCommand: ParsableCommand {
         let signals = SignalWatch(
             first: { signal in
                 logger.notice("\(SignalWatch.name(of: signal)): shutting down (a second signal ends courier at once)")
-                let thread = Thread { server.shutDownAndExit() }
-                thread.name = "courier.shutdown"
-                thread.start()
+                startThread(named: "courier.shutdown") { server.shutDownAndExit() }
             },
             again: { signal in logger.notice("\(SignalWatch.name(of: signal)) again: exiting at once") })
         withExtendedLifetime(signals) {

@@ -1,5 +1,10 @@
 import Courier
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The names `courier get` saves under: each URL's last path component made
 /// safe, with a numeric suffix when an earlier URL or a file already in the

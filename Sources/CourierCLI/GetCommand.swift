@@ -1,6 +1,11 @@
 import ArgumentParser
 import Courier
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import Synchronization
 
@@ -49,10 +54,8 @@ struct GetCommand: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
 
         let directory = outputDir ?? "."
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw ValidationError("cannot create the output directory \(directory): \(error.localizedDescription)")
+        if let failure = Self.makeDirectories(directory) {
+            throw ValidationError("cannot create the output directory \(directory): \(String(cString: strerror(failure)))")
         }
         guard let root = realpath(directory, nil) else {
             throw ValidationError("cannot open the output directory \(directory): \(String(cString: strerror(errno)))")
@@ -73,7 +76,7 @@ struct GetCommand: ParsableCommand {
         }
 
         let names = FileNames.unique(for: urls, in: rootPath)
-        let shown = names.map { name in outputDir.map { ($0 as NSString).appendingPathComponent(name) } ?? name }
+        let shown = names.map { name in outputDir.map { Self.joined($0, name) } ?? name }
         let style: ProgressReport.Style = json ? .json : isatty(STDOUT_FILENO) == 1 ? .terminal : .lines
         let report = ProgressReport(style: style, urls: urls, names: shown)
         let downloads = try InProcessDownloads(configuration: config, logger: Logger(label: "courier")) { event in
@@ -116,5 +119,28 @@ struct GetCommand: ParsableCommand {
 
     private final class Interruption: Sendable {
         let signal = Atomic<Int32>(0)
+    }
+
+    /// `name` in `directory`, as the user wrote the directory, with one
+    /// slash between them.
+    static func joined(_ directory: String, _ name: String) -> String {
+        var base = Substring(directory)
+        while base.count > 1, base.hasSuffix("/") { base = base.dropLast() }
+        return base.hasSuffix("/") ? base + name : base + "/" + name
+    }
+
+    /// Makes `path` and every missing directory above it, as `mkdir -p`
+    /// does: nil when `path` is a directory at the end, else the `errno` of
+    /// the step that failed.
+    static func makeDirectories(_ path: String) -> Int32? {
+        let bytes = Array(path.utf8)
+        var ends = bytes.indices.filter { $0 > 0 && bytes[$0] == UInt8(ascii: "/") && bytes[$0 - 1] != UInt8(ascii: "/") }
+        ends.append(bytes.count)
+        for end in ends where mkdir(String(decoding: bytes[..<end], as: UTF8.self), 0o777) != 0 && errno != EEXIST {
+            return errno
+        }
+        var status = stat()
+        guard stat(path, &status) == 0 else { return errno }
+        return status.st_mode & S_IFMT == S_IFDIR ? nil : ENOTDIR
     }
 }

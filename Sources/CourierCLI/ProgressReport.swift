@@ -1,6 +1,13 @@
 import Courier
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSON
+import Locking
 
 /// What `courier get` shows as downloads run and end. On a terminal: a line
 /// per running download and a total (bytes, rate, ETA), redrawn in place at
@@ -29,7 +36,7 @@ final class ProgressReport: @unchecked Sendable {
         var meter = RateMeter()
     }
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private let style: Style
     private var items: [Item]
     private var total = RateMeter()
@@ -204,13 +211,13 @@ final class ProgressReport: @unchecked Sendable {
 
     private static func line(for item: Item, nameWidth: Int, now: Double) -> String {
         let name = item.name.count > nameWidth ? String(item.name.prefix(nameWidth - 1)) + "~" : item.name
-        var parts = [name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)]
+        var parts = [name + String(repeating: " ", count: max(0, nameWidth - name.count))]
         let rate = item.meter.rate(now: now)
         if let expected = item.expected, expected > 0 {
             let fraction = min(1, Double(item.received) / Double(expected))
             let filled = Int(fraction * 20)
             parts.append("[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "]")
-            parts.append(String(format: "%3d%%", Int(fraction * 100)))
+            parts.append(Units.format("%3d%%", Int(fraction * 100)))
             parts.append("\(Units.bytes(item.received)) / \(Units.bytes(expected))")
             parts.append(Units.rate(rate))
             parts.append("ETA " + Units.eta(remaining: expected - item.received, rate: rate))
@@ -247,7 +254,7 @@ final class ProgressReport: @unchecked Sendable {
         switch completion.source {
         case "memory", "disk": how = "from cache"
         case "revalidated": how = "revalidated"
-        default: how = String(format: "%.1f s", completion.durationMs / 1000)
+        default: how = Units.format("%.1f s", completion.durationMs / 1000)
         }
         return "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(how))"
     }
@@ -263,7 +270,7 @@ final class ProgressReport: @unchecked Sendable {
     private static func write(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let count = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+            let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { return }
             bytes = bytes.dropFirst(count)

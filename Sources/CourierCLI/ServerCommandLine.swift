@@ -1,5 +1,10 @@
 import Courier
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The server's command line (`courier [<options>]`) read without
 /// ArgumentParser, whose parse costs a client waiting for the `initialize`

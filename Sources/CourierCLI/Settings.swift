@@ -1,5 +1,10 @@
 import Courier
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSONRPC
 import Logging
 

@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// How `courier get` writes sizes, rates and durations.
 enum Units {
@@ -7,7 +12,7 @@ enum Units {
         var value = Double(count)
         for unit in ["B", "KiB", "MiB", "GiB", "TiB"] {
             if value < 1024 || unit == "TiB" {
-                return unit == "B" ? "\(count) B" : String(format: "%.1f", value) + " " + unit
+                return unit == "B" ? "\(count) B" : Units.format("%.1f", value) + " " + unit
             }
             value /= 1024
         }
@@ -26,6 +31,20 @@ enum Units {
         let seconds = Int((Double(max(0, remaining)) / rate).rounded(.up))
         guard seconds < 100 * 3600 else { return "--:--" }
         let (hours, minutes, rest) = (seconds / 3600, seconds / 60 % 60, seconds % 60)
-        return hours > 0 ? String(format: "%d:%02d:%02d", hours, minutes, rest) : String(format: "%d:%02d", minutes, rest)
+        return hours > 0 ? format("%d:%02d:%02d", hours, minutes, rest) : format("%d:%02d", minutes, rest)
+    }
+
+    /// `arguments` written by C's `printf` rules.
+    static func format(_ format: String, _ arguments: any CVarArg...) -> String {
+        withVaList(arguments) { list in
+            var buffer = [CChar](repeating: 0, count: 64)
+            let needed = Int(vsnprintf(&buffer, buffer.count, format, list))
+            guard needed >= buffer.count else { return String(cString: buffer) }
+            buffer = [CChar](repeating: 0, count: needed + 1)
+            return withVaList(arguments) { again in
+                vsnprintf(&buffer, buffer.count, format, again)
+                return String(cString: buffer)
+            }
+        }
     }
 }

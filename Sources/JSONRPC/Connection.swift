@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSON
 import Logging
 import Locking
@@ -45,13 +49,10 @@ public final class Connection: Sendable {
     /// Starts reading. `onEndOfInput` runs on the reading thread once the
     /// input is closed and every message before it has been handled.
     public func start(dispatcher: Dispatcher, onEndOfInput: @escaping @Sendable () -> Void) {
-        let thread = Thread { [self] in
+        startThread(named: "courier.input", stackSize: 16 << 20) { [self] in
             readLoop(dispatcher: dispatcher)
             onEndOfInput()
         }
-        thread.name = "courier.input"
-        thread.stackSize = 16 << 20
-        thread.start()
     }
 
     /// The output backlog above which no further request is read.

@@ -1,4 +1,9 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Locking
 
 /// Writes framed messages to a file descriptor from a thread of its own, so
 /// no sender ever blocks on a client that reads slowly. Messages are written
@@ -36,7 +41,7 @@ final class OutputChannel: @unchecked Sendable {
     /// to follow the client's reading closely, large enough to cost few calls.
     let writeSlice: Int
     private let fd: Int32
-    private let condition = NSCondition()
+    private let condition = Condition()
     // Guarded by `condition`.
     private var pending: [Entry] = []
     /// Index in `pending` of the entry holding each coalescing key.
@@ -60,9 +65,7 @@ final class OutputChannel: @unchecked Sendable {
         self.writeSlice = writeSlice
         // The writer thread keeps the channel alive until the reader goes
         // away: it may still hold messages when every sender is gone.
-        let thread = Thread { [self] in self.writeLoop() }
-        thread.name = "courier.output"
-        thread.start()
+        startThread(named: "courier.output") { [self] in self.writeLoop() }
     }
 
     /// Queues `bytes`; with `coalescingKey`, an older queued message with the
@@ -119,7 +122,7 @@ final class OutputChannel: @unchecked Sendable {
     /// false on time-out.
     @discardableResult
     func waitUntilWritable(timeout: Double = .infinity) -> Bool {
-        let deadline = timeout.isFinite ? Date(timeIntervalSinceNow: timeout) : nil
+        let deadline = timeout.isFinite ? Condition.Deadline(secondsFromNow: timeout) : nil
         condition.lock()
         defer { condition.unlock() }
         wakeWriter()
@@ -138,7 +141,7 @@ final class OutputChannel: @unchecked Sendable {
     /// false on time-out.
     @discardableResult
     func flush(timeout: Double) -> Bool {
-        let deadline = timeout.isFinite ? Date(timeIntervalSinceNow: timeout) : nil
+        let deadline = timeout.isFinite ? Condition.Deadline(secondsFromNow: timeout) : nil
         condition.lock()
         defer { condition.unlock() }
         wakeWriter()

@@ -130,6 +130,23 @@ def test_bad_arguments_are_usage_errors(cache):
     assert get("-j", "0", "http://x/", cache=cache).returncode == 64
 
 
+def test_an_output_directory_is_made_with_its_parents_or_the_reason_it_cannot_be_is_given(origin, cache, tmp_path):
+    deep = tmp_path / "a" / "b" / "c"
+    done = get("-o", f"{deep}//", origin.url("/bytes/10"), cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert (deep / "10").read_bytes() == pattern(10)
+    assert f" -> {deep}/10 (" in done.stdout
+
+    (tmp_path / "file").write_bytes(b"x")
+    under_a_file = get("-o", str(tmp_path / "file" / "d"), origin.url("/bytes/10"), cache=cache)
+    assert under_a_file.returncode == 64
+    assert f"cannot create the output directory {tmp_path}/file/d: Not a directory" in under_a_file.stderr
+
+    a_file = get("-o", str(tmp_path / "file"), origin.url("/bytes/10"), cache=cache)
+    assert a_file.returncode == 64
+    assert f"cannot create the output directory {tmp_path}/file: Not a directory" in a_file.stderr
+
+
 # -- under a pseudo-terminal --------------------------------------------------------
 
 

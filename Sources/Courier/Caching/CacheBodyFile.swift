@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A body file to be stored, described by what was written to it: its name
 /// in an open directory, the length and XXH64 of the bytes written, and

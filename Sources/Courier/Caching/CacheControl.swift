@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The directives of `Cache-Control` header lines (RFC 9111 §5.2), names in
 /// lower case. A directive given twice counts from its first occurrence.

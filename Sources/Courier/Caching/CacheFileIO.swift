@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Whole-buffer reads and writes on file descriptors, retried on EINTR and
 /// short counts, for the disk cache.
@@ -29,7 +34,7 @@ enum CacheFileIO {
     static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
         var done = 0
         while done < bytes.count {
-            let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)
+            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
             if n < 0, errno == EINTR { continue }
             if n <= 0 { return false }
             done += n

@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What the caches keep about a response besides its body: the status line,
 /// the headers, and the times its age is computed from (RFC 9111 §4.2.3).

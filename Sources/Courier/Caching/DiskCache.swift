@@ -1,4 +1,10 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 import Locking
 
@@ -170,10 +176,10 @@ final class DiskCache: Sendable {
     func copyBody(key: String, to destination: String) -> DiskCacheEntry? {
         guard let opened = open(key) else { return nil }
         defer { opened.close() }
-        let directory = (destination as NSString).deletingLastPathComponent
+        let directory = PathName.directory(of: destination)
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let partial = "\(directory)/.\((destination as NSString).lastPathComponent).courier-\(Self.uniqueSuffix()).partial"
-        let out = Foundation.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let partial = "\(directory)/.\(PathName.lastComponent(of: destination)).courier-\(Self.uniqueSuffix()).partial"
+        let out = Glibc.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard out >= 0 else { return nil }
         let sum = CacheFileIO.copy(from: opened.bodyFD, offset: 0, length: opened.header.bodyLength, to: out)
         close(out)
@@ -391,7 +397,7 @@ final class DiskCache: Sendable {
             metadataLength: metadata.count, bodyLength: placed.length, metadataChecksum: XXH64.hash(metadata),
             bodyChecksum: placed.checksum, bodyID: placed.id)
         let temporary = "\(path)/\(Self.temporaryPrefix)\(suffix)"
-        let fd = Foundation.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             abandonBody()
             return false
@@ -458,7 +464,7 @@ final class DiskCache: Sendable {
 
     /// Creates the body file `bodyPath` holding `bytes`.
     private func writeBody(_ bytes: [UInt8], to bodyPath: String) -> Bool {
-        let fd = Foundation.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = Glibc.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         let written = CacheFileIO.write(fd, bytes) && (!durable || fsync(fd) == 0)
         close(fd)
@@ -468,7 +474,7 @@ final class DiskCache: Sendable {
 
     /// Creates the body file `bodyPath` as a copy of `file`'s body.
     private func copyBody(_ file: CacheBodyFile, to bodyPath: String) -> Bool {
-        let fd = Foundation.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = Glibc.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         let written = file.copy(to: fd) && (!durable || fsync(fd) == 0)
         close(fd)
@@ -478,7 +484,7 @@ final class DiskCache: Sendable {
 
     /// Flushes the file at `file` to stable storage.
     private static func sync(_ file: String) -> Bool {
-        let fd = Foundation.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = Glibc.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return fsync(fd) == 0
@@ -493,8 +499,8 @@ final class DiskCache: Sendable {
         var header: DiskCacheEntry.Header
 
         func close() {
-            Foundation.close(entryFD)
-            Foundation.close(bodyFD)
+            Glibc.close(entryFD)
+            Glibc.close(bodyFD)
         }
     }
 
@@ -590,7 +596,7 @@ final class DiskCache: Sendable {
     }
 
     private func syncDirectory() {
-        let fd = Foundation.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         fsync(fd)
         close(fd)

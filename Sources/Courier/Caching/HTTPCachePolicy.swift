@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// HTTP caching rules (RFC 9111) for a private cache, as pure functions of
 /// headers and an injected `now`.

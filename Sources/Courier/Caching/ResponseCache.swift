@@ -1,5 +1,10 @@
 import Curl
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSON
 import Logging
 import Locking

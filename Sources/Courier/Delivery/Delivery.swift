@@ -1,5 +1,10 @@
 import Curl
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 
 /// Turns a response and its body into each receipt's outcome: checks the
@@ -119,20 +124,20 @@ struct Delivery {
     /// rename when this is its last use, else by a hard link or a copy
     /// renamed into place, so the file never holds a partial body.
     private func place(_ source: String, at path: String, move: Bool, link: Bool = false) throws {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathName.directory(of: path)
         if move, rename(source, path) == 0 { return }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         if move, rename(source, path) == 0 { return }
         if link {
             unlink(path)
-            if Foundation.link(source, path) == 0 { return }
+            if Glibc.link(source, path) == 0 { return }
         }
-        let partial = "\(directory)/.\((path as NSString).lastPathComponent).courier-\(getpid()).partial"
+        let partial = "\(directory)/.\(PathName.lastComponent(of: path)).courier-\(getpid()).partial"
         unlink(partial)
         do {
             try FileManager.default.copyItem(atPath: source, toPath: partial)
             guard rename(partial, path) == 0 else {
-                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+                throw CocoaError(.fileWriteUnknown)
             }
         } catch {
             unlink(partial)

@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The files a running courier owns outside the cache entries, and their
 /// removal once it has died, so a crash or a kill leaves nothing behind for
@@ -35,7 +40,7 @@ final class Leftovers: Sendable {
         record(directory: downloadsDirectory)
     }
 
-    deinit { Foundation.close(fd) }
+    deinit { Glibc.close(fd) }
 
     /// Notes a partial file about to be created beside a destination.
     func record(partial path: String) { append("partial " + path) }
@@ -65,7 +70,7 @@ final class Leftovers: Sendable {
         for owner in names(in: journals) {
             let fd = withPath(journalsPath + owner) { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
             guard fd >= 0 else { continue }
-            defer { Foundation.close(fd) }
+            defer { Glibc.close(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
             let prefix = owner + [UInt8(ascii: "-")]
             if temporaryNames == nil { temporaryNames = names(in: temporaryDirectory) }

@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Decodes bodies to text with iconv, which knows every IANA charset name.
 /// Invalid sequences become U+FFFD; decoding never fails.
@@ -27,7 +32,10 @@ enum TextDecoding {
         for parameter in contentType.split(separator: ";").dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1)
             guard pair.count == 2, pair[0].trimmingBlanks.lowercased() == "charset" else { continue }
-            return pair[1].trimmingBlanks.trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+            let value = pair[1].trimmingBlanks
+            let isQuote = { (character: Character) in character == "\"" || character == "'" }
+            guard let first = value.firstIndex(where: { !isQuote($0) }) else { return "" }
+            return String(value[first...value.lastIndex(where: { !isQuote($0) })!])
         }
         return nil
     }

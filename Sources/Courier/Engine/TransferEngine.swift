@@ -1,5 +1,11 @@
 import Curl
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import Locking
 
@@ -31,9 +37,7 @@ final class TransferEngine: Sendable {
     init(logger: Logger, batch: @escaping @Sendable (() -> Void) -> Void = { $0() }) {
         self.logger = logger
         self.batch = batch
-        let thread = Thread { [self] in run() }
-        thread.name = "courier.transfers"
-        thread.start()
+        startThread(named: "courier.transfers") { [self] in run() }
     }
 
     func start(_ transfer: Transfer) { send(.start(transfer)) }

@@ -1,5 +1,11 @@
 import Curl
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSON
 import JSONRPC
 import Logging

@@ -1,4 +1,10 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JSON
 import JSONRPC
 import Locking
@@ -44,7 +50,7 @@ public enum OpenRPCDocument {
     /// before the parse ends waits for it.
     public static func parseInBackground() {
         let holding = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
+        startThread(named: "courier.openrpc") {
             backgroundParse.withLock { _ in
                 holding.signal()
                 _ = methodParams

@@ -1,0 +1,125 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CThreadShim
+
+/// A pthread mutex with a condition variable, for a thread that waits for
+/// another to change what the mutex guards. Timed waits read the monotonic
+/// clock, so a change of the wall clock neither stretches nor cuts them.
+public final class Condition: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+
+    public init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        #if canImport(Glibc)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+        #else
+        pthread_cond_init(condition, nil)
+        #endif
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    public func lock() { pthread_mutex_lock(mutex) }
+
+    public func unlock() { pthread_mutex_unlock(mutex) }
+
+    /// Wakes every waiter. Call it with the lock held.
+    public func broadcast() { pthread_cond_broadcast(condition) }
+
+    /// Waits until woken. Call it with the lock held; it is held again on
+    /// return.
+    public func wait() { pthread_cond_wait(condition, mutex) }
+
+    /// Waits until woken or `deadline` passes: false when the deadline
+    /// passed. Call it with the lock held; it is held again on return.
+    public func wait(until deadline: Deadline) -> Bool {
+        #if canImport(Glibc)
+        var time = deadline.time
+        return pthread_cond_timedwait(condition, mutex, &time) != ETIMEDOUT
+        #else
+        let left = deadline.secondsLeft
+        guard left > 0 else { return false }
+        var relative = timespec(tv_sec: Int(left), tv_nsec: Int((left - left.rounded(.down)) * 1e9))
+        return pthread_cond_timedwait_relative_np(condition, mutex, &relative) != ETIMEDOUT
+        #endif
+    }
+
+    /// A point on the monotonic clock.
+    public struct Deadline: Sendable {
+        fileprivate let time: timespec
+
+        /// `seconds` from now: a negative or zero count is now, one too
+        /// large for the clock is the clock's end.
+        public init(secondsFromNow seconds: Double) {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let whole = seconds > 0 ? seconds.rounded(.down) : 0
+            guard whole < Double(Int.max - now.tv_sec - 1) else {
+                time = timespec(tv_sec: .max, tv_nsec: 999_999_999)
+                return
+            }
+            var nanoseconds = now.tv_nsec + Int(seconds > 0 ? (seconds - whole) * 1e9 : 0)
+            var wholeSeconds = now.tv_sec + Int(whole)
+            if nanoseconds >= 1_000_000_000 {
+                nanoseconds -= 1_000_000_000
+                wholeSeconds += 1
+            }
+            time = timespec(tv_sec: wholeSeconds, tv_nsec: nanoseconds)
+        }
+
+        fileprivate var secondsLeft: Double {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            return Double(time.tv_sec - now.tv_sec) + Double(time.tv_nsec - now.tv_nsec) / 1e9
+        }
+    }
+}
+
+/// Starts a thread of the system's own that runs `body` and ends: the
+/// threads a server keeps for its input, its output and its transfers.
+/// `stackSize` zero keeps the system's default.
+public func startThread(named name: String, stackSize: Int = 0, _ body: @escaping @Sendable () -> Void) {
+    final class Start {
+        let name: String
+        let body: @Sendable () -> Void
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+    if stackSize > 0 { pthread_attr_setstacksize(&attributes, stackSize) }
+    let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
+    #if canImport(Glibc)
+    var thread = pthread_t()
+    #else
+    var thread: pthread_t?
+    #endif
+    let created = pthread_create(&thread, &attributes, { context in
+        let start = Unmanaged<Start>.fromOpaque(context!).takeRetainedValue()
+        courier_name_this_thread(start.name)
+        start.body()
+        return nil
+    }, start)
+    precondition(created == 0, "cannot start thread \(name): error \(created)")
+}
