@@ -74,6 +74,37 @@ extension JSON {
     }
 }
 
+extension JSON {
+    /// About how many bytes `JSONCodec.encode` writes for this value, found
+    /// without encoding it: exact for most values, low only by the escapes
+    /// strings need and the digits of reals. For counting output that waits
+    /// to be encoded.
+    public var estimatedEncodedCount: Int {
+        switch self {
+        case .null: return 4
+        case .bool(let flag): return flag ? 4 : 5
+        case .integer(let number):
+            var digits = number < 0 ? 2 : 1
+            var rest = number.magnitude
+            while rest >= 10 {
+                rest /= 10
+                digits += 1
+            }
+            return digits
+        case .double: return 8
+        case .string(let text): return text.utf8.count + 2
+        case .array(let elements):
+            var count = 2 + max(elements.count - 1, 0)
+            for element in elements { count += element.estimatedEncodedCount }
+            return count
+        case .object(let members):
+            var count = 2 + max(members.count - 1, 0)
+            for (key, member) in members { count += key.utf8.count + 3 + member.estimatedEncodedCount }
+            return count
+        }
+    }
+}
+
 extension JSON: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
     ExpressibleByDictionaryLiteral

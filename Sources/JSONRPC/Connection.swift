@@ -78,11 +78,16 @@ public final class Connection: Sendable {
         send(message, coalescingKey: nil)
     }
 
+    /// The message is encoded on the writer's thread, so that a thread
+    /// sending many messages (the reading thread answering a pipelined
+    /// batch) and the writer share the work.
     private func send(_ message: JSON, coalescingKey: String?) {
         let framing = detected.withLock { $0 } ?? .ndjson
         let thread = Self.currentThread
         let held = batching.withLock { $0[thread] != nil }
-        output.enqueue(framing.frame(JSONCodec.encode(message)), coalescingKey: coalescingKey, wake: !held)
+        output.enqueue(estimate: message.estimatedEncodedCount + 1, coalescingKey: coalescingKey, wake: !held) {
+            framing.frame(JSONCodec.encode(message))
+        }
     }
 
     /// Runs `body` with the messages this thread sends held back, then hands

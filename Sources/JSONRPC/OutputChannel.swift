@@ -24,15 +24,29 @@ import Locking
 /// in `waitUntilWritable()` before each request, so a client that does not
 /// read its answers stops being read from.
 ///
+/// A message may also be queued unencoded (`enqueue(estimate:_:)`): the
+/// writer thread encodes it just before writing it, so a sender that
+/// produces many messages (the reading thread answering a pipelined batch)
+/// shares the work with the writer instead of doing all of it. Such a
+/// message counts as its estimated size until it is encoded, and as its
+/// real size from then on.
+///
 /// Coalescing: a message enqueued with a key replaces an older message with
 /// the same key that is still queued and not yet handed to the writer. The
 /// older one is dropped and the newer one joins the end of the queue, where
 /// it happened: nothing is reordered, only superseded states are skipped.
 final class OutputChannel: @unchecked Sendable {
-    /// One framed message waiting for the writer.
+    /// One framed message waiting for the writer, or what makes it.
     private struct Entry {
         var bytes: [UInt8]
+        /// When set, makes `bytes` on the writer's thread; `bytes` is empty
+        /// until then and `estimate` stands for its size in `queued`.
+        var encode: (@Sendable () -> [UInt8])? = nil
+        var estimate = 0
         var key: String?
+
+        /// The bytes counted in `queued` for this entry.
+        var counted: Int { encode == nil ? bytes.count : estimate }
     }
 
     let highWater: Int
@@ -71,19 +85,32 @@ final class OutputChannel: @unchecked Sendable {
     /// Queues `bytes`; with `coalescingKey`, an older queued message with the
     /// same key that the writer has not taken yet is dropped.
     func enqueue(_ bytes: [UInt8], coalescingKey: String? = nil, wake: Bool = true) {
+        append(Entry(bytes: bytes, key: coalescingKey), wake: wake)
+    }
+
+    /// Queues a message that `encode` makes, framed, on the writer's thread;
+    /// until then it counts as `estimate` bytes. `encode` must not touch
+    /// this channel.
+    func enqueue(
+        estimate: Int, coalescingKey: String? = nil, wake: Bool = true, _ encode: @escaping @Sendable () -> [UInt8]
+    ) {
+        append(Entry(bytes: [], encode: encode, estimate: max(estimate, 1), key: coalescingKey), wake: wake)
+    }
+
+    private func append(_ entry: Entry, wake: Bool) {
         condition.lock()
         defer { condition.unlock() }
         guard !broken else { return }
-        if let coalescingKey {
+        if let coalescingKey = entry.key {
             if let older = keyed[coalescingKey] {
-                queued -= pending[older].bytes.count
+                queued -= pending[older].counted
                 pending[older] = Entry(bytes: [], key: nil)
                 coalesced += 1
             }
             keyed[coalescingKey] = pending.count
         }
-        pending.append(Entry(bytes: bytes, key: coalescingKey))
-        queued += bytes.count
+        pending.append(entry)
+        queued += entry.counted
         if queued > highWater { writable = false }
         if wake { wakeWriter() }
     }
@@ -191,26 +218,38 @@ final class OutputChannel: @unchecked Sendable {
         }
     }
 
-    /// Writes the entries in slices of about `writeSlice` bytes, counting each
-    /// slice off `queued` as soon as it is written.
+    /// Writes the entries in slices of about `writeSlice` bytes, encoding
+    /// those that wait for it as it reaches them, and counting each slice
+    /// off `queued` as soon as it is written.
     private func writeAll(_ entries: [Entry]) -> Bool {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(writeSlice)
-        for entry in entries where !entry.bytes.isEmpty {
-            if !buffer.isEmpty, buffer.count + entry.bytes.count > writeSlice {
-                guard writeSlices(buffer) else { return false }
+        /// Real sizes minus estimates of the entries encoded and not yet
+        /// counted in `queued`.
+        var correction = 0
+        for entry in entries {
+            var bytes = entry.bytes
+            if let encode = entry.encode {
+                bytes = encode()
+                correction += bytes.count - entry.estimate
+            }
+            if bytes.isEmpty { continue }
+            if !buffer.isEmpty, buffer.count + bytes.count > writeSlice {
+                guard writeSlices(buffer, correction: &correction) else { return false }
                 buffer.removeAll(keepingCapacity: true)
             }
-            if entry.bytes.count >= writeSlice {
-                guard writeSlices(entry.bytes) else { return false }
+            if bytes.count >= writeSlice {
+                guard writeSlices(bytes, correction: &correction) else { return false }
             } else {
-                buffer.append(contentsOf: entry.bytes)
+                buffer.append(contentsOf: bytes)
             }
         }
-        return buffer.isEmpty || writeSlices(buffer)
+        guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return false }
+        if correction != 0 { countWritten(0, correction: correction) }
+        return true
     }
 
-    private func writeSlices(_ bytes: [UInt8]) -> Bool {
+    private func writeSlices(_ bytes: [UInt8], correction: inout Int) -> Bool {
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
@@ -221,17 +260,20 @@ final class OutputChannel: @unchecked Sendable {
                     return false
                 }
                 offset += written
-                countWritten(written)
+                countWritten(written, correction: correction)
+                correction = 0
             }
             return true
         }
     }
 
-    /// Counts `count` written bytes off the queue; wakes waiters when the
-    /// channel becomes writable again.
-    private func countWritten(_ count: Int) {
+    /// Counts `count` written bytes off the queue, after replacing estimates
+    /// by real sizes (`correction`); wakes waiters when the channel becomes
+    /// writable again.
+    private func countWritten(_ count: Int, correction: Int = 0) {
         condition.lock()
-        queued -= count
+        queued += correction - count
+        if writable, queued > highWater { writable = false }
         if !writable, queued <= lowWater {
             writable = true
             condition.broadcast()

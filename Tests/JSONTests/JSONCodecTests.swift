@@ -70,6 +70,18 @@ struct JSONCodecRoundTripTests {
         #expect(encoded(value) == #"{"":[],"B":0,"a":"x","aa":{},"b":[1,2,{"y":null,"z":true}]}"#)
     }
 
+    @Test func estimatedCountIsExactWithoutEscapesOrReals() {
+        let values: [JSON] = [
+            nil, true, false, 0, 9, 10, -1, -10, .integer(.max), .integer(.min), "", "héllo",
+            [], [:], [1, "a", [nil]], ["b": [1, 2, ["z": true, "y": nil]], "a": "x", "B": 0, "aa": [:], "": []],
+        ]
+        for value in values {
+            #expect(value.estimatedEncodedCount == JSONCodec.encode(value).count, "\(value)")
+        }
+        // Escapes make the text longer than the estimate, never shorter.
+        #expect(JSON.string("a\"b\n").estimatedEncodedCount <= JSONCodec.encode("a\"b\n").count)
+    }
+
     @Test func scalarsEncodeAtTopLevel() {
         #expect(encoded(nil) == "null")
         #expect(encoded(true) == "true")

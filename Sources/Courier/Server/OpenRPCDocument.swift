@@ -132,7 +132,9 @@ public enum OpenRPCDocument {
 
     private static func check(_ value: JSON, against schema: JSON, at path: String) throws(RPCError) {
         guard let schema = resolve(schema) else { return }
-        let shown = path.isEmpty ? "params" : "param '\(path)'"
+        // Named only in a refusal: most values pass, and the text would cost
+        // an allocation each.
+        var shown: String { path.isEmpty ? "params" : "param '\(path)'" }
         if let types = schema["type"].map(typeNames), !types.contains(where: { matches(value, type: $0) }) {
             throw .invalidParams("\(shown) must be \(types.joined(separator: " or ")), not \(describe(value))", param: path)
         }
@@ -155,18 +157,18 @@ public enum OpenRPCDocument {
         }
     }
 
-    private static func checkRange(_ number: Double, _ schema: JSON, shown: String, path: String) throws(RPCError) {
+    private static func checkRange(_ number: Double, _ schema: JSON, shown: @autoclosure () -> String, path: String) throws(RPCError) {
         if let least = schema["minimum"]?.doubleValue, number < least {
-            throw .invalidParams("\(shown) must be at least \(schema["minimum"]!), not \(number)", param: path)
+            throw .invalidParams("\(shown()) must be at least \(schema["minimum"]!), not \(number)", param: path)
         }
         if let most = schema["maximum"]?.doubleValue, number > most {
-            throw .invalidParams("\(shown) must be at most \(schema["maximum"]!), not \(number)", param: path)
+            throw .invalidParams("\(shown()) must be at most \(schema["maximum"]!), not \(number)", param: path)
         }
         if let bound = schema["exclusiveMinimum"]?.doubleValue, number <= bound {
-            throw .invalidParams("\(shown) must be greater than \(schema["exclusiveMinimum"]!), not \(number)", param: path)
+            throw .invalidParams("\(shown()) must be greater than \(schema["exclusiveMinimum"]!), not \(number)", param: path)
         }
         if let bound = schema["exclusiveMaximum"]?.doubleValue, number >= bound {
-            throw .invalidParams("\(shown) must be less than \(schema["exclusiveMaximum"]!), not \(number)", param: path)
+            throw .invalidParams("\(shown()) must be less than \(schema["exclusiveMaximum"]!), not \(number)", param: path)
         }
     }
 
