@@ -203,7 +203,7 @@ final class DiskCache: Sendable {
             remove(key: key)
             return false
         }
-        return write(key: key, response: response, body: .bytes(body, checksum: XXH64.hash(body)))
+        return write(key: key, response: response, body: .bytes(body, checksum: XXH64.hash(body))) != nil
     }
 
     /// Stores the body `file` describes under `key`, with the length and
@@ -213,9 +213,15 @@ final class DiskCache: Sendable {
     /// `store(key:response:body:)`.
     @discardableResult
     func store(key: String, response: CachedResponse, file: CacheBodyFile) -> Bool {
+        storeBody(key: key, response: response, file: file) != nil
+    }
+
+    /// Stores as `store(key:response:file:)` does; the path of the entry's
+    /// body file, or nil when nothing was stored.
+    func storeBody(key: String, response: CachedResponse, file: CacheBodyFile) -> String? {
         guard file.length <= maximumBodyLength else {
             remove(key: key)
-            return false
+            return nil
         }
         return write(key: key, response: response, body: .file(file))
     }
@@ -238,7 +244,7 @@ final class DiskCache: Sendable {
         let header = opened.header
         return write(
             key: key, response: response,
-            body: .existing(id: header.bodyID, length: header.bodyLength, checksum: header.bodyChecksum))
+            body: .existing(id: header.bodyID, length: header.bodyLength, checksum: header.bodyChecksum)) != nil
     }
 
     @discardableResult
@@ -359,8 +365,8 @@ final class DiskCache: Sendable {
     /// Puts the body in place under a fresh body id unless it is there
     /// already, writes the entry file naming it to a temporary file, renames
     /// that over `key`'s entry file, and deletes the body file of the entry
-    /// it replaced.
-    private func write(key: String, response: CachedResponse, body: Body) -> Bool {
+    /// it replaced. The path of the body file, or nil when nothing was stored.
+    private func write(key: String, response: CachedResponse, body: Body) -> String? {
         waitForFirstSweep()
         let name = SHA256.hex(key)
         let entryPath = path + "/" + name
@@ -371,7 +377,7 @@ final class DiskCache: Sendable {
             placed = (id, length, checksum, 0)
         case .bytes(let bytes, let checksum):
             let id = Self.bodyID(suffix)
-            guard writeBody(bytes, to: path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)) else { return false }
+            guard writeBody(bytes, to: path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)) else { return nil }
             placed = (id, Int64(bytes.count), checksum, Int64(bytes.count))
         case .file(let file):
             let id = Self.bodyID(suffix)
@@ -379,10 +385,10 @@ final class DiskCache: Sendable {
             if file.link(to: bodyPath) {
                 if durable, !Self.sync(bodyPath) {
                     unlink(bodyPath)
-                    return false
+                    return nil
                 }
             } else {
-                guard copyBody(file, to: bodyPath) else { return false }
+                guard copyBody(file, to: bodyPath) else { return nil }
             }
             placed = (id, file.length, file.checksum, file.length)
         }
@@ -400,14 +406,14 @@ final class DiskCache: Sendable {
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             abandonBody()
-            return false
+            return nil
         }
         let written = CacheFileIO.write(fd, header.bytes + metadata) && (!durable || fsync(fd) == 0)
         close(fd)
         guard written, let replaced = replace(entryPath, with: temporary) else {
             unlink(temporary)
             abandonBody()
-            return false
+            return nil
         }
         var freed: Int64 = 0
         if let replaced {
@@ -425,7 +431,7 @@ final class DiskCache: Sendable {
                     && state.writtenSinceScan >= (capacity - state.usage) / Self.rescanRoomShare)
         }
         if needsSweep { sweep() }
-        return true
+        return bodyPath
     }
 
     /// Renames `temporary` over `entryPath`; the entry file it replaced, as

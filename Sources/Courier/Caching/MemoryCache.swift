@@ -13,7 +13,35 @@ import Locking
 final class MemoryCache: Sendable {
     struct Entry: Sendable, Equatable {
         var response: CachedResponse
+        /// The body, when it is held; empty while it is `stored`.
         var body: [UInt8]
+        /// Set instead of `body` for a body the disk tier stored as it
+        /// streamed in: read (and checked) on its first hit rather than when
+        /// it is stored, since most large bodies are never asked for again.
+        var stored: StoredBody?
+
+        init(response: CachedResponse, body: [UInt8]) {
+            self.response = response
+            self.body = body
+            stored = nil
+        }
+
+        init(response: CachedResponse, stored: StoredBody) {
+            self.response = response
+            body = []
+            self.stored = stored
+        }
+
+        /// The body's length, whether it is held or stored.
+        var bodyLength: Int { stored?.length ?? body.count }
+    }
+
+    /// A body file of the disk tier that an entry stands for: its path, and
+    /// the length and XXH64 the body had when it was stored.
+    struct StoredBody: Sendable, Equatable {
+        var path: String
+        var length: Int
+        var checksum: UInt64
     }
 
     /// What an entry costs besides its body and the bytes of its key, URL,
@@ -21,7 +49,7 @@ final class MemoryCache: Sendable {
     static let entryOverhead = 512
 
     static func cost(of entry: Entry, key: String) -> Int {
-        var cost = entryOverhead + entry.body.count + key.utf8.count + entry.response.url.utf8.count
+        var cost = entryOverhead + entry.bodyLength + key.utf8.count + entry.response.url.utf8.count
         for (name, value) in entry.response.headers { cost += name.utf8.count + value.utf8.count }
         for (name, value) in entry.response.varyValues { cost += name.utf8.count + value.utf8.count }
         return cost
@@ -67,6 +95,35 @@ final class MemoryCache: Sendable {
             let node = state.insert(key: key, entry: entry, cost: cost)
             if state.usage > state.capacity { state.purge(keeping: node) }
             return true
+        }
+    }
+
+    /// Puts the body read for a `stored` entry in its place, if `key` still
+    /// has that entry; its cost and recency stay as they are.
+    func hold(_ body: [UInt8], for key: String, readFrom stored: StoredBody) {
+        state.withLock { state in
+            guard let node = state.index[key], let entry = state.nodes[node].entry, entry.stored == stored,
+                body.count == stored.length
+            else { return }
+            state.nodes[node].entry = Entry(response: entry.response, body: body)
+        }
+    }
+
+    /// Removes `key`'s entry if it is still `entry`.
+    func remove(_ key: String, ifStill entry: Entry) {
+        state.withLock { state in
+            guard let node = state.index[key], state.nodes[node].entry == entry else { return }
+            state.remove(node)
+        }
+    }
+
+    /// Removes the entries whose bodies are `stored` on disk; how many.
+    @discardableResult
+    func removeStored() -> Int {
+        state.withLock { state in
+            let nodes = state.index.values.filter { state.nodes[$0].entry?.stored != nil }
+            for node in nodes { state.remove(node) }
+            return nodes.count
         }
     }
 

@@ -158,7 +158,7 @@ final class ResponseCache: Sendable {
         }
 
         if let entry = memory.get(key),
-            let found = decide(entry.response, body: { (entry.body, entry.response) }, tier: .memory)
+            let found = decide(entry.response, body: { body(of: entry, key: key).map { ($0, entry.response) } }, tier: .memory)
         {
             return found
         }
@@ -177,12 +177,15 @@ final class ResponseCache: Sendable {
     }
 
     /// Stores a fresh network response under `keys`; returns the body when
-    /// the memory tier holds it. `body` gives the length and checksum of what
-    /// the transfer wrote to its file, and the bytes when it kept them, so
-    /// the file is read only when the memory tier wants bytes that were not
-    /// kept. The disk tier hard-links the file when it can, so it may be
-    /// renamed afterwards; a rewrite in place makes the disk entry a miss. A
-    /// response that may not be stored removes what was stored before.
+    /// it was read for the memory tier. `body` gives the length and checksum
+    /// of what the transfer wrote to its file, and the bytes when it kept
+    /// them. The disk tier hard-links the file when it can, so it may be
+    /// renamed afterwards; a rewrite in place makes the disk entry a miss.
+    /// The memory tier holds the kept bytes; a body that was not kept and
+    /// that the disk tier stored stands in the memory tier as that body
+    /// file, read and checked on its first hit; any other body that fits is
+    /// read from the file now. A response that may not be stored removes
+    /// what was stored before.
     func store(
         keys: Set<String>, request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
         body: CacheBodyFile
@@ -193,25 +196,55 @@ final class ResponseCache: Sendable {
             for key in keys { remove(key: key) }
             return nil
         }
-        let bytes = body.length <= Int64(memoryEntryLimit) && !keys.isEmpty ? body.read() : nil
+        let inMemory = body.length <= Int64(memoryEntryLimit)
+        var bytes = body.bytes
+        var unreadable = false
         let onDisk = disk.map { body.length <= $0.maximumBodyLength } ?? false
         let response = CachedResponse(
             head: head, requestURL: request.url, requestHeaders: request.headers, requestTime: requestTime,
             responseTime: responseTime)
         for key in keys {
+            var stored: String?
+            if let disk {
+                if onDisk {
+                    stored = disk.storeBody(key: key, response: response, file: body)
+                } else {
+                    disk.remove(key: key)
+                }
+            }
+            guard inMemory else {
+                memory.remove(key)
+                continue
+            }
+            if bytes == nil, let stored {
+                let reference = MemoryCache.StoredBody(path: stored, length: Int(body.length), checksum: body.checksum)
+                memory.set(MemoryCache.Entry(response: response, stored: reference), for: key)
+                continue
+            }
+            if bytes == nil, !unreadable {
+                bytes = body.read()
+                unreadable = bytes == nil
+            }
             if let bytes {
                 memory.set(MemoryCache.Entry(response: response, body: bytes), for: key)
             } else {
                 memory.remove(key)
             }
-            if let disk {
-                if onDisk {
-                    disk.store(key: key, response: response, file: body)
-                } else {
-                    disk.remove(key: key)
-                }
-            }
         }
+        return bytes
+    }
+
+    /// The body of a memory entry: held, or read from the disk tier's body
+    /// file it stands for and then held. Nil, and the entry removed, when
+    /// that file is gone or no longer has the length and checksum stored.
+    private func body(of entry: MemoryCache.Entry, key: String) -> [UInt8]? {
+        guard let stored = entry.stored else { return entry.body }
+        let file = CacheBodyFile(directory: nil, name: stored.path, length: Int64(stored.length), checksum: stored.checksum)
+        guard let bytes = file.read() else {
+            memory.remove(key, ifStill: entry)
+            return nil
+        }
+        memory.hold(bytes, for: key, readFrom: stored)
         return bytes
     }
 
@@ -223,8 +256,8 @@ final class ResponseCache: Sendable {
             notModified: head.headers, into: stale.response, requestTime: requestTime, responseTime: responseTime)
         else { return nil }
         let body: [UInt8]
-        if let entry = memory.peek(stale.key) {
-            body = entry.body
+        if let entry = memory.peek(stale.key), let held = self.body(of: entry, key: stale.key) {
+            body = held
         } else if let read = disk?.read(key: stale.key) {
             body = read.body
         } else {
@@ -266,7 +299,7 @@ final class ResponseCache: Sendable {
         let response: CachedResponse
         let size: Int64
         if let entry = memory.peek(key) {
-            (tier, response, size) = (.memory, entry.response, Int64(entry.body.count))
+            (tier, response, size) = (.memory, entry.response, Int64(entry.bodyLength))
         } else if let entry = disk?.lookup(key: key) {
             (tier, response, size) = (.disk, entry.response, entry.bodyLength)
         } else {
@@ -301,6 +334,8 @@ final class ResponseCache: Sendable {
         if clearDisk, let disk {
             removed.disk = disk.count
             disk.removeAll()
+            // Entries standing for the disk tier's body files go with them.
+            memory.removeStored()
         }
         return ["memory": JSON(removed.memory), "disk": JSON(removed.disk)]
     }

@@ -54,9 +54,11 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// decoding) off the engine's thread, so no transfer waits on that I/O.
     private let deliveries = DispatchQueue(label: "courier.deliveries")
     /// Bodies up to this size are kept in memory as they stream, for the
-    /// memory tier; larger ones are read back (and checked against the
-    /// streamed checksum) on the delivery queue, so copying a large body
-    /// never holds up the engine's thread.
+    /// memory tier; for larger ones the memory tier names the disk tier's
+    /// body file, read (and checked against the streamed checksum) on its
+    /// first hit, or reads them back on the delivery queue when the disk
+    /// tier did not store them, so copying a large body never holds up the
+    /// engine's thread.
     static var streamCopyLimit: Int { 64 << 10 }
 
     /// `answer` and `notify` receive what the scheduler says, in order;

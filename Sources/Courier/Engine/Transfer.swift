@@ -13,6 +13,9 @@ protocol TransferObserver: AnyObject, Sendable {
     /// false to stop the transfer.
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool
     /// `received` bytes of body have arrived so far; return false to stop.
+    /// Bytes of the body have been written: `received` so far. Called once
+    /// after each turn of the engine in which some arrived, not per piece
+    /// libcurl hands over; return false to stop the transfer.
     func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool
     func transferDidComplete(_ transfer: Transfer, _ result: TransferResult)
 }
@@ -163,6 +166,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var head = ResponseHead(status: 0, headers: [])
     private var announced = false
     private var received: Int64 = 0
+    /// Bytes have arrived since the observer last heard of them.
+    private var unreported = false
     private var firstBytes: [UInt8] = []
     /// Of the bytes written to the body file.
     private var hasher = XXH64()
@@ -249,10 +254,23 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         body.remove()
     }
 
+    /// Tells the observer of the bytes that arrived since it last heard;
+    /// the engine calls it after each turn of libcurl, so a burst of
+    /// 16 KiB pieces from one read costs one report. When the observer says
+    /// stop, the next piece aborts the transfer, or its completion fails.
+    func reportData() {
+        guard unreported else { return }
+        unreported = false
+        if !observer.transferDidReceiveData(self, received: received, expected: head.announcedLength) {
+            stopReason = stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
+        }
+    }
+
     /// The transfer's easy handle has finished: reports the outcome, or
     /// starts the next hop of a redirect and returns false.
     @discardableResult
     func complete(code: Int32, on multi: MultiHandle) -> Bool {
+        reportData()
         if redirecting, code == 0, stopReason == nil {
             do throws(TransferFailure) {
                 if try followRedirect(on: multi) { return false }
@@ -363,6 +381,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
 
     func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {
         if redirecting { return .accept }
+        if stopReason != nil { return .abort }
         if !announced {
             announced = true
             head.finalURL = handle.effectiveURL
@@ -407,9 +426,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if let limit = options.maxFileSize, received > limit {
             return stop(TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes"))
         }
-        guard observer.transferDidReceiveData(self, received: received, expected: head.announcedLength) else {
-            return stop(TransferFailure(code: .cancelled, message: "stopped"))
-        }
+        unreported = true
         return .accept
     }
 }

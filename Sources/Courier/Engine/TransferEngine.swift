@@ -103,6 +103,7 @@ final class TransferEngine: Sendable {
             }
         }
         multi.perform()
+        for transfer in active.values { transfer.reportData() }
         for (handle, code) in multi.completed() {
             guard let transfer = handle.delegate as? Transfer, active[ObjectIdentifier(transfer)] != nil else { continue }
             if transfer.complete(code: code, on: multi) { active[ObjectIdentifier(transfer)] = nil }

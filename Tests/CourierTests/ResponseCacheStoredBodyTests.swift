@@ -1,0 +1,162 @@
+import Foundation
+import JSON
+import JSONRPC
+import Testing
+
+@testable import Courier
+
+/// A network body the transfer did not keep in memory and the disk tier
+/// stored stands in the memory tier as that body file, read and checked on
+/// its first hit, so storing it reads nothing back.
+@Suite(.timeLimit(.minutes(1)))
+struct ResponseCacheStoredBodyTests {
+    private func withDirectory(_ body: (String) throws -> Void) rethrows {
+        let directory = NSTemporaryDirectory() + "courier-stored-body-\(getpid())-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try body(directory)
+    }
+
+    private func cache(in directory: String, diskCapacity: Int = 512 << 20) -> ResponseCache {
+        var configuration = Configuration(cacheDir: directory + "/cache")
+        configuration.diskCapacity = diskCapacity
+        return ResponseCache(configuration: configuration, logger: .init(label: "test"))
+    }
+
+    private func bytes(_ count: Int, seed: UInt8) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) ^ seed }
+    }
+
+    /// Writes `body` as a transfer would have, and stores it as a fresh
+    /// response for `url` described by its length and checksum only.
+    private func download(
+        _ body: [UInt8], url: String, into cache: ResponseCache, directory: String, kept: Bool = false
+    ) throws -> (request: DownloadRequest, file: String) {
+        let file = directory + "/downloaded-\(UUID().uuidString)"
+        try Data(body).write(to: URL(fileURLWithPath: file))
+        let request = try DownloadRequest(Params(["url": .string(url)]), defaults: Configuration(cacheDir: directory))
+        let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
+        let now = Date()
+        let described = CacheBodyFile(
+            directory: nil, name: file, length: Int64(body.count), checksum: XXH64.hash(body), bytes: kept ? body : nil)
+        _ = cache.store(
+            keys: [ResponseCache.key(for: request)], request: request, head: head, requestTime: now, responseTime: now,
+            body: described)
+        return (request, file)
+    }
+
+    private func served(_ cache: ResponseCache, _ request: DownloadRequest) -> ResponseCache.Hit? {
+        if case .hit(let hit) = cache.lookup(request) { return hit }
+        return nil
+    }
+
+    @Test func aStoredBodyIsReadOnItsFirstHitAndThenHeld() throws {
+        try withDirectory { directory in
+            // Given a body the transfer did not keep, stored by both tiers
+            let cache = cache(in: directory)
+            let body = bytes(300_000, seed: 1)
+            let (request, _) = try download(body, url: "http://o/large", into: cache, directory: directory)
+            let key = ResponseCache.key(for: request)
+
+            // Then the memory tier names the disk tier's body file and holds no bytes, yet counts them
+            let entry = try #require(cache.memory.peek(key))
+            let stored = try #require(entry.stored)
+            #expect(entry.body.isEmpty)
+            #expect(stored.path == cache.disk?.lookup(key: key)?.bodyPath)
+            #expect(stored.length == body.count)
+            #expect(cache.memory.usage >= body.count + MemoryCache.entryOverhead)
+            let usage = cache.memory.usage
+
+            // When it is asked for
+            let hit = try #require(served(cache, request))
+
+            // Then the memory tier serves the bytes, and holds them from now on at the same cost
+            #expect(hit.tier == .memory && hit.body == body)
+            let held = try #require(cache.memory.peek(key))
+            #expect(held.stored == nil && held.body == body)
+            #expect(cache.memory.usage == usage)
+        }
+    }
+
+    @Test func aStoredBodyChangedInPlaceIsNeverServed() throws {
+        try withDirectory { directory in
+            // Given a stored body linked to the downloaded file, which the client then changes in place
+            let cache = cache(in: directory)
+            let body = bytes(200_000, seed: 2)
+            let (request, file) = try download(body, url: "http://o/rewritten", into: cache, directory: directory)
+            let key = ResponseCache.key(for: request)
+            let stored = try #require(cache.memory.peek(key)?.stored)
+            var linked = stat()
+            var downloaded = stat()
+            #expect(stat(stored.path, &linked) == 0 && stat(file, &downloaded) == 0)
+            #expect(linked.st_ino == downloaded.st_ino)
+            let fd = open(file, O_WRONLY)
+            #expect(fd >= 0)
+            #expect(pwrite(fd, "XXXXXXXXXX", 10, 1000) == 10)
+            close(fd)
+
+            // When it is asked for, then it is a miss, and the memory entry is gone
+            #expect(served(cache, request) == nil)
+            #expect(cache.memory.peek(key) == nil)
+        }
+    }
+
+    @Test func aStoredBodyWhoseFileIsGoneIsAMiss() throws {
+        try withDirectory { directory in
+            // Given a stored body whose disk entry another process deleted
+            let cache = cache(in: directory)
+            let (request, _) = try download(bytes(100_000, seed: 3), url: "http://o/gone", into: cache, directory: directory)
+            let key = ResponseCache.key(for: request)
+            let stored = try #require(cache.memory.peek(key)?.stored)
+            #expect(unlink(stored.path) == 0)
+
+            // Then it is a miss, and the memory entry is removed
+            #expect(served(cache, request) == nil)
+            #expect(cache.memory.peek(key) == nil)
+        }
+    }
+
+    @Test func withoutTheDiskTierTheBodyIsReadWhenStored() throws {
+        try withDirectory { directory in
+            // Given a disk tier that takes no body
+            let cache = cache(in: directory, diskCapacity: 0)
+            let body = bytes(150_000, seed: 4)
+            let (request, file) = try download(body, url: "http://o/memory-only", into: cache, directory: directory)
+
+            // Then the memory tier holds the bytes at once, whatever happens to the file
+            let entry = try #require(cache.memory.peek(ResponseCache.key(for: request)))
+            #expect(entry.stored == nil && entry.body == body)
+            #expect(unlink(file) == 0)
+            #expect(served(cache, request)?.body == body)
+        }
+    }
+
+    @Test func keptBytesAreHeldAsTheyAre() throws {
+        try withDirectory { directory in
+            let cache = cache(in: directory)
+            let body = bytes(5_000, seed: 5)
+            let (request, _) = try download(body, url: "http://o/small", into: cache, directory: directory, kept: true)
+            let entry = try #require(cache.memory.peek(ResponseCache.key(for: request)))
+            #expect(entry.stored == nil && entry.body == body)
+        }
+    }
+
+    @Test func clearingTheDiskTierDropsTheMemoryEntriesStandingForItsFiles() throws {
+        try withDirectory { directory in
+            // Given one stored and one held memory entry
+            let cache = cache(in: directory)
+            let (large, _) = try download(bytes(100_000, seed: 6), url: "http://o/a", into: cache, directory: directory)
+            let small = bytes(1_000, seed: 7)
+            let (kept, _) = try download(small, url: "http://o/b", into: cache, directory: directory, kept: true)
+
+            // When only the disk tier is cleared
+            _ = cache.clear(memory: false, disk: true)
+
+            // Then the held entry still serves from memory, and the stored one is gone
+            #expect(cache.memory.peek(ResponseCache.key(for: large)) == nil)
+            #expect(served(cache, kept)?.tier == .memory)
+            #expect(served(cache, kept)?.body == small)
+            #expect(cache.memory.count == 1)
+        }
+    }
+}

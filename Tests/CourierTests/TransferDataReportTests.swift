@@ -1,0 +1,99 @@
+import Curl
+import Dispatch
+import Foundation
+import Locking
+import Testing
+
+@testable import Courier
+
+/// How a transfer tells its observer about the bytes it wrote: once per turn
+/// of the engine rather than once per 16 KiB piece libcurl hands over, with
+/// the whole count known before the transfer completes.
+@Suite(.timeLimit(.minutes(1)))
+struct TransferDataReportTests {
+    /// Records what a transfer reports; says stop to data when `stops`.
+    private final class Recorder: TransferObserver {
+        struct Seen {
+            var reports: [Int64] = []
+            var receivedAtCompletion: Int64?
+            var result: TransferResult?
+        }
+
+        let seen = Locked(Seen())
+        let done = DispatchSemaphore(value: 0)
+        let stops: Bool
+
+        init(stops: Bool) { self.stops = stops }
+
+        func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool { true }
+
+        func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool {
+            seen.withLock { $0.reports.append(received) }
+            return !stops
+        }
+
+        func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {
+            seen.withLock { seen in
+                seen.receivedAtCompletion = seen.reports.last
+                seen.result = result
+            }
+            done.signal()
+        }
+    }
+
+    private func withDirectory(_ body: (String) throws -> Void) rethrows {
+        let directory = NSTemporaryDirectory() + "courier-transfer-report-\(getpid())-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try body(directory)
+    }
+
+    /// Transfers the file at `source` (through `file://`) into `directory`.
+    private func transfer(_ source: String, into directory: String, observer: Recorder) throws -> Recorder.Seen {
+        var options = EasyOptions(url: "file://" + source)
+        options.protocols = "file"
+        let target = BodyTarget(directory: try DirectoryHandle(opening: directory), name: "body.part", mode: 0o600)
+        let engine = TransferEngine(logger: .init(label: "test"))
+        defer { engine.shutdown(timeout: 5) }
+        engine.start(Transfer(id: TransferID(task: "t", attempt: 1), options: options, body: target, observer: observer))
+        #expect(observer.done.wait(timeout: .now() + 20) == .success)
+        return observer.seen.withLock { $0 }
+    }
+
+    @Test func aBodyIsReportedPerTurnAndWhollyBeforeItCompletes() throws {
+        try withDirectory { directory in
+            // Given a 1 MiB body, which libcurl hands over in 64 pieces of 16 KiB
+            let size = 1 << 20
+            let body = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            try Data(body).write(to: URL(fileURLWithPath: directory + "/source"))
+
+            // When it is transferred
+            let seen = try transfer(directory + "/source", into: directory, observer: Recorder(stops: false))
+
+            // Then the observer heard of it in fewer reports than pieces, the counts growing
+            #expect(!seen.reports.isEmpty && seen.reports.count < size / (16 << 10))
+            #expect(seen.reports == seen.reports.sorted() && Set(seen.reports).count == seen.reports.count)
+            // And the last report, made before completion, is the whole body
+            #expect(seen.receivedAtCompletion == Int64(size))
+            let result = try #require(seen.result)
+            #expect(result.failure == nil && result.size == Int64(size) && result.checksum == XXH64.hash(body))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/body.part")) == Data(body))
+        }
+    }
+
+    @Test func anObserverThatSaysStopFailsTheTransfer() throws {
+        try withDirectory { directory in
+            // Given an observer that stops the transfer when it hears of data
+            try Data(repeating: 1, count: 300_000).write(to: URL(fileURLWithPath: directory + "/source"))
+
+            // When the body is transferred
+            let seen = try transfer(directory + "/source", into: directory, observer: Recorder(stops: true))
+
+            // Then it ends cancelled, without a body file
+            let result = try #require(seen.result)
+            #expect(result.failure?.code == .cancelled)
+            #expect(result.bodyPath == nil)
+            #expect(!FileManager.default.fileExists(atPath: directory + "/body.part"))
+        }
+    }
+}
