@@ -77,14 +77,16 @@ public final class Dispatcher: Sendable {
             if element.expectsResponse {
                 let index = slot
                 slot += 1
-                handle(element, send: { batch.fill(index, with: $0) })
+                handle(element, batch: batch, send: { batch.fill(index, with: $0) })
             } else {
                 handle(element, send: { _ in })
             }
         }
     }
 
-    private func handle(_ incoming: Incoming, send: @escaping @Sendable (JSON) -> Void) {
+    private func handle(
+        _ incoming: Incoming, batch: BatchCollector? = nil, send: @escaping @Sendable (JSON) -> Void
+    ) {
         switch incoming {
         case .invalid(let id, let error):
             send(Self.errorResponse(id: id, error))
@@ -98,7 +100,7 @@ public final class Dispatcher: Sendable {
             handler(Params(params))
         case .request(let id, let method, let params):
             let (handler, refusal) = handlers.withLock { ($0.requests[method], $0.refusal) }
-            let reply = Reply(id: id, method: method, sink: send)
+            let reply = Reply(id: id, method: method, batch: batch, sink: send)
             if let refusal {
                 reply.failure(refusal)
             } else if let handler {
@@ -173,22 +175,42 @@ enum Incoming {
 }
 
 /// Gathers a batch's responses and sends them as one array when the last
-/// arrives.
+/// arrives, then runs what waited for the array to be sent.
 final class BatchCollector: Sendable {
-    private let slots: Locked<(responses: [JSON?], remaining: Int)>
+    private struct State {
+        var responses: [JSON?]
+        var remaining: Int
+        var afterSent: [@Sendable () -> Void] = []
+    }
+
+    private let state: Locked<State>
     private let send: @Sendable (JSON) -> Void
 
     init(count: Int, send: @escaping @Sendable (JSON) -> Void) {
-        self.slots = Locked((Array(repeating: nil, count: count), count))
+        self.state = Locked(State(responses: Array(repeating: nil, count: count), remaining: count))
         self.send = send
     }
 
     func fill(_ index: Int, with response: JSON) {
-        let complete: [JSON]? = slots.withLock { state in
+        let complete: ([JSON], [@Sendable () -> Void])? = state.withLock { state in
             state.responses[index] = response
             state.remaining -= 1
-            return state.remaining == 0 ? state.responses.compactMap { $0 } : nil
+            guard state.remaining == 0 else { return nil }
+            defer { state.afterSent = [] }
+            return (state.responses.compactMap { $0 }, state.afterSent)
         }
-        if let complete { send(.array(complete)) }
+        guard let (responses, actions) = complete else { return }
+        send(.array(responses))
+        for action in actions { action() }
+    }
+
+    /// Keeps `action` for right after the array is sent: false when it has
+    /// been sent already.
+    func afterSent(_ action: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { state in
+            guard state.remaining > 0 else { return false }
+            state.afterSent.append(action)
+            return true
+        }
     }
 }

@@ -9,11 +9,29 @@ public final class Reply: Sendable {
     public let method: String
     private let sink: @Sendable (JSON) -> Void
     private let answered = Locked(false)
+    /// The batch whose array carries this answer; nil for a request sent
+    /// alone.
+    private let batch: BatchCollector?
 
-    init(id: JSON, method: String, sink: @escaping @Sendable (JSON) -> Void) {
+    init(id: JSON, method: String, batch: BatchCollector? = nil, sink: @escaping @Sendable (JSON) -> Void) {
         self.id = id
         self.method = method
+        self.batch = batch
         self.sink = sink
+    }
+
+    /// True when the answer reaches the client only with the rest of its
+    /// batch, so sending it does not put it on the wire.
+    public var isHeldInBatch: Bool { batch != nil }
+
+    /// Runs `action` when nothing sent after it can reach the client before
+    /// this answer: at once for a request sent alone (its answer, given
+    /// next, goes straight out), right after the batch's array is sent for
+    /// one in a batch (whatever else that array waits for). Call it before
+    /// answering.
+    public func afterAnswerIsSent(_ action: @escaping @Sendable () -> Void) {
+        if let batch, batch.afterSent(action) { return }
+        action()
     }
 
     public func success(_ result: JSON) {

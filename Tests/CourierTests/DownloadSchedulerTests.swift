@@ -462,7 +462,7 @@ private struct Harness {
         let a = h.download(request())
         _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "v", to: .receipt(a.receipt), kind: .animating, waiter: w) }
         let tail = h.log.suffix(2)
-        guard case .answer(_, .bound(true)) = tail.first, case .notify(.view(.animating("v", true))) = tail.last else {
+        guard case .answer(_, .bound("v", true)) = tail.first, case .notify(.view(.animating("v", true))) = tail.last else {
             Issue.record("\(Array(tail))")
             return
         }

@@ -375,6 +375,37 @@ struct DispatcherNotificationTests {
 
 @Suite(.timeLimit(.minutes(1)))
 struct DispatcherBatchTests {
+    @Test func workAfterAnAnswerRunsOnceItIsOnTheWire() {
+        // Given a dispatcher whose `later` requests are answered by the test
+        let log = Locked<[String]>([])
+        let replies = Locked<[Reply]>([])
+        let dispatcher = Dispatcher(logger: Logger(label: "test"))
+        dispatcher.register("later") { _, reply in replies.withLock { $0.append(reply) } }
+        let send: @Sendable (JSON) -> Void = { message in
+            log.withLock { $0.append(message.arrayValue != nil ? "array" : "answer \(message["id"]!)") }
+        }
+
+        // When a request alone and a batch of two are received, and each
+        // answer's follow-up work is asked for before it is given
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"later"}"#.utf8), send: send)
+        dispatcher.receive(
+            Array(#"[{"jsonrpc":"2.0","id":2,"method":"later"},{"jsonrpc":"2.0","id":3,"method":"later"}]"#.utf8),
+            send: send)
+        let (alone, first, second) = replies.withLock { ($0[0], $0[1], $0[2]) }
+        #expect(!alone.isHeldInBatch)
+        #expect(first.isHeldInBatch && second.isHeldInBatch)
+        alone.afterAnswerIsSent { log.withLock { $0.append("after 1") } }
+        alone.success(.null)
+        first.afterAnswerIsSent { log.withLock { $0.append("after 2") } }
+        first.success(.null)
+        #expect(log.withLock { $0 } == ["after 1", "answer 1"])
+        second.afterAnswerIsSent { log.withLock { $0.append("after 3") } }
+        second.success(.null)
+
+        // Then a lone answer's work runs at once, and a batch's after its array
+        #expect(log.withLock { $0 } == ["after 1", "answer 1", "array", "after 2", "after 3"])
+    }
+
     @Test func emptyBatchIsOneInvalidRequest() {
         let sent = exchange("[]")
         #expect(sent.count == 1)

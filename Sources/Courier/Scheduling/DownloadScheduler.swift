@@ -257,7 +257,7 @@ struct DownloadScheduler<Waiter> {
     mutating func bind(view: String, to target: TaskTarget?, kind: BindingKind, waiter: Waiter) throws(SchedulerError) {
         guard let target else {
             views { $0.unbind(view: view) }
-            answer(waiter, .bound(false))
+            answer(waiter, .bound(view: view, false))
             return
         }
         let task: TaskRecord?
@@ -279,7 +279,7 @@ struct DownloadScheduler<Waiter> {
             if task == nil, !hasEnded(task: taskID) { throw .unknownTask(taskID) }
         }
         let snapshot = task.map { TaskSnapshot(running: $0.state == .running, received: $0.received, expected: $0.expected) }
-        answer(waiter, .bound(snapshot != nil))
+        answer(waiter, .bound(view: view, snapshot != nil))
         views { $0.bind(view: view, task: id, kind: kind, snapshot: snapshot) }
     }
 

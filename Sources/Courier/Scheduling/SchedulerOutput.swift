@@ -47,7 +47,7 @@ struct DownloadReply: Sendable {
 /// notifications.
 enum Answer: Sendable {
     case download(DownloadReply)
-    case bound(Bool)
+    case bound(view: String, Bool)
     case cancelled(count: Int)
     /// `suspend` and `resume`: the task and its state now.
     case task(id: String, state: String)

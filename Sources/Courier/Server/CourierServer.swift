@@ -45,6 +45,10 @@ public final class CourierServer: Sendable {
         let emit: @Sendable (String, JSON) -> Void = { method, params in
             connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
         }
+        let hold = NoticeHold { notice in
+            let (method, params) = Self.notification(notice)
+            emit(method, params)
+        }
         self.cache = ResponseCache(configuration: configuration, logger: logger)
         let indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
@@ -52,11 +56,11 @@ public final class CourierServer: Sendable {
         self.indicator = indicator
         self.downloader = try Downloader(
             settings: configuration, cache: cache, indicator: indicator,
-            answer: { reply, answer in reply.success(Self.json(answer)) },
-            notify: { notice in
-                let (method, params) = Self.notification(notice)
-                emit(method, params)
+            answer: { reply, answer in
+                hold.answering(reply, about: answer.subject)
+                reply.success(Self.json(answer))
             },
+            notify: { notice in hold.notify(notice) },
             batch: { connection.batchingOutput($0) }, logger: logger)
         registerLifecycle()
         registerDownloads()
@@ -148,7 +152,11 @@ public final class CourierServer: Sendable {
     /// the receipt's `download/finished`.
     static func coalescingKey(_ method: String, _ params: JSON) -> String? {
         switch method {
-        case "download/progress": params["task"]?.stringValue.map { "download/progress " + $0 }
+        case "download/progress":
+            params["task"]?.stringValue.map { task in
+                let receipts = params["receipts"]?.arrayValue?.compactMap(\.stringValue) ?? []
+                return "download/progress \(task) \(receipts.joined(separator: ","))"
+            }
         case "view/progress": params["view"]?.stringValue.map { "view/progress " + $0 }
         default: nil
         }

@@ -15,7 +15,7 @@ extension CourierServer {
             if let source = reply.source { object["source"] = .string(source.rawValue) }
             if let outcome = reply.outcome { object["outcome"] = outcome.json }
             return .object(object)
-        case .bound(let bound):
+        case .bound(_, let bound):
             return ["bound": .bool(bound)]
         case .cancelled(let count):
             return ["cancelled": .bool(count > 0), "count": JSON(count)]

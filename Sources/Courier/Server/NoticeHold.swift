@@ -1,0 +1,102 @@
+import JSONRPC
+import Locking
+
+/// Keeps a notice back while the answer that introduces what it names waits
+/// in a batch not yet written: protocol/ promises that a `download` answer
+/// comes before any notification naming its receipt, and a `bind` answer
+/// before its view's state, for requests in a batch as for requests alone.
+/// A batch's array is written only once every request in it is answered,
+/// and a download may finish before that.
+///
+/// Notices about anything else go out at once; a progress notice naming
+/// both kinds of receipt is split, so no receipt's notices change order.
+final class NoticeHold: Sendable {
+    enum Subject: Hashable, Sendable {
+        case receipt(String)
+        case view(String)
+    }
+
+    private struct State {
+        /// Answers naming each subject that are not written yet.
+        var pending: [Subject: Int] = [:]
+        /// Each held subject's notices, in the order they happened.
+        var queued: [Subject: [Notice]] = [:]
+    }
+
+    private let state = Locked(State())
+    private let emit: @Sendable (Notice) -> Void
+
+    init(emit: @escaping @Sendable (Notice) -> Void) {
+        self.emit = emit
+    }
+
+    /// Call before answering `reply` with an answer about `subject`.
+    func answering(_ reply: Reply, about subject: Subject?) {
+        guard let subject, reply.isHeldInBatch else { return }
+        state.withLock { $0.pending[subject, default: 0] += 1 }
+        reply.afterAnswerIsSent { [self] in release(subject) }
+    }
+
+    func notify(_ notice: Notice) {
+        // Sent under the lock while anything is held, so that a release
+        // running meanwhile cannot put older notices after newer ones.
+        state.withLock { state in
+            guard !state.pending.isEmpty else { return emit(notice) }
+            switch notice {
+            case .progress(let figures, let receipts):
+                var free: [String] = []
+                for receipt in receipts {
+                    if state.pending[.receipt(receipt)] != nil {
+                        state.queued[.receipt(receipt), default: []].append(.progress(figures, receipts: [receipt]))
+                    } else {
+                        free.append(receipt)
+                    }
+                }
+                if !free.isEmpty { emit(free.count == receipts.count ? notice : .progress(figures, receipts: free)) }
+            case .finished(let receipt, _, _):
+                hold(notice, about: .receipt(receipt), in: &state)
+            case .view(let view):
+                hold(notice, about: .view(view.view), in: &state)
+            }
+        }
+    }
+
+    private func hold(_ notice: Notice, about subject: Subject, in state: inout State) {
+        if state.pending[subject] != nil {
+            state.queued[subject, default: []].append(notice)
+        } else {
+            emit(notice)
+        }
+    }
+
+    private func release(_ subject: Subject) {
+        state.withLock { state in
+            guard let count = state.pending[subject] else { return }
+            if count > 1 {
+                state.pending[subject] = count - 1
+                return
+            }
+            state.pending[subject] = nil
+            for notice in state.queued.removeValue(forKey: subject) ?? [] { emit(notice) }
+        }
+    }
+}
+
+extension Answer {
+    /// What the answer introduces to the client, which notices must follow.
+    var subject: NoticeHold.Subject? {
+        switch self {
+        case .download(let reply): .receipt(reply.receipt)
+        case .bound(let view, _): .view(view)
+        case .cancelled, .task, .tasks, .receipt: nil
+        }
+    }
+}
+
+extension ViewNotice {
+    var view: String {
+        switch self {
+        case .animating(let view, _), .progress(let view, _, _): view
+        }
+    }
+}
