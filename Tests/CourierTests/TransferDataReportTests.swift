@@ -6,9 +6,10 @@ import Testing
 
 @testable import Courier
 
-/// How a transfer tells its observer about the bytes it wrote: once per turn
-/// of the engine rather than once per 16 KiB piece libcurl hands over, with
-/// the whole count known before the transfer completes.
+/// How a transfer tells its observer about the bytes it wrote: at once for
+/// the first piece, then once per turn of the engine and every
+/// `Transfer.reportStride` bytes rather than once per 16 KiB piece libcurl
+/// hands over, with the whole count known before the transfer completes.
 @Suite(.timeLimit(.minutes(1)))
 struct TransferDataReportTests {
     /// Records what a transfer reports; says stop to data when `stops`.
@@ -78,6 +79,33 @@ struct TransferDataReportTests {
             let result = try #require(seen.result)
             #expect(result.failure == nil && result.size == Int64(size) && result.checksum == XXH64.hash(body))
             #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/body.part")) == Data(body))
+        }
+    }
+
+    @Test func theFirstBytesAndEveryStrideAreReportedAtOnceSoAStopLandsNearItsLimit() throws {
+        try withDirectory { directory in
+            // Given a 4 MiB body, more than one report stride, and an observer that stops it
+            try Data(repeating: 2, count: 4 << 20).write(to: URL(fileURLWithPath: directory + "/source"))
+
+            // When it is transferred
+            let seen = try transfer(directory + "/source", into: directory, observer: Recorder(stops: true))
+
+            // Then the observer heard of the first piece alone, and nothing after it said stop
+            #expect(seen.reports == [16 << 10])
+            #expect(seen.result?.failure?.code == .cancelled)
+        }
+    }
+
+    @Test func aLongTurnIsReportedEveryStride() throws {
+        try withDirectory { directory in
+            let size = 4 << 20
+            try Data(repeating: 3, count: size).write(to: URL(fileURLWithPath: directory + "/source"))
+            let seen = try transfer(directory + "/source", into: directory, observer: Recorder(stops: false))
+            // Reports come at least once per stride and piece (libcurl's pieces are at most 16 KiB)
+            let steps = zip(seen.reports.dropFirst(), seen.reports).map { $0 - $1 }
+            #expect(seen.reports.first == 16 << 10)
+            #expect(steps.allSatisfy { $0 > 0 && $0 < Transfer.reportStride + (16 << 10) }, "\(steps)")
+            #expect(seen.reports.last == Int64(size))
         }
     }
 

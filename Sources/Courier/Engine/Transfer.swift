@@ -12,10 +12,10 @@ protocol TransferObserver: AnyObject, Sendable {
     /// The final response's headers are in (after any redirects); return
     /// false to stop the transfer.
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool
-    /// `received` bytes of body have arrived so far; return false to stop.
-    /// Bytes of the body have been written: `received` so far. Called once
-    /// after each turn of the engine in which some arrived, not per piece
-    /// libcurl hands over; return false to stop the transfer.
+    /// Bytes of the body have been written: `received` so far. Called for
+    /// the first bytes, then after each turn of the engine in which some
+    /// arrived and every `Transfer.reportStride` bytes within a turn, not
+    /// per piece libcurl hands over; return false to stop the transfer.
     func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool
     func transferDidComplete(_ transfer: Transfer, _ result: TransferResult)
 }
@@ -168,6 +168,12 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var received: Int64 = 0
     /// Bytes have arrived since the observer last heard of them.
     private var unreported = false
+    /// `received` when the observer last heard of it.
+    private var reported: Int64 = 0
+    /// Within one turn the observer still hears of the first bytes at once
+    /// and then of every this many: its byte limits stop a transfer at
+    /// most this far past them, whatever one read of libcurl brings.
+    static let reportStride: Int64 = 256 << 10
     private var firstBytes: [UInt8] = []
     /// Of the bytes written to the body file.
     private var hasher = XXH64()
@@ -261,6 +267,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     func reportData() {
         guard unreported else { return }
         unreported = false
+        reported = received
         if !observer.transferDidReceiveData(self, received: received, expected: head.announcedLength) {
             stopReason = stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
         }
@@ -427,6 +434,10 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             return stop(TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes"))
         }
         unreported = true
+        if reported == 0 || received - reported >= Self.reportStride {
+            reportData()
+            if stopReason != nil { return .abort }
+        }
         return .accept
     }
 }
