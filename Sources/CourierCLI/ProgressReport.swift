@@ -36,7 +36,7 @@ final class ProgressReport: @unchecked Sendable {
         var meter = RateMeter()
     }
 
-    private let lock = Lock()
+    private let lock = Locked(())
     private let style: Style
     private var items: [Item]
     private var total = RateMeter()
@@ -73,12 +73,12 @@ final class ProgressReport: @unchecked Sendable {
         tcsetattr(STDOUT_FILENO, TCSANOW, &mode)
     }
 
-    var failures: Int { lock.withLock { failureCount } }
+    var failures: Int { lock.withLock { _ in failureCount } }
 
     // MARK: - Events
 
     func progress(_ index: Int, _ progress: InProcessDownloads.Progress) {
-        lock.withLock {
+        lock.withLock { _ in
             guard items.indices.contains(index), !items[index].done else { return }
             items[index].received = max(items[index].received, progress.received)
             items[index].expected = progress.expected ?? items[index].expected
@@ -87,7 +87,7 @@ final class ProgressReport: @unchecked Sendable {
     }
 
     func finished(_ index: Int, _ completion: InProcessDownloads.Completion) {
-        lock.withLock {
+        lock.withLock { _ in
             guard items.indices.contains(index) else { return }
             items[index].done = true
             finishedCount += 1
@@ -114,7 +114,7 @@ final class ProgressReport: @unchecked Sendable {
 
     /// A URL the downloader refused before any transfer.
     func refused(_ index: Int, _ error: InProcessDownloads.RequestError) {
-        lock.withLock {
+        lock.withLock { _ in
             guard items.indices.contains(index) else { return }
             items[index].done = true
             finishedCount += 1
@@ -139,7 +139,7 @@ final class ProgressReport: @unchecked Sendable {
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "courier.get.display"))
         timer.schedule(deadline: .now(), repeating: .milliseconds(100))
         timer.setEventHandler { [self] in
-            lock.withLock {
+            lock.withLock { _ in
                 let now = Self.now()
                 for index in items.indices where items[index].running && !items[index].done {
                     items[index].meter.add(items[index].received, at: now)
@@ -149,15 +149,15 @@ final class ProgressReport: @unchecked Sendable {
                 draw(now: now)
             }
         }
-        lock.withLock { self.timer = timer }
+        lock.withLock { _ in self.timer = timer }
         timer.resume()
     }
 
     /// Stops the display and clears it; the finished lines stay.
     func end() {
-        let timer = lock.withLock { self.timer }
+        let timer = lock.withLock { _ in self.timer }
         timer?.cancel()
-        lock.withLock {
+        lock.withLock { _ in
             self.timer = nil
             if style == .terminal { Self.write(STDOUT_FILENO, clearing() + Self.showCursor) }
             restoreTerminal()
@@ -167,7 +167,7 @@ final class ProgressReport: @unchecked Sendable {
     /// The first Ctrl-C: what is left is being cancelled.
     func interrupted() {
         guard style == .terminal else { return }
-        lock.withLock {
+        lock.withLock { _ in
             Self.write(STDOUT_FILENO, clearing())
             Self.write(STDERR_FILENO, "interrupted: cancelling (Ctrl-C again exits at once)\n")
             draw(now: Self.now())
