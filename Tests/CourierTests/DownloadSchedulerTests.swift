@@ -287,6 +287,51 @@ private struct Harness {
         #expect(h.started == ["t1", "t3", "t2"])
     }
 
+    @Test func aBodyThatCompletesAsItsTaskIsSuspendedWaitsForResume() throws {
+        var h = Harness(maxActive: 1)
+        let a = h.download(request("http://origin/a"))
+        h.download(request("http://origin/b"))
+        _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 1) }
+        h.complete("t1")
+        #expect(h.delivering.isEmpty && h.finished.isEmpty)
+        #expect(h.started == ["t1"], "the suspended task keeps its place")
+        let listed = try h.answer { s, w throws(SchedulerError) in try s.progress(receipt: nil, waiter: w, now: 2) }
+        guard case .tasks(let tasks)? = listed else { Issue.record("no task list"); return }
+        #expect(tasks.map(\.state) == [.suspended, .queued])
+
+        let resumed = try h.answer { s, w throws(SchedulerError) in try s.resume(.task("t1"), waiter: w, now: 3) }
+        guard case .task(_, let state)? = resumed else { Issue.record("no answer"); return }
+        #expect(state == "finished")
+        #expect(h.delivering.map(\.id.task) == ["t1"] && h.delivering.first?.result.bodyPath == "/body-t1")
+        #expect(h.started == ["t1", "t2"])
+        h.deliverAll()
+        #expect(h.outcome(a.receipt)?.ok == true)
+    }
+
+    @Test func cancellingATaskWhoseBodyWaitsForResumeDiscardsTheBody() throws {
+        var h = Harness()
+        let a = h.download(request())
+        _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 1) }
+        h.complete("t1")
+        #expect(h.cancel(.receipt(a.receipt)) == 1)
+        #expect(h.outcome(a.receipt)?.error?.code == .cancelled)
+        #expect(h.delivering.isEmpty)
+        #expect(h.log.contains { if case .stop(let id, true) = $0 { id.task == "t1" } else { false } })
+        #expect(h.scheduler.running == 0)
+    }
+
+    @Test func aSuspendedTransferThatTimesOutEndsAtOnce() throws {
+        var h = Harness()
+        let a = h.download(request(timeout: 1))
+        _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 0.5) }
+        let timedOut = TransferResult(
+            response: nil, size: 0, bodyPath: nil, failure: TransferFailure(code: .timeout, message: "timed out"))
+        h.scheduler.transferEnded(h.transfers["t1"]!, timedOut, now: 1)
+        _ = h.take()
+        #expect(h.delivering.map(\.result.failure?.code) == [.timeout])
+        #expect(h.scheduler.running == 0)
+    }
+
     @Test func suspendingAReceiptWhoseOutcomeIsBeingPreparedNamesItsTask() throws {
         var h = Harness()
         let a = h.download(request())

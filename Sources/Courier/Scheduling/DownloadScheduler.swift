@@ -210,7 +210,9 @@ struct DownloadScheduler<Waiter> {
     mutating func resume(_ target: TaskTarget, waiter: Waiter, now: Double) throws(SchedulerError) {
         guard let id = try resolve(target, waiter: waiter) else { return }
         if tasks[id]!.state == .suspended {
-            if tasks[id]!.started {
+            if let held = tasks[id]!.held {
+                ended(tasks[id]!.transferID, held, now: now)
+            } else if tasks[id]!.started {
                 tasks[id]!.state = .running
                 tasks[id]!.runningSince = now
                 actions.append(.resume(tasks[id]!.transferID))
@@ -336,12 +338,23 @@ struct DownloadScheduler<Waiter> {
     }
 
     /// The transfer ended: its receipts wait for their outcomes, which the
-    /// `deliver` action prepares.
+    /// `deliver` action prepares. A suspended task's body that was complete
+    /// before the engine paused it is held until the task is resumed; a
+    /// failure (its `timeout`) ends it at once.
     mutating func transferEnded(_ transfer: TransferID, _ result: TransferResult, now: Double) {
         guard let task = tasks[transfer.task], task.attempt == transfer.attempt else {
             if let path = result.bodyPath { actions.append(.discard(path: path)) }
             return
         }
+        if task.state == .suspended, result.failure == nil {
+            tasks[transfer.task]!.held = result
+            return
+        }
+        ended(transfer, result, now: now)
+    }
+
+    private mutating func ended(_ transfer: TransferID, _ result: TransferResult, now: Double) {
+        let task = tasks[transfer.task]!
         if result.failure == nil, task.received != task.lastProgressReceived { emitProgress(transfer.task, now: now) }
         for id in task.receipts { receipts[id]?.phase = .completing }
         let claimed = task.receipts.compactMap { id in receipts[id].map { (id: id, request: $0.request) } }

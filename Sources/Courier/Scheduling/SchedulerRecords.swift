@@ -49,6 +49,9 @@ struct TaskRecord: Sendable {
     var queueGeneration = 0
     /// The stored response this task asks the origin to validate.
     var revalidation: ResponseCache.Stale?
+    /// The transfer's result when its last bytes arrived as it was being
+    /// suspended: the task stays suspended and finishes when resumed.
+    var held: TransferResult?
 
     var received: Int64 = 0
     var expected: Int64?
