@@ -29,6 +29,11 @@ package.targets += [
         pkgConfig: "jansson",
         providers: [.apt(["libjansson-dev"])]
     ),
+    .systemLibrary(
+        name: "CLibxxhash",
+        pkgConfig: "libxxhash",
+        providers: [.apt(["libxxhash-dev"])]
+    ),
     .target(name: "CCurlShim", dependencies: ["CLibcurl"]),
     .target(name: "CJanssonShim", dependencies: ["CLibjansson"]),
     .target(name: "CThreadShim"),
@@ -68,7 +73,7 @@ package.targets += [
 package.targets += [
     .target(
         name: "Courier",
-        dependencies: ["Curl", "JSON", "JSONRPC", "Locking", .product(name: "Logging", package: "swift-log")],
+        dependencies: ["CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", .product(name: "Logging", package: "swift-log")],
         resources: [.embedInCode("Resources/openrpc.json")]
     ),
     .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC", "Locking"]),

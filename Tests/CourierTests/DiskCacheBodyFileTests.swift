@@ -261,7 +261,7 @@ struct DiskCacheBodyFileTests {
             let metadata = DiskCacheEntry.metadata(key: "old", response: response())
             let body = bytes(100, seed: 1)
             var file = DiskCacheEntry.magic
-            for field in [UInt64(1) | UInt64(metadata.count) << 32, UInt64(body.count), XXH64.hash(metadata), XXH64.hash(body)] {
+            for field in [UInt64(1) | UInt64(metadata.count) << 32, UInt64(body.count), XXH3.hash(metadata), XXH3.hash(body)] {
                 withUnsafeBytes(of: field.littleEndian) { file.append(contentsOf: $0) }
             }
             try write(file + metadata + body, to: cache.filePath(for: "old"), mode: 0o600)
@@ -272,6 +272,20 @@ struct DiskCacheBodyFileTests {
 }
 
 extension DiskCacheBodyFileTests {
+    @Test func entryFilesOfVersionTwoAreMissesAndGo() throws {
+        try withDirectory { directory in
+            let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            #expect(cache.store(key: "k", response: response(), body: bytes(100, seed: 2)))
+            #expect(cache.lookup(key: "k") != nil)
+            // The same entry as version 2 wrote it (XXH64 checksums): the version alone turns it away
+            var file = try #require(FileManager.default.contents(atPath: cache.filePath(for: "k"))).map { $0 }
+            withUnsafeBytes(of: UInt32(2).littleEndian) { file.replaceSubrange(8..<12, with: $0) }
+            try write(file, to: cache.filePath(for: "k"), mode: 0o600)
+            #expect(cache.lookup(key: "k") == nil)
+            #expect(info(cache.filePath(for: "k")) == nil)
+        }
+    }
+
     @Test func oneOpeningServesTheEntryAndItsBody() throws {
         try withDirectory { directory in
             let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
@@ -307,7 +321,7 @@ extension DiskCacheBodyFileTests {
     private func streamed(_ directory: String, _ name: String, _ body: [UInt8], keeping: Bool = false) throws -> CacheBodyFile {
         CacheBodyFile(
             directory: try DirectoryHandle(opening: directory), name: name, length: Int64(body.count),
-            checksum: XXH64.hash(body), bytes: keeping ? body : nil)
+            checksum: XXH3.hash(body), bytes: keeping ? body : nil)
     }
 
     @Test func aStreamedBodyIsLinkedWithTheChecksumItCameWith() throws {

@@ -38,7 +38,7 @@ struct ResponseCacheStoredBodyTests {
         let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
         let now = Date()
         let described = CacheBodyFile(
-            directory: nil, name: file, length: Int64(body.count), checksum: XXH64.hash(body), bytes: kept ? body : nil)
+            directory: nil, name: file, length: Int64(body.count), checksum: XXH3.hash(body), bytes: kept ? body : nil)
         _ = cache.store(
             keys: [ResponseCache.key(for: request)], request: request, head: head, requestTime: now, responseTime: now,
             body: described)

@@ -77,7 +77,7 @@ struct TransferDataReportTests {
             // And the last report, made before completion, is the whole body
             #expect(seen.receivedAtCompletion == Int64(size))
             let result = try #require(seen.result)
-            #expect(result.failure == nil && result.size == Int64(size) && result.checksum == XXH64.hash(body))
+            #expect(result.failure == nil && result.size == Int64(size) && result.checksum == XXH3.hash(body))
             #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/body.part")) == Data(body))
         }
     }

@@ -13,75 +13,27 @@ import os
 import struct
 
 import pytest
+import xxhash
 
 from origin import pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
 MAGIC = b"CRCH\r\n\x1a\n"
-HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH64s, body id
+HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH3-64s, body id
 
-# ------------------------------------------------------------------ XXH64
-
-_P1 = 0x9E3779B185EBCA87
-_P2 = 0xC2B2AE3D27D4EB4F
-_P3 = 0x165667B19E3779F9
-_P4 = 0x85EBCA77C2B2AE63
-_P5 = 0x27D4EB2F165667C5
-_M = (1 << 64) - 1
+# ------------------------------------------------------------------ XXH3-64
 
 
-def _rotl(x: int, n: int) -> int:
-    return ((x << n) | (x >> (64 - n))) & _M
+def xxh3(data: bytes) -> int:
+    """XXH3-64 as the disk cache checksums entries (seed 0), from the xxhash
+    package's own copy of the reference implementation."""
+    return xxhash.xxh3_64_intdigest(data)
 
 
-def _round(acc: int, lane: int) -> int:
-    return (_rotl((acc + lane * _P2) & _M, 31) * _P1) & _M
-
-
-def _merge(h: int, v: int) -> int:
-    return ((h ^ _round(0, v)) * _P1 + _P4) & _M
-
-
-def xxh64(data: bytes, seed: int = 0) -> int:
-    """XXH64 as the disk cache checksums entries (seed 0)."""
-    n, i = len(data), 0
-    if n >= 32:
-        v = [(seed + _P1 + _P2) & _M, (seed + _P2) & _M, seed, (seed - _P1) & _M]
-        while i + 32 <= n:
-            lanes = struct.unpack_from("<4Q", data, i)
-            v = [_round(a, lane) for a, lane in zip(v, lanes)]
-            i += 32
-        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M
-        for lane in v:
-            h = _merge(h, lane)
-    else:
-        h = (seed + _P5) & _M
-    h = (h + n) & _M
-    while i + 8 <= n:
-        h ^= _round(0, struct.unpack_from("<Q", data, i)[0])
-        h = (_rotl(h, 27) * _P1 + _P4) & _M
-        i += 8
-    if i + 4 <= n:
-        h ^= (struct.unpack_from("<I", data, i)[0] * _P1) & _M
-        h = (_rotl(h, 23) * _P2 + _P3) & _M
-        i += 4
-    while i < n:
-        h ^= (data[i] * _P5) & _M
-        h = (_rotl(h, 11) * _P1) & _M
-        i += 1
-    h ^= h >> 33
-    h = (h * _P2) & _M
-    h ^= h >> 29
-    h = (h * _P3) & _M
-    return h ^ (h >> 32)
-
-
-def test_xxh64_reference_values():
-    # The published test vectors of XXH64 with seed 0.
-    assert xxh64(b"") == 0xEF46DB3751D8E999
-    assert xxh64(b"a") == 0xD24EC4F1A98C6E5B
-    assert xxh64(b"abc") == 0x44BC2CF5AD770999
-    assert xxh64(b"Nobody inspects the spammish repetition") == 0xFBCEA83C8A378BF1
+def test_xxh3_reference_values():
+    assert xxh3(b"") == 0x2D06800538D394C2
+    assert xxh3(b"abc") == 0x78AF5F94892F3950
+    assert xxh3(b"Nobody inspects the spammish repetition") == 0x6CB00603B5CC47E9
 
 
 # ------------------------------------------------------------------ entries
@@ -92,8 +44,8 @@ def entry_bytes(metadata: bytes, body: bytes, **overrides: int) -> bytes:
     ``overrides`` replace header fields (version, metadata_length,
     body_length, metadata_sum, body_sum, body_id) with values of their own.
     The body itself lives in the body file the body id names."""
-    fields = {"version": 2, "metadata_length": len(metadata), "body_length": len(body),
-              "metadata_sum": xxh64(metadata), "body_sum": xxh64(body), "body_id": 0}
+    fields = {"version": 3, "metadata_length": len(metadata), "body_length": len(body),
+              "metadata_sum": xxh3(metadata), "body_sum": xxh3(body), "body_id": 0}
     fields.update(overrides)
     header = HEADER.pack(MAGIC, fields["version"], fields["metadata_length"], fields["body_length"],
                          fields["metadata_sum"], fields["body_sum"], fields["body_id"])
@@ -107,17 +59,17 @@ def body_path(entry_path: str, body_id: int) -> str:
 
 def read_entry(path: str) -> tuple[dict, bytes, bytes, int]:
     """The metadata object, the metadata's bytes, the body and the body id
-    of an entry, after checking its header against our own XXH64."""
+    of an entry, after checking its header against our own XXH3-64."""
     with open(path, "rb") as f:
         data = f.read()
     magic, version, metadata_length, body_length, metadata_sum, body_sum, body_id = HEADER.unpack_from(data)
-    assert magic == MAGIC and version == 2
+    assert magic == MAGIC and version == 3
     metadata = data[HEADER.size:]
     assert len(metadata) == metadata_length
     with open(body_path(path, body_id), "rb") as f:
         body = f.read()
     assert len(body) == body_length
-    assert xxh64(metadata) == metadata_sum and xxh64(body) == body_sum, "XXH64 differs from courier's"
+    assert xxh3(metadata) == metadata_sum and xxh3(body) == body_sum, "XXH3-64 differs from courier's"
     return json.loads(metadata), metadata, body, body_id
 
 
@@ -326,16 +278,17 @@ FILE_CASES = {
     "body length 2^63-1": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=2 ** 63 - 1),
     "body length 2^64-1": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=2 ** 64 - 1),
     "body length one more": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=len(b) + 1),
-    "body length 0": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=0, body_sum=xxh64(b"")),
+    "body length 0": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=0, body_sum=xxh3(b"")),
     "metadata length 2^32-1": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_length=2 ** 32 - 1),
     "metadata length 0": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_length=0),
-    "wrong metadata checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_sum=xxh64(m) ^ 1),
-    "wrong body checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, body_sum=xxh64(b) ^ 1),
+    "wrong metadata checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_sum=xxh3(m) ^ 1),
+    "wrong body checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, body_sum=xxh3(b) ^ 1),
     "another body id": lambda m, b, i: entry_bytes(m, b, body_id=i ^ 1),
     "version 1": lambda m, b, i: entry_bytes(m, b, body_id=i, version=1),
+    "version 2 (XXH64 checksums)": lambda m, b, i: entry_bytes(m, b, body_id=i, version=2),
     "version 2^32-1": lambda m, b, i: entry_bytes(m, b, body_id=i, version=2 ** 32 - 1),
     "version 1 with its body inline": lambda m, b, i: (
-        struct.pack("<8sIIQQQ", MAGIC, 1, len(m), len(b), xxh64(m), xxh64(b)) + m + b),
+        struct.pack("<8sIIQQQ", MAGIC, 1, len(m), len(b), xxh3(m), xxh3(b)) + m + b),
     "metadata cut": lambda m, b, i: entry_bytes(m, b, body_id=i)[:-1],
     "bytes past the metadata": lambda m, b, i: entry_bytes(m, b, body_id=i) + b"x",
     "header only": lambda m, b, i: entry_bytes(m, b, body_id=i)[:HEADER.size],
@@ -436,7 +389,7 @@ def _check_fresh_courier(courier, origin, url: str, body: bytes) -> dict:
 def test_rewritten_entry_is_served(courier, origin, cache_dir):
     # Given an entry rewritten unchanged by this file's own writer
     url, body, hits = _store_and_corrupt(courier, origin, cache_dir, "control", _metadata_file(lambda m: m))
-    # Then a fresh courier serves it from disk: the format and XXH64 agree
+    # Then a fresh courier serves it from disk: the format and XXH3-64 agree
     outcome = _check_fresh_courier(courier, origin, url, body)
     assert outcome["source"] == "disk" and origin.hits("/res/control") == hits
 

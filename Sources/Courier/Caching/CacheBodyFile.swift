@@ -6,7 +6,7 @@ import Darwin
 #endif
 
 /// A body file to be stored, described by what was written to it: its name
-/// in an open directory, the length and XXH64 of the bytes written, and
+/// in an open directory, the length and XXH3-64 of the bytes written, and
 /// those bytes when they were kept. A transfer takes the length and checksum
 /// as the bytes stream into the file, so storing the body never reads the
 /// file back; a file changed between the transfer and a read of the stored
@@ -18,7 +18,7 @@ struct CacheBodyFile: Sendable {
     let directory: DirectoryHandle?
     let name: String
     let length: Int64
-    /// XXH64 of the `length` bytes written.
+    /// XXH3-64 of the `length` bytes written.
     let checksum: UInt64
     /// The whole body, when it was kept while it streamed.
     let bytes: [UInt8]?
@@ -61,7 +61,7 @@ struct CacheBodyFile: Sendable {
         defer { close(source) }
         var info = stat()
         guard fstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == length,
-            let read = CacheFileIO.read(source, count: Int(length), at: 0), XXH64.hash(read) == checksum
+            let read = CacheFileIO.read(source, count: Int(length), at: 0), XXH3.hash(read) == checksum
         else { return nil }
         return read
     }

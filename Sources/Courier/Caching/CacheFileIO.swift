@@ -60,10 +60,10 @@ enum CacheFileIO {
     }
 
     /// Copies `length` bytes of `source` from `offset` to `destination`'s
-    /// current position; their XXH64, or nil on an I/O error or a source
+    /// current position; their XXH3-64, or nil on an I/O error or a source
     /// shorter than `length`.
     static func copy(from source: Int32, offset: Int64, length: Int64, to destination: Int32) -> UInt64? {
-        var hasher = XXH64()
+        let hasher = XXH3()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         var done: Int64 = 0
@@ -77,10 +77,10 @@ enum CacheFileIO {
         return hasher.finalize()
     }
 
-    /// The XXH64 of `length` bytes of `source` from its start, or nil on an
+    /// The XXH3-64 of `length` bytes of `source` from its start, or nil on an
     /// I/O error or a source shorter than `length`.
     static func hash(_ source: Int32, length: Int64) -> UInt64? {
-        var hasher = XXH64()
+        let hasher = XXH3()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         var done: Int64 = 0

@@ -17,7 +17,7 @@ import Locking
 /// destination costs one write of its body; otherwise the body is copied.
 /// The inode is then shared with the client's destination: a client that
 /// rewrites, truncates or appends to its file in place changes the cache's
-/// body too, which the length check on every open and the XXH64 check on
+/// body too, which the length check on every open and the XXH3-64 check on
 /// every read of the body catch, discarding the entry. The recency of an
 /// entry lives on its entry file, so a hit never touches a client's file.
 ///
@@ -160,7 +160,7 @@ final class DiskCache: Sendable {
     /// used; nil, and the entry deleted, when the body fails its check.
     private func readBody(_ opened: Opened) -> [UInt8]? {
         guard let body = CacheFileIO.read(opened.bodyFD, count: Int(opened.header.bodyLength), at: 0),
-            XXH64.hash(body) == opened.header.bodyChecksum
+            XXH3.hash(body) == opened.header.bodyChecksum
         else {
             discard(opened)
             return nil
@@ -203,7 +203,7 @@ final class DiskCache: Sendable {
             remove(key: key)
             return false
         }
-        return write(key: key, response: response, body: .bytes(body, checksum: XXH64.hash(body))) != nil
+        return write(key: key, response: response, body: .bytes(body, checksum: XXH3.hash(body))) != nil
     }
 
     /// Stores the body `file` describes under `key`, with the length and
@@ -400,7 +400,7 @@ final class DiskCache: Sendable {
 
         let metadata = DiskCacheEntry.metadata(key: key, response: response)
         let header = DiskCacheEntry.Header(
-            metadataLength: metadata.count, bodyLength: placed.length, metadataChecksum: XXH64.hash(metadata),
+            metadataLength: metadata.count, bodyLength: placed.length, metadataChecksum: XXH3.hash(metadata),
             bodyChecksum: placed.checksum, bodyID: placed.id)
         let temporary = "\(path)/\(Self.temporaryPrefix)\(suffix)"
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -528,7 +528,7 @@ final class DiskCache: Sendable {
             return nil
         }
         let metadata = bytes[DiskCacheEntry.headerLength...]
-        guard header.fileLength == size, XXH64.hash(Array(metadata)) == header.metadataChecksum,
+        guard header.fileLength == size, XXH3.hash(Array(metadata)) == header.metadataChecksum,
             let (storedKey, response) = DiskCacheEntry.parseMetadata(Array(metadata)), storedKey.isExactly(key)
         else {
             removeIfSame(fd, entryPath, name: name, header: header)
@@ -623,7 +623,7 @@ final class DiskCache: Sendable {
         clock_gettime(CLOCK_REALTIME, &now)
         var bytes = Array(suffix.utf8)
         withUnsafeBytes(of: (Int64(now.tv_sec), Int64(now.tv_nsec))) { bytes.append(contentsOf: $0) }
-        return XXH64.hash(bytes)
+        return XXH3.hash(bytes)
     }
 
     /// A temporary file whose writer no longer runs. A writer in another PID

@@ -16,11 +16,11 @@ import JSON
 ///
 ///     offset  size  field
 ///          0     8  magic "CRCH\r\n\u{1A}\n"
-///          8     4  format version, little-endian (2)
+///          8     4  format version, little-endian (3)
 ///         12     4  metadata length
 ///         16     8  body length
-///         24     8  XXH64 of the metadata
-///         32     8  XXH64 of the body
+///         24     8  XXH3-64 of the metadata
+///         32     8  XXH3-64 of the body
 ///         40     8  body id
 ///
 /// The metadata object holds `key`, `url`, `status`, `headers` (an array of
@@ -42,7 +42,7 @@ struct DiskCacheEntry: Sendable, Equatable {
     var bodyPath: String
 
     static let magic: [UInt8] = [0x43, 0x52, 0x43, 0x48, 0x0D, 0x0A, 0x1A, 0x0A]
-    static let version: UInt32 = 2
+    static let version: UInt32 = 3
     static let headerLength = 48
     /// Larger metadata is taken for corruption.
     static let metadataLimit = 1 << 20

@@ -37,7 +37,7 @@ final class MemoryCache: Sendable {
     }
 
     /// A body file of the disk tier that an entry stands for: its path, and
-    /// the length and XXH64 the body had when it was stored.
+    /// the length and XXH3-64 the body had when it was stored.
     struct StoredBody: Sendable, Equatable {
         var path: String
         var length: Int

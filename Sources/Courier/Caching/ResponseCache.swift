@@ -32,7 +32,7 @@ final class ResponseCache: Sendable {
             var bytes = Array(key.utf8)
             bytes.append(UInt8(ascii: "\n"))
             withUnsafeBytes(of: response.responseTime.timeIntervalSince1970.bitPattern.littleEndian) { bytes += $0 }
-            return String(XXH64.hash(bytes), radix: 16)
+            return String(XXH3.hash(bytes), radix: 16)
         }
     }
 

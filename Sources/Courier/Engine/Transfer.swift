@@ -70,9 +70,9 @@ struct TransferResult: Sendable {
     /// The body's first bytes (up to `ImageInfo.sniffLength`), kept while
     /// they streamed by so nobody reads the file again to recognise an image.
     var head: [UInt8] = []
-    /// XXH64 of the `size` bytes written to the body file, taken as they
+    /// XXH3-64 of the `size` bytes written to the body file, taken as they
     /// were written, so the cache stores the body without reading it back.
-    var checksum = XXH64().finalize()
+    var checksum = XXH3.empty
     /// The whole body, when it stayed within the transfer's copy limit.
     var bytes: [UInt8]? = nil
     /// The redirect responses followed on the way, oldest first.
@@ -176,7 +176,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     static let reportStride: Int64 = 256 << 10
     private var firstBytes: [UInt8] = []
     /// Of the bytes written to the body file.
-    private var hasher = XXH64()
+    private let hasher = XXH3()
     /// The bytes written to the body file, until they pass `copyLimit`.
     private var copy: [UInt8]?
     private var stopReason: TransferFailure?

@@ -1,0 +1,38 @@
+import CLibxxhash
+
+/// XXH3-64 (seed 0), libxxhash's, with the vector unit the processor has
+/// (AVX2 where there is one): the checksum of disk cache entries, taken as
+/// bodies stream in and again whenever a stored body is read.
+final class XXH3 {
+    private let state: OpaquePointer
+
+    init() {
+        guard let state = XXH3_createState() else { fatalError("out of memory") }
+        self.state = state
+        XXH3_64bits_reset(state)
+    }
+
+    deinit { XXH3_freeState(state) }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        XXH3_64bits_update_dispatch(state, base, bytes.count)
+    }
+
+    func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    func finalize() -> UInt64 { XXH3_64bits_digest(state) }
+
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        XXH3_64bits_dispatch(bytes.baseAddress, bytes.count)
+    }
+
+    static func hash(_ bytes: [UInt8]) -> UInt64 {
+        bytes.withUnsafeBytes { hash($0) }
+    }
+
+    /// The checksum of no bytes.
+    static let empty = hash([])
+}
