@@ -1,8 +1,9 @@
 import CLibxxhash
 
-/// XXH3-64 (seed 0), libxxhash's, with the vector unit the processor has
-/// (AVX2 where there is one): the checksum of disk cache entries, taken as
-/// bodies stream in and again whenever a stored body is read.
+/// XXH3-64 (seed 0), libxxhash's, on x86-64 with the vector unit the
+/// processor has (AVX2 where there is one): the checksum of disk cache
+/// entries, taken as bodies stream in and again whenever a stored body is
+/// read.
 final class XXH3 {
     private let state: OpaquePointer
 
@@ -16,7 +17,11 @@ final class XXH3 {
 
     func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        #if arch(x86_64)
         XXH3_64bits_update_dispatch(state, base, bytes.count)
+        #else
+        XXH3_64bits_update(state, base, bytes.count)
+        #endif
     }
 
     func update(_ bytes: [UInt8]) {
@@ -26,7 +31,11 @@ final class XXH3 {
     func finalize() -> UInt64 { XXH3_64bits_digest(state) }
 
     static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        #if arch(x86_64)
         XXH3_64bits_dispatch(bytes.baseAddress, bytes.count)
+        #else
+        XXH3_64bits(bytes.baseAddress, bytes.count)
+        #endif
     }
 
     static func hash(_ bytes: [UInt8]) -> UInt64 {
