@@ -32,7 +32,10 @@ of its subjects, as that comparison asks.
 
 Every figure is the median of --runs runs; within a run the tools take turns
 (the order rotates from run to run) so that a change in the machine's load
-touches each alike. Ratios are taken within the run. Peak RSS is the
+touches each alike, and each turn starts after `sync`, so that no turn pays
+for writing back the files of the one before it (the on-disk row's files
+otherwise reach ext4 while the next tool, or the next workload, runs). Ratios
+are taken within the run. Peak RSS is the
 process's ru_maxrss from wait4.
 
     scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
@@ -345,6 +348,7 @@ def alternate(runs: int, subjects: dict[str, Callable[[int], Run]], label: str,
     for run in range(runs):
         shift = run % len(names)
         for name in names[shift:] + names[:shift]:
+            os.sync()
             result = subjects[name](run)
             rows[label].figures.setdefault(name, []).append(result.seconds * 1000)
             if rss_row is not None:
