@@ -82,6 +82,23 @@ struct TransferDataReportTests {
         }
     }
 
+    @Test(arguments: [100 << 10, 256 << 10, (256 << 10) + 1, 3 << 20 + 12345])
+    func bodiesOnEitherSideOfTheWritersLimitLandWhole(size: Int) throws {
+        try withDirectory { directory in
+            // Given a body written by the engine's thread (up to the limit) or by the body writer
+            let body = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) }
+            try Data(body).write(to: URL(fileURLWithPath: directory + "/source"))
+
+            // When it is transferred
+            let seen = try transfer(directory + "/source", into: directory, observer: Recorder(stops: false))
+
+            // Then the file holds it whole, and the result's size and checksum are its own
+            let result = try #require(seen.result)
+            #expect(result.failure == nil && result.size == Int64(size) && result.checksum == XXH3.hash(body))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/body.part")) == Data(body))
+        }
+    }
+
     @Test func theFirstBytesAndEveryStrideAreReportedAtOnceSoAStopLandsNearItsLimit() throws {
         try withDirectory { directory in
             // Given a 4 MiB body, more than one report stride, and an observer that stops it

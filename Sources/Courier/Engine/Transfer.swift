@@ -12,7 +12,8 @@ protocol TransferObserver: AnyObject, Sendable {
     /// The final response's headers are in (after any redirects); return
     /// false to stop the transfer.
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool
-    /// Bytes of the body have been written: `received` so far. Called for
+    /// Bytes of the body have arrived: `received` so far (a body larger
+    /// than `BodyWriter.directLimit` reaches its file a little later). Called for
     /// the first bytes, then after each turn of the engine in which some
     /// arrived and every `Transfer.reportStride` bytes within a turn, not
     /// per piece libcurl hands over; return false to stop the transfer.
@@ -162,7 +163,14 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     let isAbandoned = Atomic(false)
 
     private var easy: EasyHandle?
+    /// The body file, while this thread writes it.
     private var fd: Int32 = -1
+    /// Takes the body's writes once it is known to pass
+    /// `BodyWriter.directLimit`; then `stream` is the file's, and `pending`
+    /// the piece being filled.
+    private var writer: BodyWriter?
+    private var stream: BodyWriter.Stream?
+    private var pending: [UInt8] = []
     private var head = ResponseHead(status: 0, headers: [])
     private var announced = false
     private var received: Int64 = 0
@@ -204,7 +212,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         hopOptions.followRedirects = false
     }
 
-    func begin(on multi: MultiHandle) {
+    func begin(on multi: MultiHandle, writer: BodyWriter? = nil) {
+        self.writer = writer
         if let timeout = options.timeoutMilliseconds { deadline = MonotonicClock.now() + Double(timeout) / 1000 }
         start(hopOptions, on: multi)
     }
@@ -257,7 +266,23 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// Stops the transfer without reporting it, and removes its file.
     func abandon(on multi: MultiHandle) {
         release(on: multi)
+        if let stream, let writer {
+            writer.close(stream) { _ in }
+            self.stream = nil
+            pending = []
+        }
         body.remove()
+    }
+
+    /// How `complete` left the transfer.
+    enum Completion {
+        /// The next hop of a redirect has started.
+        case redirected
+        /// The observer has heard how it ended.
+        case ended
+        /// The body writer may still have bytes of it to write: close the
+        /// stream through the writer, then call `finish(writeFailure:)`.
+        case flushing(BodyWriter.Stream)
     }
 
     /// Tells the observer of the bytes that arrived since it last heard;
@@ -274,13 +299,13 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     /// The transfer's easy handle has finished: reports the outcome, or
-    /// starts the next hop of a redirect and returns false.
-    @discardableResult
-    func complete(code: Int32, on multi: MultiHandle) -> Bool {
+    /// starts the next hop of a redirect, or hands the outcome's last step
+    /// to the body writer.
+    func complete(code: Int32, on multi: MultiHandle) -> Completion {
         reportData()
         if redirecting, code == 0, stopReason == nil {
             do throws(TransferFailure) {
-                if try followRedirect(on: multi) { return false }
+                if try followRedirect(on: multi) { return .redirected }
             } catch {
                 stopReason = error
             }
@@ -299,7 +324,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         } else if failure != nil, code != 0 {
             failure?.curlCode = code
         }
-        if failure == nil, fd < 0 {
+        if failure == nil, fd < 0, stream == nil {
             do throws(Destination.Failure) {
                 fd = try body.create()
                 if copyLimit > 0 { copy = [] }
@@ -315,6 +340,24 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             }
         }
         release(on: multi)
+        if let stream, let writer {
+            if failure == nil { writer.write(pending, to: stream) }
+            pending = []
+            self.stream = nil
+            stopReason = failure
+            return .flushing(stream)
+        }
+        finish(failure)
+        return .ended
+    }
+
+    /// The body writer has written and closed the body file: reports the
+    /// outcome `complete` found, or the writer's failure.
+    func finish(writeFailure: TransferFailure?) {
+        finish(stopReason ?? writeFailure)
+    }
+
+    private func finish(_ failure: TransferFailure?) {
         if failure != nil { body.remove() }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
@@ -322,7 +365,14 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             checksum: hasher.finalize(), bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure)
         copy = nil
         observer.transferDidComplete(self, result)
-        return true
+    }
+
+    /// From here on the body writer writes the body file, when there is one.
+    private func handOverFile() {
+        guard let writer else { return }
+        stream = BodyWriter.Stream(fd: fd, path: body.path)
+        fd = -1
+        pending = writer.buffer()
     }
 
     /// Ends the transfer at the next callback with `failure` as its reason.
@@ -408,15 +458,22 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
                 copy = []
                 copy?.reserveCapacity(Int(announcedLength))
             }
+            if announcedLength > BodyWriter.directLimit { handOverFile() }
         }
-        var offset = 0
-        while offset < data.count {
-            let written = write(fd, data.baseAddress! + offset, data.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return stop(TransferFailure(code: .io, message: "cannot write \(body.path): \(String(cString: strerror(errno)))"))
+        if stream == nil, received + Int64(data.count) > BodyWriter.directLimit { handOverFile() }
+        if let stream, let writer {
+            if let failure = stream.failure { return stop(failure) }
+            if pending.count + data.count > pending.capacity {
+                writer.write(pending, to: stream)
+                pending = writer.buffer()
             }
-            offset += written
+            if data.count > pending.capacity {
+                writer.write(Array(data), to: stream)
+            } else {
+                pending.append(contentsOf: data)
+            }
+        } else if let failure = BodyWriter.writeAll(data, to: fd, path: body.path) {
+            return stop(failure)
         }
         received += Int64(data.count)
         hasher.update(data)

@@ -19,6 +19,8 @@ final class TransferEngine: Sendable {
         case cancel(Transfer)
         case pause(Transfer)
         case resume(Transfer)
+        /// The body writer has closed the transfer's file.
+        case flushed(Transfer, TransferFailure?)
         case shutdown
     }
 
@@ -28,6 +30,7 @@ final class TransferEngine: Sendable {
     /// it is torn down.
     private let wakeable = Locked<MultiHandle?>(nil)
     private let inbox = Locked<[Command]>([])
+    private let writer = BodyWriter()
     private let stopped = DispatchSemaphore(value: 0)
     private let logger: Logger
     /// Runs one turn of the loop with the notifications it causes sent as
@@ -84,7 +87,7 @@ final class TransferEngine: Sendable {
             switch command {
             case .start(let transfer):
                 active[ObjectIdentifier(transfer)] = transfer
-                transfer.begin(on: multi)
+                transfer.begin(on: multi, writer: writer)
             case .cancel(let transfer):
                 if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
                     transfer.abandon(on: multi)
@@ -93,8 +96,13 @@ final class TransferEngine: Sendable {
                 if active[ObjectIdentifier(transfer)] != nil { transfer.pause() }
             case .resume(let transfer):
                 if active[ObjectIdentifier(transfer)] != nil { transfer.resume() }
+            case .flushed(let transfer, let failure):
+                if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
+                    transfer.finish(writeFailure: failure)
+                }
             case .shutdown:
                 for transfer in active.values { transfer.abandon(on: multi) }
+                writer.stop()
                 wakeable.withLock { $0 = nil }
                 multi.cleanup()
                 logger.debug("transfer engine stopped")
@@ -106,7 +114,14 @@ final class TransferEngine: Sendable {
         for transfer in active.values { transfer.reportData() }
         for (handle, code) in multi.completed() {
             guard let transfer = handle.delegate as? Transfer, active[ObjectIdentifier(transfer)] != nil else { continue }
-            if transfer.complete(code: code, on: multi) { active[ObjectIdentifier(transfer)] = nil }
+            switch transfer.complete(code: code, on: multi) {
+            case .redirected:
+                break
+            case .ended:
+                active[ObjectIdentifier(transfer)] = nil
+            case .flushing(let stream):
+                writer.close(stream) { [self] failure in send(.flushed(transfer, failure)) }
+            }
         }
         return true
     }

@@ -1,0 +1,148 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Locking
+
+/// Writes the bodies of large transfers to their files on a thread of its
+/// own, so that the engine's thread spends its turns receiving: writing a
+/// body into the page cache costs about as much as receiving it, and the
+/// two now run on two cores. Bodies up to `directLimit` are still written
+/// by the engine's thread as they arrive, where a hand-over would cost more
+/// than the write.
+///
+/// The engine fills buffers of `pieceSize` and hands them over; they are
+/// written in the order they were handed over. At most `queueLimit` bytes
+/// wait: past that the engine's thread waits for the writer, as it would
+/// have waited on a slow disk itself. A stream's file descriptor belongs to
+/// the writer from the hand-over on and is closed by it, after the last
+/// piece, when the engine closes the stream.
+final class BodyWriter: Sendable {
+    static let directLimit: Int64 = 256 << 10
+    static let pieceSize = 256 << 10
+    let queueLimit: Int
+
+    /// One body file's writes.
+    final class Stream: Sendable {
+        let fd: Int32
+        let path: String
+        private let failed = Locked<TransferFailure?>(nil)
+
+        init(fd: Int32, path: String) {
+            self.fd = fd
+            self.path = path
+        }
+
+        /// The first write that failed; nothing more is written after it.
+        var failure: TransferFailure? { failed.withLock { $0 } }
+
+        fileprivate func fail(_ failure: TransferFailure) { failed.withLock { $0 = $0 ?? failure } }
+    }
+
+    private enum Job {
+        case write(Stream, [UInt8])
+        case close(Stream, @Sendable (TransferFailure?) -> Void)
+        case stop
+    }
+
+    private struct State {
+        var jobs: [Job] = []
+        var queuedBytes = 0
+        /// Emptied buffers, for the engine to fill again instead of
+        /// allocating (and faulting in) new ones.
+        var spare: [[UInt8]] = []
+    }
+
+    private let state = Monitor(State())
+
+    init(queueLimit: Int = 2 << 20) {
+        self.queueLimit = queueLimit
+        startThread(named: "courier.bodies") { [self] in run() }
+    }
+
+    /// An empty buffer with room for `pieceSize` bytes.
+    func buffer() -> [UInt8] {
+        if let spare = state.withLock({ $0.spare.popLast() }) { return spare }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(Self.pieceSize)
+        return buffer
+    }
+
+    /// Hands `bytes` over to be written to `stream`'s file, after what was
+    /// handed over before; waits while the queue is full.
+    func write(_ bytes: [UInt8], to stream: Stream) {
+        guard !bytes.isEmpty else { return }
+        let count = bytes.count
+        state.wait(until: { $0.queuedBytes == 0 || $0.queuedBytes + count <= queueLimit }) { state in
+            state.jobs.append(.write(stream, bytes))
+            state.queuedBytes += count
+        }
+    }
+
+    /// Closes `stream`'s file once everything handed over for it is
+    /// written, then calls `then` on the writer's thread with the failure,
+    /// if a write failed.
+    func close(_ stream: Stream, then: @escaping @Sendable (TransferFailure?) -> Void) {
+        state.withLock { $0.jobs.append(.close(stream, then)) }
+    }
+
+    /// Lets the thread end once the jobs handed over before are done.
+    func stop() {
+        state.withLock { $0.jobs.append(.stop) }
+    }
+
+    private func run() {
+        while true {
+            var jobs = state.wait(until: { !$0.jobs.isEmpty }) { state in
+                defer { state.jobs = [] }
+                return state.jobs
+            }
+            // Taken out one by one, so that a written buffer is held here
+            // alone and is emptied in place for its next piece.
+            jobs.reverse()
+            while !jobs.isEmpty {
+                switch jobs.removeLast() {
+                case .write(let stream, var bytes):
+                    Self.write(bytes, to: stream)
+                    let count = bytes.count
+                    bytes.removeAll(keepingCapacity: true)
+                    state.withLock { state in
+                        state.queuedBytes -= count
+                        if state.spare.count < 4, bytes.capacity >= Self.pieceSize { state.spare.append(bytes) }
+                    }
+                case .close(let stream, let then):
+                    closeFile(stream.fd)
+                    then(stream.failure)
+                case .stop:
+                    return
+                }
+            }
+        }
+    }
+
+    private static func write(_ bytes: [UInt8], to stream: Stream) {
+        guard stream.failure == nil else { return }
+        if let failure = bytes.withUnsafeBytes({ writeAll($0, to: stream.fd, path: stream.path) }) { stream.fail(failure) }
+    }
+
+    /// Writes every byte of `bytes` to `fd`, retrying short writes and
+    /// interruptions: nil, or why it could not.
+    static func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32, path: String) -> TransferFailure? {
+        var offset = 0
+        while offset < bytes.count {
+            let written = writeFile(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else {
+                let reason = written < 0 ? String(cString: strerror(errno)) : "nothing was written"
+                return TransferFailure(code: .io, message: "cannot write \(path): \(reason)")
+            }
+            offset += written
+        }
+        return nil
+    }
+}
+
+private func writeFile(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int { write(fd, bytes, count) }
+
+private func closeFile(_ fd: Int32) { close(fd) }

@@ -1,0 +1,35 @@
+/// A value guarded by a mutex, with a condition variable for threads that
+/// wait for it to change: the only way to the value is through `withLock`
+/// and `wait(until:then:)`, and every change wakes whoever waits.
+public final class Monitor<Value>: @unchecked Sendable {
+    private let condition = Condition()
+    /// Read and written only with `condition`'s lock held.
+    private var value: Value
+
+    public init(_ value: Value) {
+        self.value = value
+    }
+
+    /// Runs `body` with the value, holding the lock, then wakes the waiters
+    /// (a broadcast nobody waits for costs no system call).
+    public func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        return body(&value)
+    }
+
+    /// Waits until `ready` holds for the value, then runs `body` with it
+    /// before letting the lock go, and wakes the other waiters.
+    public func wait<Result>(until ready: (Value) -> Bool, then body: (inout Value) -> Result) -> Result {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        while !ready(value) { condition.wait() }
+        return body(&value)
+    }
+}
