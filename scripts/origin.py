@@ -19,7 +19,7 @@ when it is a pipe, reaches end of file).
 Routes (GET, and HEAD where it makes sense):
 
     /                       index text
-    /bytes/N                N bytes of pattern(N, seed); ?seed=S ?chunked=1
+    /bytes/N                N bytes of pattern(N, seed); ?seed=S ?chunked=1 ?cache-control=V
     /drip                   ?size=N&chunks=K&interval=S&length=0&delay=S&seed=S
     /stall                  ?after=N&hold=S: announce 1000000 bytes, send N, hang
     /truncate               ?size=N&send=M: announce N bytes, send M, close
@@ -603,15 +603,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if n < 0:
             raise ValueError("negative size")
         body = pattern(n, self.q.get("seed", ""))
+        caching = [("Cache-Control", self.q["cache-control"])] if "cache-control" in self.q else []
         if self.q.get("chunked") == "1":
             self._start(200, [("Content-Type", "application/octet-stream"),
-                              ("Transfer-Encoding", "chunked")])
+                              ("Transfer-Encoding", "chunked"), *caching])
             view = memoryview(body)
             for i in range(0, len(view), 64 * 1024):
                 self._write_chunk(view[i:i + 64 * 1024])
             self._end_chunks()
         else:
-            self._send(200, body, "application/octet-stream")
+            self._send(200, body, "application/octet-stream", caching)
 
     def _drip(self, _):
         size = self._int("size", 1000)

@@ -16,29 +16,35 @@ struct BodyWriterTests {
         try body(path)
     }
 
-    /// Closes `stream` and waits for the writer to say it is closed.
-    private func close(_ stream: BodyWriter.Stream, on writer: BodyWriter) -> TransferFailure?? {
-        let closed = Locked<TransferFailure??>(nil)
+    /// Closes `stream` and waits for the writer to say it is closed: the
+    /// failure it reports and the checksum.
+    private func close(_ stream: BodyWriter.Stream, on writer: BodyWriter) -> (TransferFailure?, UInt64)? {
+        let closed = Locked<(TransferFailure?, UInt64)?>(nil)
         let done = DispatchSemaphore(value: 0)
-        writer.close(stream) { failure in
-            closed.withLock { $0 = .some(failure) }
+        writer.close(stream) { failure, checksum in
+            closed.withLock { $0 = (failure, checksum) }
             done.signal()
         }
         guard done.wait(timeout: .now() + 20) == .success else { return nil }
         return closed.withLock { $0 }
     }
 
-    @Test func piecesAreWrittenInTheOrderTheyWereHandedOver() throws {
+    @Test func piecesAreWrittenInTheOrderTheyWereHandedOverAndHashedAfterWhatCameBefore() throws {
         try withFile { path in
             // Given a writer whose queue holds less than what will be handed over
             let writer = BodyWriter(queueLimit: 64 << 10)
             defer { writer.stop() }
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
             try #require(fd >= 0)
-            let stream = BodyWriter.Stream(fd: fd, path: path)
+            // And a body whose first bytes the engine wrote and hashed itself
+            let first: [UInt8] = Array("the engine's own bytes".utf8)
+            try #require(write(fd, first, first.count) == first.count)
+            let hashed = XXH3()
+            hashed.update(first)
+            let stream = BodyWriter.Stream(fd: fd, path: path, hashed: hashed)
 
             // When pieces of different sizes and contents are handed over, some filling the queue
-            var expected: [UInt8] = []
+            var expected: [UInt8] = first
             for index in 0..<60 {
                 var piece = writer.buffer()
                 piece.append(contentsOf: repeatElement(UInt8(index), count: 1 + (index * 7919) % (40 << 10)))
@@ -46,10 +52,12 @@ struct BodyWriterTests {
                 writer.write(piece, to: stream)
             }
 
-            // Then once the stream is closed the file holds them all, in order, and no failure is reported
-            let closed = try #require(close(stream, on: writer))
-            #expect(closed == nil)
+            // Then once the stream is closed the file holds them all, in order, after the first bytes
+            let (failure, checksum) = try #require(close(stream, on: writer))
+            #expect(failure == nil)
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(expected))
+            // And the checksum is the whole body's
+            #expect(checksum == XXH3.hash(expected))
         }
     }
 
@@ -68,7 +76,7 @@ struct BodyWriterTests {
             writer.write([4, 5, 6], to: stream)
 
             // Then closing it reports an `io` failure naming the file, and the file stays empty
-            let closed = try #require(close(stream, on: writer))
+            let (closed, _) = try #require(close(stream, on: writer))
             let failure = try #require(closed)
             #expect(failure.code == .io)
             #expect(failure.message.contains(path))

@@ -150,6 +150,25 @@ def test_memory_replacing_an_entry_adjusts_usage(courier, origin):
     assert origin.hits("/res/rep") == 2
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_past_the_engines_own_writes_is_stored_whole(courier, origin, tmp_path, chunked):
+    # 700,000 bytes: courier's transfer loop writes bodies up to 256 KiB
+    # itself and hands larger ones to its body writer, at the first byte
+    # when the length is announced, past 256 KiB (the checksum carried on
+    # from the loop's) when it is not.
+    size = 700_000
+    url = origin.url(f"/bytes/{size}?seed=big&cache-control=max-age%3D3600" + ("&chunked=1" if chunked else ""))
+    c = courier(*NO_MEMORY)
+    first = c.fetch(url, destination=str(tmp_path / "first.bin"))
+    assert first["ok"] and first["source"] == "network" and first["size"] == size
+    assert (tmp_path / "first.bin").read_bytes() == pattern(size, "big")
+    # The disk tier checks a body against its stored checksum when it reads it.
+    again = c.fetch(url, destination=str(tmp_path / "again.bin"))
+    assert again["ok"] and again["source"] == "disk"
+    assert (tmp_path / "again.bin").read_bytes() == pattern(size, "big")
+    assert origin.hits(f"/bytes/{size}") == 1
+
+
 def test_memory_cost_is_body_plus_overhead_and_large_bodies_stay_on_disk(courier, origin):
     c = courier(*SMALL_MEMORY)
     sizes = {"c1": 1000, "c2": 3000, "c3": 8 * KIB}  # 8 KiB = 1/8 of 64 KiB: still kept

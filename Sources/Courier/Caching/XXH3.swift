@@ -13,6 +13,13 @@ final class XXH3 {
         XXH3_64bits_reset(state)
     }
 
+    /// A hash that goes on from where `other` is.
+    init(continuing other: XXH3) {
+        guard let state = XXH3_createState() else { fatalError("out of memory") }
+        self.state = state
+        XXH3_copyState(state, other.state)
+    }
+
     deinit { XXH3_freeState(state) }
 
     func update(_ bytes: UnsafeRawBufferPointer) {

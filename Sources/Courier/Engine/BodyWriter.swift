@@ -17,7 +17,8 @@ import Locking
 /// wait: past that the engine's thread waits for the writer, as it would
 /// have waited on a slow disk itself. A stream's file descriptor belongs to
 /// the writer from the hand-over on and is closed by it, after the last
-/// piece, when the engine closes the stream.
+/// piece, when the engine closes the stream. The writer also takes the
+/// body's checksum from the bytes it writes.
 final class BodyWriter: Sendable {
     static let directLimit: Int64 = 256 << 10
     static let pieceSize = 256 << 10
@@ -28,10 +29,14 @@ final class BodyWriter: Sendable {
         let fd: Int32
         let path: String
         private let failed = Locked<TransferFailure?>(nil)
+        /// Of the body so far: the engine's hash of what it wrote itself,
+        /// continued here with every piece written.
+        fileprivate let hasher: Locked<XXH3>
 
-        init(fd: Int32, path: String) {
+        init(fd: Int32, path: String, hashed: XXH3 = XXH3()) {
             self.fd = fd
             self.path = path
+            hasher = Locked(XXH3(continuing: hashed))
         }
 
         /// The first write that failed; nothing more is written after it.
@@ -42,7 +47,7 @@ final class BodyWriter: Sendable {
 
     private enum Job {
         case write(Stream, [UInt8])
-        case close(Stream, @Sendable (TransferFailure?) -> Void)
+        case close(Stream, @Sendable (TransferFailure?, UInt64) -> Void)
         case stop
     }
 
@@ -82,8 +87,8 @@ final class BodyWriter: Sendable {
 
     /// Closes `stream`'s file once everything handed over for it is
     /// written, then calls `then` on the writer's thread with the failure,
-    /// if a write failed.
-    func close(_ stream: Stream, then: @escaping @Sendable (TransferFailure?) -> Void) {
+    /// if a write failed, and the checksum of the body.
+    func close(_ stream: Stream, then: @escaping @Sendable (TransferFailure?, UInt64) -> Void) {
         state.withLock { $0.jobs.append(.close(stream, then)) }
     }
 
@@ -113,7 +118,7 @@ final class BodyWriter: Sendable {
                     }
                 case .close(let stream, let then):
                     closeFile(stream.fd)
-                    then(stream.failure)
+                    then(stream.failure, stream.hasher.withLock { $0.finalize() })
                 case .stop:
                     return
                 }
@@ -123,7 +128,13 @@ final class BodyWriter: Sendable {
 
     private static func write(_ bytes: [UInt8], to stream: Stream) {
         guard stream.failure == nil else { return }
-        if let failure = bytes.withUnsafeBytes({ writeAll($0, to: stream.fd, path: stream.path) }) { stream.fail(failure) }
+        bytes.withUnsafeBytes { bytes in
+            if let failure = writeAll(bytes, to: stream.fd, path: stream.path) {
+                stream.fail(failure)
+            } else {
+                stream.hasher.withLock { $0.update(bytes) }
+            }
+        }
     }
 
     /// Writes every byte of `bytes` to `fd`, retrying short writes and

@@ -183,7 +183,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// most this far past them, whatever one read of libcurl brings.
     static let reportStride: Int64 = 256 << 10
     private var firstBytes: [UInt8] = []
-    /// Of the bytes written to the body file.
+    /// Of the bytes this thread wrote to the body file; the body writer
+    /// goes on from it.
     private let hasher = XXH3()
     /// The bytes written to the body file, until they pass `copyLimit`.
     private var copy: [UInt8]?
@@ -267,7 +268,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     func abandon(on multi: MultiHandle) {
         release(on: multi)
         if let stream, let writer {
-            writer.close(stream) { _ in }
+            writer.close(stream) { _, _ in }
             self.stream = nil
             pending = []
         }
@@ -347,22 +348,22 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             stopReason = failure
             return .flushing(stream)
         }
-        finish(failure)
+        finish(failure, checksum: hasher.finalize())
         return .ended
     }
 
     /// The body writer has written and closed the body file: reports the
     /// outcome `complete` found, or the writer's failure.
-    func finish(writeFailure: TransferFailure?) {
-        finish(stopReason ?? writeFailure)
+    func finish(writeFailure: TransferFailure?, checksum: UInt64) {
+        finish(stopReason ?? writeFailure, checksum: checksum)
     }
 
-    private func finish(_ failure: TransferFailure?) {
+    private func finish(_ failure: TransferFailure?, checksum: UInt64) {
         if failure != nil { body.remove() }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
             bodyPath: failure == nil ? body.path : nil, body: failure == nil ? body : nil, head: firstBytes,
-            checksum: hasher.finalize(), bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure)
+            checksum: checksum, bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure)
         copy = nil
         observer.transferDidComplete(self, result)
     }
@@ -370,7 +371,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// From here on the body writer writes the body file, when there is one.
     private func handOverFile() {
         guard let writer else { return }
-        stream = BodyWriter.Stream(fd: fd, path: body.path)
+        stream = BodyWriter.Stream(fd: fd, path: body.path, hashed: hasher)
         fd = -1
         pending = writer.buffer()
     }
@@ -476,7 +477,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             return stop(failure)
         }
         received += Int64(data.count)
-        hasher.update(data)
+        if stream == nil { hasher.update(data) }
         if copy != nil {
             if received <= Int64(copyLimit) {
                 copy?.append(contentsOf: data)

@@ -20,7 +20,7 @@ final class TransferEngine: Sendable {
         case pause(Transfer)
         case resume(Transfer)
         /// The body writer has closed the transfer's file.
-        case flushed(Transfer, TransferFailure?)
+        case flushed(Transfer, TransferFailure?, checksum: UInt64)
         case shutdown
     }
 
@@ -96,9 +96,9 @@ final class TransferEngine: Sendable {
                 if active[ObjectIdentifier(transfer)] != nil { transfer.pause() }
             case .resume(let transfer):
                 if active[ObjectIdentifier(transfer)] != nil { transfer.resume() }
-            case .flushed(let transfer, let failure):
+            case .flushed(let transfer, let failure, let checksum):
                 if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
-                    transfer.finish(writeFailure: failure)
+                    transfer.finish(writeFailure: failure, checksum: checksum)
                 }
             case .shutdown:
                 for transfer in active.values { transfer.abandon(on: multi) }
@@ -120,7 +120,7 @@ final class TransferEngine: Sendable {
             case .ended:
                 active[ObjectIdentifier(transfer)] = nil
             case .flushing(let stream):
-                writer.close(stream) { [self] failure in send(.flushed(transfer, failure)) }
+                writer.close(stream) { [self] failure, checksum in send(.flushed(transfer, failure, checksum: checksum)) }
             }
         }
         return true
