@@ -11,11 +11,12 @@ public final class Monitor<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with the value, holding the lock, then wakes the waiters
-    /// (a broadcast nobody waits for costs no system call).
-    public func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+    /// (a broadcast nobody waits for costs no system call) unless `wake` is
+    /// false: a change no waiter waits for should not wake one to look.
+    public func withLock<Result>(wake: Bool = true, _ body: (inout Value) -> Result) -> Result {
         condition.lock()
         defer {
-            condition.broadcast()
+            if wake { condition.broadcast() }
             condition.unlock()
         }
         return body(&value)

@@ -68,7 +68,7 @@ final class BodyWriter: Sendable {
 
     /// An empty buffer with room for `pieceSize` bytes.
     func buffer() -> [UInt8] {
-        if let spare = state.withLock({ $0.spare.popLast() }) { return spare }
+        if let spare = state.withLock(wake: false, { $0.spare.popLast() }) { return spare }
         var buffer: [UInt8] = []
         buffer.reserveCapacity(Self.pieceSize)
         return buffer
