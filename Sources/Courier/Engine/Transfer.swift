@@ -189,6 +189,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// The bytes written to the body file, until they pass `copyLimit`.
     private var copy: [UInt8]?
     private var stopReason: TransferFailure?
+    /// How the transfer ended, while the body writer closes its file.
+    private var ending: TransferFailure?
     /// The options of the hop under way.
     private var hopOptions: EasyOptions
     /// The current response is a redirect that will be followed: its body
@@ -282,7 +284,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         /// The observer has heard how it ended.
         case ended
         /// The body writer may still have bytes of it to write: close the
-        /// stream through the writer, then call `finish(writeFailure:)`.
+        /// stream through the writer, then call
+        /// `finish(writeFailure:checksum:)` with what it reports.
         case flushing(BodyWriter.Stream)
     }
 
@@ -345,7 +348,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             if failure == nil { writer.write(pending, to: stream) }
             pending = []
             self.stream = nil
-            stopReason = failure
+            ending = failure
             return .flushing(stream)
         }
         finish(failure, checksum: hasher.finalize())
@@ -355,7 +358,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// The body writer has written and closed the body file: reports the
     /// outcome `complete` found, or the writer's failure.
     func finish(writeFailure: TransferFailure?, checksum: UInt64) {
-        finish(stopReason ?? writeFailure, checksum: checksum)
+        finish(ending ?? writeFailure, checksum: checksum)
     }
 
     private func finish(_ failure: TransferFailure?, checksum: UInt64) {
