@@ -8,16 +8,19 @@ final class XXH3 {
     private let state: OpaquePointer
 
     init() {
-        guard let state = XXH3_createState() else { fatalError("out of memory") }
-        self.state = state
+        state = Self.makeState()
         XXH3_64bits_reset(state)
     }
 
     /// A hash that goes on from where `other` is.
     init(continuing other: XXH3) {
-        guard let state = XXH3_createState() else { fatalError("out of memory") }
-        self.state = state
+        state = Self.makeState()
         XXH3_copyState(state, other.state)
+    }
+
+    private static func makeState() -> OpaquePointer {
+        guard let state = XXH3_createState() else { fatalError("out of memory") }
+        return state
     }
 
     deinit { XXH3_freeState(state) }

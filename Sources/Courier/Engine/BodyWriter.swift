@@ -33,10 +33,10 @@ final class BodyWriter: Sendable {
         /// continued here with every piece written.
         fileprivate let hasher: Locked<XXH3>
 
-        init(fd: Int32, path: String, hashed: XXH3 = XXH3()) {
+        init(fd: Int32, path: String, hashed: XXH3? = nil) {
             self.fd = fd
             self.path = path
-            hasher = Locked(XXH3(continuing: hashed))
+            hasher = Locked(hashed.map(XXH3.init(continuing:)) ?? XXH3())
         }
 
         /// The first write that failed; nothing more is written after it.
