@@ -12,9 +12,9 @@ import Darwin
 /// them (swift-nio keeps `NIOLockedValueBox` on pthreads for the same
 /// reason).
 public final class Locked<Value>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     /// Read and written only with `mutex` held.
-    private var value: Value
+    @usableFromInline var value: Value
 
     public init(_ value: Value) {
         self.value = value
@@ -28,7 +28,9 @@ public final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    /// Runs `body` with the value, holding the lock.
+    /// Runs `body` with the value, holding the lock. Inlinable, so each
+    /// caller gets a copy made for its own value type and closure.
+    @inlinable
     public func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {

@@ -7,6 +7,7 @@ import Glibc
 import Darwin
 #endif
 import Locking
+import JSONRPC
 import Logging
 
 /// Runs the scheduler against the world: the one owner of its state, the
@@ -175,14 +176,25 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
 
     // MARK: - Transfer events, on the engine's thread
 
+    // The engine calls these through `TransferObserver`, whose witnesses
+    // for a generic class are the unspecialised code: every step of the
+    // scheduler below them would then go through value witnesses for
+    // `Waiter`. Each is made for the two waiters courier uses (the server's
+    // `Reply`, `courier get`'s `Int`), which it runs when it is one of them.
+    @_specialize(where Waiter == Reply)
+    @_specialize(where Waiter == Int)
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool {
         step { scheduler, now in scheduler.responseArrived(transfer.id, response, now: now) }
     }
 
+    @_specialize(where Waiter == Reply)
+    @_specialize(where Waiter == Int)
     func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool {
         step { scheduler, now in scheduler.dataArrived(transfer.id, received: received, expected: expected, now: now) }
     }
 
+    @_specialize(where Waiter == Reply)
+    @_specialize(where Waiter == Int)
     func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {
         step { scheduler, now in scheduler.transferEnded(transfer.id, result, now: now) }
     }
