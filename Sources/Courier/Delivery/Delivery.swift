@@ -156,9 +156,36 @@ struct Delivery {
         return stat(path, &info) == 0 ? Int64(info.st_size) : nil
     }
 
-    /// A safe file name from a URL's last path component.
+    /// A safe file name from a URL's last path component: its letters,
+    /// digits, `.`, `_` and `-`, every other character as `_`, at most 80
+    /// characters, and `body` when that leaves nothing but dots.
     static func fileName(for url: String) -> String {
-        let last = CurlURL(url)?.path.split(separator: "/").last.map(String.init) ?? ""
+        let path = CurlURL(url)?.path ?? ""
+        // In ASCII without CR (which pairs with LF into one character), a
+        // byte is a character: the usual path, done on bytes.
+        guard path.utf8.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "\r") }) else { return unicodeFileName(path) }
+        let slash = UInt8(ascii: "/")
+        let bytes = Array(path.utf8)
+        var end = bytes.endIndex
+        while end > 0, bytes[end - 1] == slash { end -= 1 }
+        var start = end
+        while start > 0, bytes[start - 1] != slash { start -= 1 }
+        var safe: [UInt8] = []
+        safe.reserveCapacity(min(end - start, 80))
+        for byte in bytes[start..<min(end, start + 80)] {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                safe.append(byte)
+            default:
+                safe.append(UInt8(ascii: "_"))
+            }
+        }
+        return safe.allSatisfy({ $0 == UInt8(ascii: ".") }) ? "body" : String(decoding: safe, as: UTF8.self)
+    }
+
+    private static func unicodeFileName(_ path: String) -> String {
+        let last = path.split(separator: "/").last.map(String.init) ?? ""
         let safe = String(last.map { $0.isLetter || $0.isNumber || "._-".contains($0) ? $0 : "_" }.prefix(80))
         return safe.isEmpty || safe.allSatisfy({ $0 == "." }) ? "body" : safe
     }
