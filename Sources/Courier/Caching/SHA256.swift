@@ -1,5 +1,5 @@
 /// SHA-256 (FIPS 180-4), for naming disk cache entries after their keys.
-struct SHA256 {
+enum SHA256 {
     private static let k: [UInt32] = [
         0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
         0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
@@ -11,57 +11,64 @@ struct SHA256 {
         0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
 
-    private var h: [UInt32] = [
+    private static let initial: [UInt32] = [
         0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
     ]
-    private var pending: [UInt8] = []
-    private var length: UInt64 = 0
 
-    mutating func update(_ bytes: some Sequence<UInt8>) {
-        for byte in bytes {
-            pending.append(byte)
-            length &+= 1
-            if pending.count == 64 {
-                compress(pending)
-                pending.removeAll(keepingCapacity: true)
+    /// The 32-byte digest of `bytes`.
+    static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
+        var message = Array(bytes)
+        let bits = UInt64(message.count) &* 8
+        message.append(0x80)
+        message.append(contentsOf: repeatElement(0, count: (120 - message.count % 64) % 64))
+        for shift in stride(from: 56, through: 0, by: -8) { message.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        var h = initial
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+            message.withUnsafeBufferPointer { message in
+                k.withUnsafeBufferPointer { k in
+                    h.withUnsafeMutableBufferPointer { h in
+                        for block in stride(from: 0, to: message.count, by: 64) {
+                            compress(message, at: block, schedule: w, k: k, h: h)
+                        }
+                    }
+                }
             }
         }
-    }
-
-    mutating func finalize() -> [UInt8] {
-        let bits = length &* 8
-        var tail: [UInt8] = [0x80]
-        while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
-        let savedLength = length
-        update(tail)
-        length = savedLength
-        return h.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> (24 - 8 * UInt32($0))) } }
-    }
-
-    static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
-        var hasher = SHA256()
-        hasher.update(bytes)
-        return hasher.finalize()
+        var digest: [UInt8] = []
+        digest.reserveCapacity(32)
+        for word in h {
+            digest.append(UInt8(truncatingIfNeeded: word >> 24))
+            digest.append(UInt8(truncatingIfNeeded: word >> 16))
+            digest.append(UInt8(truncatingIfNeeded: word >> 8))
+            digest.append(UInt8(truncatingIfNeeded: word))
+        }
+        return digest
     }
 
     /// The digest as 64 lower-case hex digits.
     static func hex(_ text: String) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
-        for byte in hash(text.utf8) {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+        let digest = hash(text.utf8)
+        return String(unsafeUninitializedCapacity: 64) { out in
+            let digits: StaticString = "0123456789abcdef"
+            digits.withUTF8Buffer { digits in
+                for (i, byte) in digest.enumerated() {
+                    out[2 * i] = digits[Int(byte >> 4)]
+                    out[2 * i + 1] = digits[Int(byte & 0x0f)]
+                }
+            }
+            return 64
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
-    private mutating func compress(_ block: [UInt8]) {
-        var w = [UInt32](repeating: 0, count: 64)
+    /// Folds the 64-byte block at `offset` of `message` into `h`.
+    private static func compress(
+        _ message: UnsafeBufferPointer<UInt8>, at offset: Int, schedule w: UnsafeMutableBufferPointer<UInt32>,
+        k: UnsafeBufferPointer<UInt32>, h: UnsafeMutableBufferPointer<UInt32>
+    ) {
         for i in 0..<16 {
-            w[i] = UInt32(block[4 * i]) << 24 | UInt32(block[4 * i + 1]) << 16 | UInt32(block[4 * i + 2]) << 8
-                | UInt32(block[4 * i + 3])
+            let at = offset + 4 * i
+            w[i] = UInt32(message[at]) << 24 | UInt32(message[at + 1]) << 16 | UInt32(message[at + 2]) << 8
+                | UInt32(message[at + 3])
         }
         for i in 16..<64 {
             let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
@@ -72,7 +79,7 @@ struct SHA256 {
         for i in 0..<64 {
             let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
             let choice = (e & f) ^ (~e & g)
-            let t1 = hh &+ s1 &+ choice &+ Self.k[i] &+ w[i]
+            let t1 = hh &+ s1 &+ choice &+ k[i] &+ w[i]
             let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
             let majority = (a & b) ^ (a & c) ^ (b & c)
             let t2 = s0 &+ majority
@@ -82,5 +89,5 @@ struct SHA256 {
         h[4] &+= e; h[5] &+= f; h[6] &+= g; h[7] &+= hh
     }
 
-    private func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
+    private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
 }
