@@ -90,4 +90,36 @@ struct HTTPDateTests {
             #expect(HTTPDate.parse(HTTPDate.format(date)) == date)
         }
     }
+
+    @Test func fixdatesReadWithoutLibcurlAsLibcurlReadsThem() {
+        // Given IMF-fixdates at random instants from 1583 through 9999
+        var random = SplitMix(seed: 0x6874_7470)
+        var texts = (0..<2000).map { _ in
+            HTTPDate.format(Date(timeIntervalSince1970: TimeInterval(Int64.random(in: HTTPDate.earliest...HTTPDate.latest, using: &random))))
+        }
+        // and the last days of every month of a common, a leap and a century year
+        for year in [1900, 2000, 2023, 2024] {
+            for month in ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"] {
+                for day in 27...31 { texts.append("Mon, \(day) \(month) \(year) 23:59:59 GMT") }
+            }
+        }
+        // When each is read by the fast path and by libcurl, then both agree
+        for text in texts {
+            #expect(HTTPDate.parse(text) == HTTPDate.parsedByLibcurl(text), "\(text)")
+        }
+        // and the canonical ones took the fast path
+        #expect(texts.prefix(2000).allSatisfy { HTTPDate.fixdateSeconds($0) != nil })
+    }
+
+    @Test(arguments: [
+        "sun, 06 nov 1994 08:49:37 GMT", "SUN, 06 NOV 1994 08:49:37 GMT", "Sun, 31 Nov 1994 08:49:37 GMT",
+        "Sun, 29 Feb 1900 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
+        "Sun, 06 Nov 1994 08:49:60 GMT", "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1582 08:49:37 GMT",
+        "Sun, 06 Xyz 1994 08:49:37 GMT", "Abc, 06 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC",
+        "Sun,  6 Nov 1994 08:49:37 GMT", "Sun, 0a Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 GMX",
+        "S\u{0}n, 06 Nov 1994 08:49:37 GMT", "Sun; 06 Nov 1994 08:49:37 GMT",
+    ])
+    func unusualFixdatesReadAsLibcurlReadsThem(_ text: String) {
+        #expect(HTTPDate.parse(text) == HTTPDate.parsedByLibcurl(text))
+    }
 }

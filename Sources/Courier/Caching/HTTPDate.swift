@@ -32,10 +32,76 @@ enum HTTPDate {
     /// The date `text` names, or nil when it is not an HTTP date or falls
     /// outside the years 1583 through 9999.
     static func parse(_ text: String) -> Date? {
+        if let seconds = fixdateSeconds(text) { return Date(timeIntervalSince1970: TimeInterval(seconds)) }
+        return parsedByLibcurl(text)
+    }
+
+    /// `parse` for every text, by libcurl.
+    static func parsedByLibcurl(_ text: String) -> Date? {
         guard hasDateWords(text), let seconds = CurlDate.parse(text), (earliest...latest).contains(seconds) else {
             return nil
         }
         return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
+    /// Seconds since 1970 for an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37
+    /// GMT`, the form origins send) naming a real day and time from 1583
+    /// through 9999: what libcurl reads from it, without its `sscanf`s.
+    /// Nil for any other text, which is left to libcurl.
+    static func fixdateSeconds(_ text: String) -> Int64? {
+        var text = text
+        return text.withUTF8 { bytes -> Int64? in
+            guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == UInt8(ascii: " "),
+                bytes[7] == UInt8(ascii: " "), bytes[11] == UInt8(ascii: " "), bytes[16] == UInt8(ascii: " "),
+                bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"),
+                bytes[25...].elementsEqual(" GMT".utf8),
+                weekdays.contains(where: { named($0, at: 0, in: bytes) }),
+                let month = months.firstIndex(where: { named($0, at: 8, in: bytes) }).map({ $0 + 1 }),
+                let day = number(bytes, 5, 2), let year = number(bytes, 12, 4), let hour = number(bytes, 17, 2),
+                let minute = number(bytes, 20, 2), let second = number(bytes, 23, 2),
+                (1583...9999).contains(year), (1...daysIn(month: month, year: year)).contains(day), hour < 24,
+                minute < 60, second < 60
+            else { return nil }
+            return Int64(days(year: year, month: month, day: day)) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
+        }
+    }
+
+    /// Whether the three letters at `offset` spell `name`, in any case.
+    private static func named(_ name: String, at offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = offset
+        for letter in name.utf8 {
+            guard isLetter(bytes[index]), bytes[index] | 0x20 == letter | 0x20 else { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// The `count` decimal digits at `offset`, or nil if any is not one.
+    private static func number(_ bytes: UnsafeBufferPointer<UInt8>, _ offset: Int, _ count: Int) -> Int? {
+        var value = 0
+        for byte in bytes[offset..<(offset + count)] {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    private static func days(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
     }
 
     /// Whether `text` holds only what the three HTTP date forms do: digits,
