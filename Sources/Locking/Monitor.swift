@@ -2,9 +2,9 @@
 /// wait for it to change: the only way to the value is through `withLock`
 /// and `wait(until:then:)`, and every change wakes whoever waits.
 public final class Monitor<Value>: @unchecked Sendable {
-    private let condition = Condition()
+    @usableFromInline let condition = Condition()
     /// Read and written only with `condition`'s lock held.
-    private var value: Value
+    @usableFromInline var value: Value
 
     public init(_ value: Value) {
         self.value = value
@@ -13,6 +13,7 @@ public final class Monitor<Value>: @unchecked Sendable {
     /// Runs `body` with the value, holding the lock, then wakes the waiters
     /// (a broadcast nobody waits for costs no system call) unless `wake` is
     /// false: a change no waiter waits for should not wake one to look.
+    @inlinable
     public func withLock<Result>(wake: Bool = true, _ body: (inout Value) -> Result) -> Result {
         condition.lock()
         defer {
@@ -24,6 +25,7 @@ public final class Monitor<Value>: @unchecked Sendable {
 
     /// Waits until `ready` holds for the value, then runs `body` with it
     /// before letting the lock go, and wakes the other waiters.
+    @inlinable
     public func wait<Result>(until ready: (Value) -> Bool, then body: (inout Value) -> Result) -> Result {
         condition.lock()
         defer {
