@@ -9,10 +9,12 @@ import Darwin
 /// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and
 /// asctime forms a recipient must also accept. All in GMT.
 ///
-/// Parsing is libcurl's (`CurlDate`), after a check that the text is made
-/// of the words an HTTP date has, and only dates from the year 1583 (the
-/// earliest libcurl reads) through 9999 are taken: beyond them a date is
-/// invalid, so no arithmetic on it can overflow.
+/// An IMF-fixdate of a real day and time is read directly; every other
+/// text is libcurl's (`CurlDate`), after a check that it is made of the
+/// words an HTTP date has. Both read the same dates the same way, and only
+/// dates from the year 1583 (the earliest libcurl reads) through 9999 are
+/// taken: beyond them a date is invalid, so no arithmetic on it can
+/// overflow.
 enum HTTPDate {
     /// 1583-01-01T00:00:00Z, in seconds since 1970.
     static let earliest: Int64 = -12_212_553_600
