@@ -477,12 +477,12 @@ struct JSONCodecPropertyTests {
 struct JSONCodecKeyOrderTests {
     @Test func keysAreWrittenInByteOrderAtEveryDepth() {
         // Given objects whose keys differ in case, length and non-ASCII bytes
-        let inner: JSON = ["é": 1, "e": 2, "E": 3, "ee": 4]
+        let inner: JSON = ["é": 1, "e": 2, "E": 3, "ee": 4, "e\u{0}": 7, "": 8]
         let value: JSON = ["b": inner, "a": .array([["z": 1, "y": 2]]), "ab": true, "Z": nil, "\u{10000}": 5, "\u{FFFF}": 6]
 
         // When they are encoded, then every object's keys come in the order of their UTF-8 bytes
         #expect(
             encoded(value)
-                == #"{"Z":null,"a":[{"y":2,"z":1}],"ab":true,"b":{"E":3,"e":2,"ee":4,"é":1},"\#u{FFFF}":6,"\#u{10000}":5}"#)
+                == #"{"Z":null,"a":[{"y":2,"z":1}],"ab":true,"b":{"":8,"E":3,"e":2,"e\u0000":7,"ee":4,"é":1},"\#u{FFFF}":6,"\#u{10000}":5}"#)
     }
 }
