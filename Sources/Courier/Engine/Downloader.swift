@@ -6,8 +6,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Locking
 import JSONRPC
+import Locking
 import Logging
 
 /// Runs the scheduler against the world: the one owner of its state, the
