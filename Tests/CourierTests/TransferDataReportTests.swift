@@ -77,7 +77,8 @@ struct TransferDataReportTests {
             // And the last report, made before completion, is the whole body
             #expect(seen.receivedAtCompletion == Int64(size))
             let result = try #require(seen.result)
-            #expect(result.failure == nil && result.size == Int64(size) && result.checksum == XXH3.hash(body))
+            #expect(result.failure == nil, "\(String(describing: result.failure))")
+            #expect(result.size == Int64(size) && result.checksum == XXH3.hash(body))
             #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/body.part")) == Data(body))
         }
     }
@@ -94,7 +95,8 @@ struct TransferDataReportTests {
 
             // Then the file holds it whole, and the result's size and checksum are its own
             let result = try #require(seen.result)
-            #expect(result.failure == nil && result.size == Int64(size) && result.checksum == XXH3.hash(body))
+            #expect(result.failure == nil, "\(String(describing: result.failure))")
+            #expect(result.size == Int64(size) && result.checksum == XXH3.hash(body))
             #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/body.part")) == Data(body))
         }
     }
