@@ -241,9 +241,10 @@ struct HTTPCachePolicyTests {
         var stored = response([("Cache-Control", "max-age=60"), ("Date", date(0))])
         #expect(HTTPCachePolicy.freshnessLifetime(of: stored) == 60)
         #expect(stored.fileName == "x")
+        #expect(stored.headerObject == ["cache-control": "max-age=60", "date": date(0)])
 
         // When its headers and URL are replaced
-        stored.headers = [("cache-control", "no-cache"), ("etag", "\"v2\""), ("age", "30"), ("vary", "*")]
+        stored.headers = [("cache-control", "no-cache"), ("etag", "\"v2\""), ("age", "30"), ("vary", "*"), ("vary", "accept")]
         stored.url = "http://o/dir/picture.png"
 
         // Then the rules read the new fields, not the ones parsed before
@@ -251,6 +252,9 @@ struct HTTPCachePolicyTests {
         #expect(HTTPCachePolicy.currentAge(of: stored, now: t0) == 30)
         #expect(!HTTPCachePolicy.matches(stored, requestHeaders: []))
         #expect(stored.fileName == "picture.png")
+        // And an outcome shows the new headers, repeated ones joined
+        #expect(stored.headerObject == ["cache-control": "no-cache", "etag": "\"v2\"", "age": "30", "vary": "*, accept"])
+        #expect(stored.headerObject == stored.head.headerObject)
     }
 
     @Test func notModifiedForAnotherRepresentationIsRefused() {

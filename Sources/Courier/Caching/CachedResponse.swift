@@ -11,11 +11,16 @@ struct CachedResponse: Sendable {
     var status: Int
     /// In arrival order, names in lower case.
     var headers: [(name: String, value: String)] {
-        didSet { fields = Fields(headers) }
+        didSet {
+            fields = Fields(headers)
+            headerObject = ResponseHead.joined(headers)
+        }
     }
     /// What the caching rules read from `headers`, parsed when they are set
     /// rather than on every lookup.
     private(set) var fields: Fields
+    /// `headers` as an outcome shows them: joined once, not on every hit.
+    private(set) var headerObject: [String: String]
     /// The URL the body came from, after redirects.
     var url: String {
         didSet { fileName = Delivery.fileName(for: url) }
@@ -40,6 +45,7 @@ struct CachedResponse: Sendable {
         self.status = status
         self.headers = headers.map { ($0.name.lowercased(), $0.value) }
         self.fields = Fields(self.headers)
+        self.headerObject = ResponseHead.joined(self.headers)
         self.url = url
         self.fileName = Delivery.fileName(for: url)
         self.requestTime = requestTime

@@ -30,6 +30,8 @@ struct Delivery {
     var sharedName: String? = nil
     /// The body's file name, when the caller knows it already.
     var fileName: String? = nil
+    /// The response's `headerObject`, when the caller knows it already.
+    var headerObject: [String: String]? = nil
 
     /// The outcomes of a transfer that failed.
     static func failures(of result: TransferResult, for requests: [DownloadRequest]) -> [Outcome] {
@@ -61,7 +63,7 @@ struct Delivery {
 
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
-            var outcome = Outcome(url: request.url, response: response)
+            var outcome = Outcome(url: request.url, response: response, headers: headerObject)
             outcome.size = size
             outcome.source = source
             if let failure = failures[index] {

@@ -35,12 +35,13 @@ struct Outcome: Sendable {
         self.error = failure
     }
 
-    /// An outcome carrying a response's status line and headers.
-    init(url: String, response: ResponseHead) {
+    /// An outcome carrying a response's status line and headers; `headers`
+    /// is the response's `headerObject` when the caller holds it already.
+    init(url: String, response: ResponseHead, headers: [String: String]? = nil) {
         self.init(url: url, finalURL: response.finalURL)
         status = response.status == 0 ? nil : response.status
         httpVersion = response.httpVersion
-        headers = response.headerObject
+        self.headers = headers ?? response.headerObject
         contentType = response.contentType
     }
 }

@@ -316,7 +316,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
             source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory,
             downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: settings.withLock { $0.maxMemoryBody }, logger: logger,
-            sharedName: hit.sharedName, fileName: hit.response.fileName
+            sharedName: hit.sharedName, fileName: hit.response.fileName, headerObject: hit.response.headerObject
         ).deliver(to: [(receipt, request)])[0]
         step { scheduler, now in scheduler.delivered([(receipt, outcome)], now: now) }
     }

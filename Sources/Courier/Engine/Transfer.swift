@@ -47,7 +47,9 @@ struct ResponseHead: Sendable {
     }
 
     /// Repeated headers joined with ", ", as HTTP allows.
-    var headerObject: [String: String] {
+    var headerObject: [String: String] { Self.joined(headers) }
+
+    static func joined(_ headers: [(name: String, value: String)]) -> [String: String] {
         var object: [String: String] = [:]
         for (name, value) in headers {
             if let existing = object[name] {

@@ -109,12 +109,12 @@ public enum OpenRPCDocument {
     /// A method's content descriptors as the check reads them.
     private struct ParamTable {
         var names: Set<String>
-        var params: [(name: String, required: Bool, schema: JSON)]
+        var params: [(name: String, required: Bool, schema: Schema?)]
 
         init(descriptors: [JSON]) {
             params = descriptors.compactMap { descriptor in
                 guard let name = descriptor["name"]?.stringValue else { return nil }
-                return (name, descriptor["required"]?.boolValue == true, descriptor["schema"] ?? [:])
+                return (name, descriptor["required"]?.boolValue == true, Schema(descriptor["schema"] ?? [:]))
             }
             names = Set(params.map(\.name))
         }
@@ -123,33 +123,93 @@ public enum OpenRPCDocument {
     /// Each method's params table, built once from `methodParams`.
     private static let paramTables: [String: ParamTable] = methodParams.mapValues(ParamTable.init)
 
+    /// A schema with its `$ref`s followed and the keywords the check reads
+    /// taken out once, so that checking a value costs no look-up in the
+    /// document. A reference that leads nowhere, or a schema nested deeper
+    /// than `depthLimit` (the document has no recursive schema), is nil:
+    /// any value passes it.
+    final class Schema: Sendable {
+        enum Others: Sendable {
+            case allowed
+            case refused
+            case checked(Schema?)
+        }
+
+        let types: [String]?
+        let choices: [JSON]?
+        let minimum: JSON?
+        let maximum: JSON?
+        let exclusiveMinimum: JSON?
+        let exclusiveMaximum: JSON?
+        let minLength: Int64?
+        let items: Schema??
+        let properties: [String: Schema?]
+        let required: [String]
+        let others: Others
+
+        static let depthLimit = 32
+
+        convenience init?(_ schema: JSON) { self.init(schema, depth: 0) }
+
+        private init?(_ schema: JSON, depth: Int) {
+            guard depth < Self.depthLimit, let schema = OpenRPCDocument.resolve(schema) else { return nil }
+            types = schema["type"].map(OpenRPCDocument.typeNames)
+            choices = schema["enum"]?.arrayValue
+            minimum = schema["minimum"].flatMap { $0.doubleValue == nil ? nil : $0 }
+            maximum = schema["maximum"].flatMap { $0.doubleValue == nil ? nil : $0 }
+            exclusiveMinimum = schema["exclusiveMinimum"].flatMap { $0.doubleValue == nil ? nil : $0 }
+            exclusiveMaximum = schema["exclusiveMaximum"].flatMap { $0.doubleValue == nil ? nil : $0 }
+            minLength = schema["minLength"]?.integerValue
+            items = schema["items"].map { Schema($0, depth: depth + 1) }
+            properties = (schema["properties"]?.objectValue ?? [:]).mapValues { Schema($0, depth: depth + 1) }
+            required = schema["required"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            let additional = schema["additionalProperties"]
+            if additional?.boolValue == false {
+                others = .refused
+            } else if let additional, additional.objectValue != nil {
+                others = .checked(Schema(additional, depth: depth + 1))
+            } else {
+                others = .allowed
+            }
+        }
+    }
+
     /// Checks `value` against the schema `components.schemas.<name>`;
     /// `path` names the value in a refusal (empty: its members are named
     /// alone).
     static func check(_ value: JSON, againstSchemaNamed name: String, at path: String = "") throws(RPCError) {
-        try check(value, against: ["$ref": .string("#/components/schemas/\(name)")], at: path)
+        let schema = backgroundParse.withLock { _ in namedSchemas[name] } ?? Schema(["$ref": .string("#/components/schemas/\(name)")])
+        try check(value, against: schema, at: path)
     }
 
-    private static func check(_ value: JSON, against schema: JSON, at path: String) throws(RPCError) {
-        guard let schema = resolve(schema) else { return }
+    /// `components.schemas`, each made a `Schema` once.
+    private static let namedSchemas: [String: Schema] = {
+        let names = document?["components"]?["schemas"]?.objectValue.map { Array($0.keys) } ?? []
+        var schemas: [String: Schema] = [:]
+        for name in names {
+            schemas[name] = Schema(["$ref": .string("#/components/schemas/\(name)")])
+        }
+        return schemas
+    }()
+
+    private static func check(_ value: JSON, against schema: Schema?, at path: String) throws(RPCError) {
+        guard let schema else { return }
         // Named only in a refusal: most values pass, and the text would cost
         // an allocation each.
         var shown: String { path.isEmpty ? "params" : "param '\(path)'" }
-        if let types = schema["type"].map(typeNames), !types.contains(where: { matches(value, type: $0) }) {
+        if let types = schema.types, !types.contains(where: { matches(value, type: $0) }) {
             throw .invalidParams("\(shown) must be \(types.joined(separator: " or ")), not \(describe(value))", param: path)
         }
-        if let choices = schema["enum"]?.arrayValue, !choices.contains(where: { equal($0, value) }) {
+        if let choices = schema.choices, !choices.contains(where: { equal($0, value) }) {
             throw .invalidParams("\(shown) must be one of \(JSON.array(choices)), not \(value)", param: path)
         }
         if let number = value.doubleValue {
             try checkRange(number, schema, shown: shown, path: path)
         }
-        if case .string(let text) = value, let least = schema["minLength"]?.integerValue,
-            text.unicodeScalars.count < least
-        {
+        if case .string(let text) = value, let least = schema.minLength, text.unicodeScalars.count < least {
             throw .invalidParams("\(shown) must have at least \(least) character(s)", param: path)
         }
-        if case .array(let elements) = value, let items = schema["items"] {
+        if case .array(let elements) = value, let items = schema.items {
             for element in elements { try check(element, against: items, at: path) }
         }
         if case .object(let members) = value {
@@ -157,41 +217,42 @@ public enum OpenRPCDocument {
         }
     }
 
-    private static func checkRange(_ number: Double, _ schema: JSON, shown: @autoclosure () -> String, path: String) throws(RPCError) {
-        if let least = schema["minimum"]?.doubleValue, number < least {
-            throw .invalidParams("\(shown()) must be at least \(schema["minimum"]!), not \(number)", param: path)
+    private static func checkRange(_ number: Double, _ schema: Schema, shown: @autoclosure () -> String, path: String) throws(RPCError) {
+        if let least = schema.minimum, let bound = least.doubleValue, number < bound {
+            throw .invalidParams("\(shown()) must be at least \(least), not \(number)", param: path)
         }
-        if let most = schema["maximum"]?.doubleValue, number > most {
-            throw .invalidParams("\(shown()) must be at most \(schema["maximum"]!), not \(number)", param: path)
+        if let most = schema.maximum, let bound = most.doubleValue, number > bound {
+            throw .invalidParams("\(shown()) must be at most \(most), not \(number)", param: path)
         }
-        if let bound = schema["exclusiveMinimum"]?.doubleValue, number <= bound {
-            throw .invalidParams("\(shown()) must be greater than \(schema["exclusiveMinimum"]!), not \(number)", param: path)
+        if let least = schema.exclusiveMinimum, let bound = least.doubleValue, number <= bound {
+            throw .invalidParams("\(shown()) must be greater than \(least), not \(number)", param: path)
         }
-        if let bound = schema["exclusiveMaximum"]?.doubleValue, number >= bound {
-            throw .invalidParams("\(shown()) must be less than \(schema["exclusiveMaximum"]!), not \(number)", param: path)
+        if let most = schema.exclusiveMaximum, let bound = most.doubleValue, number >= bound {
+            throw .invalidParams("\(shown()) must be less than \(most), not \(number)", param: path)
         }
     }
 
-    private static func checkMembers(_ members: [String: JSON], _ schema: JSON, path: String) throws(RPCError) {
-        let properties = schema["properties"]?.objectValue ?? [:]
+    private static func checkMembers(_ members: [String: JSON], _ schema: Schema, path: String) throws(RPCError) {
         func named(_ name: String) -> String { path.isEmpty ? name : "\(path).\(name)" }
-        for name in schema["required"]?.arrayValue?.compactMap(\.stringValue) ?? [] where members[name] == nil {
+        for name in schema.required where members[name] == nil {
             throw .invalidParams("missing param '\(named(name))'", param: named(name))
         }
         for (name, member) in members.sorted(by: { $0.key < $1.key }) {
-            if let property = properties[name] {
+            if let property = schema.properties[name] {
                 try check(member, against: property, at: named(name))
-            } else if schema["additionalProperties"]?.boolValue == false {
-                throw .invalidParams("unknown param '\(named(name))'", param: named(name))
-            } else if let additional = schema["additionalProperties"], additional.objectValue != nil {
-                try check(member, against: additional, at: path)
+                continue
+            }
+            switch schema.others {
+            case .refused: throw .invalidParams("unknown param '\(named(name))'", param: named(name))
+            case .checked(let additional): try check(member, against: additional, at: path)
+            case .allowed: break
             }
         }
     }
 
     /// `schema` with its `$ref` followed (within this document), or nil for
     /// a reference that leads nowhere.
-    private static func resolve(_ schema: JSON) -> JSON? {
+    fileprivate static func resolve(_ schema: JSON) -> JSON? {
         var current = schema
         for _ in 0..<16 {
             guard let reference = current["$ref"]?.stringValue else { return current }
@@ -264,7 +325,7 @@ public enum OpenRPCDocument {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func typeNames(_ type: JSON) -> [String] {
+    fileprivate static func typeNames(_ type: JSON) -> [String] {
         type.arrayValue?.compactMap(\.stringValue) ?? type.stringValue.map { [$0] } ?? []
     }
 
