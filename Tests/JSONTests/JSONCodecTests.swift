@@ -70,6 +70,12 @@ struct JSONCodecRoundTripTests {
         #expect(encoded(value) == #"{"":[],"B":0,"a":"x","aa":{},"b":[1,2,{"y":null,"z":true}]}"#)
     }
 
+    @Test func aRepeatedKeyInALiteralKeepsItsLastValue() {
+        let value: JSON = ["a": 1, "b": 2, "a": 3]
+        #expect(value == .object(["a": .integer(3), "b": .integer(2)]))
+        #expect(encoded(value) == #"{"a":3,"b":2}"#)
+    }
+
     @Test func estimatedCountIsExactWithoutEscapesOrReals() {
         let values: [JSON] = [
             nil, true, false, 0, 9, 10, -1, -10, .integer(.max), .integer(.min), "", "héllo",
