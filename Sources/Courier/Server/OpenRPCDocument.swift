@@ -41,8 +41,15 @@ public enum OpenRPCDocument {
     /// Held by the background parse while it runs: a reader passes through
     /// it before touching what the parse makes, which orders the two in a
     /// way ThreadSanitizer sees (it does not see the once-only
-    /// initialization of static properties on Linux).
-    private static let backgroundParse = Locked(())
+    /// initialization of static properties on Linux). It keeps the schemas
+    /// compiled so far, each on its first use, so that the first request
+    /// waits for its own method's alone.
+    private static let backgroundParse = Locked(Compiled())
+
+    private struct Compiled {
+        var methods: [String: ParamTable] = [:]
+        var schemas: [String: Schema?] = [:]
+    }
 
     /// Parses the document and its methods' params on a thread of its own
     /// and returns once that thread holds `backgroundParse`, so that a
@@ -83,7 +90,12 @@ public enum OpenRPCDocument {
     static func check(_ method: String, _ params: Params) throws(RPCError) {
         // Read under the background parse's lock, which orders the reader
         // after the parse (and after this table's own first build).
-        let table = backgroundParse.withLock { _ in paramTables[method] } ?? ParamTable(descriptors: [])
+        let table = backgroundParse.withLock { compiled in
+            if let table = compiled.methods[method] { return table }
+            let table = ParamTable(descriptors: methodParams[method] ?? [])
+            compiled.methods[method] = table
+            return table
+        }
         let members: [String: JSON]
         switch params.raw {
         case nil: members = [:]
@@ -119,9 +131,6 @@ public enum OpenRPCDocument {
             names = Set(params.map(\.name))
         }
     }
-
-    /// Each method's params table, built once from `methodParams`.
-    private static let paramTables: [String: ParamTable] = methodParams.mapValues(ParamTable.init)
 
     /// A schema with its `$ref`s followed and the keywords the check reads
     /// taken out once, so that checking a value costs no look-up in the
@@ -178,19 +187,14 @@ public enum OpenRPCDocument {
     /// `path` names the value in a refusal (empty: its members are named
     /// alone).
     static func check(_ value: JSON, againstSchemaNamed name: String, at path: String = "") throws(RPCError) {
-        let schema = backgroundParse.withLock { _ in namedSchemas[name] } ?? Schema(["$ref": .string("#/components/schemas/\(name)")])
+        let schema = backgroundParse.withLock { compiled in
+            if let schema = compiled.schemas[name] { return schema }
+            let schema = Schema(["$ref": .string("#/components/schemas/\(name)")])
+            compiled.schemas[name] = schema
+            return schema
+        }
         try check(value, against: schema, at: path)
     }
-
-    /// `components.schemas`, each made a `Schema` once.
-    private static let namedSchemas: [String: Schema] = {
-        let names = document?["components"]?["schemas"]?.objectValue.map { Array($0.keys) } ?? []
-        var schemas: [String: Schema] = [:]
-        for name in names {
-            schemas[name] = Schema(["$ref": .string("#/components/schemas/\(name)")])
-        }
-        return schemas
-    }()
 
     private static func check(_ value: JSON, against schema: Schema?, at path: String) throws(RPCError) {
         guard let schema else { return }
