@@ -74,7 +74,7 @@ package.targets += [
     .target(
         name: "Courier",
         dependencies: ["CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", .product(name: "Logging", package: "swift-log")],
-        resources: [.embedInCode("Resources/openrpc.json")]
+        resources: [.embedInCode("Resources/openrpc.json"), .embedInCode("Resources/openrpc-checks.json")]
     ),
     .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC", "Locking"]),
 ]

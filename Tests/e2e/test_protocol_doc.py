@@ -281,3 +281,21 @@ def test_readme_lsp_examples_have_exact_lengths():
     assert len(pairs) >= 5
     for length, body in pairs:
         assert int(length) == len(body.encode("utf-8")), body
+
+
+def test_the_checks_document_is_made_from_the_protocol_document():
+    """courier checks params against Resources/openrpc-checks.json, which
+    scripts/openrpc_checks.py derives from protocol/openrpc.json."""
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    sys.path.insert(0, str(scripts))
+    try:
+        import openrpc_checks
+    finally:
+        sys.path.remove(str(scripts))
+    assert openrpc_checks.main(["--check"]) == 0, "run scripts/openrpc_checks.py"
+    compact = openrpc_checks.checks(schema.document())
+    # Nothing a check reads is left out: every method's params and every schema
+    assert [m["name"] for m in compact["methods"]] == [m["name"] for m in schema.document()["methods"]]
+    assert set(compact["components"]["schemas"]) == set(schema.document()["components"]["schemas"])
+    # and it is a small part of the document's bytes
+    assert len(openrpc_checks.CHECKS.read_bytes()) < len(openrpc_checks.DOCUMENT.read_bytes()) / 3
