@@ -180,11 +180,6 @@ def test_startup_only_options_accept_only_their_current_value(c):
     assert config["maxActive"] == 3
 
 
-def test_rpc_discover_serves_the_whole_protocol_document(c):
-    document = json.loads((Path(__file__).resolve().parents[2] / "protocol" / "openrpc.json").read_text())
-    assert result_of(c, "rpc.discover") == document
-
-
 def test_initialize_is_optional(c):
     assert result_of(c, "rpc.discover")["openrpc"]
     assert result_of(c, "shutdown") is None
