@@ -94,12 +94,7 @@ public enum OpenRPCDocument {
     static func check(_ method: String, _ params: Params) throws(RPCError) {
         // Read under the background parse's lock, which orders the reader
         // after the parse (and after this table's own first build).
-        let table = backgroundParse.withLock { compiled in
-            if let table = compiled.methods[method] { return table }
-            let table = ParamTable(descriptors: methodParams[method] ?? [])
-            compiled.methods[method] = table
-            return table
-        }
+        let table = compiled(method, in: \.methods) { ParamTable(descriptors: methodParams[method] ?? []) }
         let members: [String: JSON]
         switch params.raw {
         case nil: members = [:]
@@ -168,10 +163,11 @@ public enum OpenRPCDocument {
             guard depth < Self.depthLimit, let schema = OpenRPCDocument.resolve(schema) else { return nil }
             types = schema["type"].map(OpenRPCDocument.typeNames)
             choices = schema["enum"]?.arrayValue
-            minimum = schema["minimum"].flatMap { $0.doubleValue == nil ? nil : $0 }
-            maximum = schema["maximum"].flatMap { $0.doubleValue == nil ? nil : $0 }
-            exclusiveMinimum = schema["exclusiveMinimum"].flatMap { $0.doubleValue == nil ? nil : $0 }
-            exclusiveMaximum = schema["exclusiveMaximum"].flatMap { $0.doubleValue == nil ? nil : $0 }
+            func bound(_ keyword: String) -> JSON? { schema[keyword].flatMap { $0.doubleValue == nil ? nil : $0 } }
+            minimum = bound("minimum")
+            maximum = bound("maximum")
+            exclusiveMinimum = bound("exclusiveMinimum")
+            exclusiveMaximum = bound("exclusiveMaximum")
             minLength = schema["minLength"]?.integerValue
             items = schema["items"].map { Schema($0, depth: depth + 1) }
             properties = (schema["properties"]?.objectValue ?? [:]).mapValues { Schema($0, depth: depth + 1) }
@@ -191,13 +187,21 @@ public enum OpenRPCDocument {
     /// `path` names the value in a refusal (empty: its members are named
     /// alone).
     static func check(_ value: JSON, againstSchemaNamed name: String, at path: String = "") throws(RPCError) {
-        let schema = backgroundParse.withLock { compiled in
-            if let schema = compiled.schemas[name] { return schema }
-            let schema = Schema(["$ref": .string("#/components/schemas/\(name)")])
-            compiled.schemas[name] = schema
-            return schema
-        }
+        let schema = compiled(name, in: \.schemas) { Schema(["$ref": .string("#/components/schemas/\(name)")]) }
         try check(value, against: schema, at: path)
+    }
+
+    /// What `table` holds for `name`, made by `make` and kept there the
+    /// first time it is asked for.
+    private static func compiled<Made>(
+        _ name: String, in table: WritableKeyPath<Compiled, [String: Made]>, _ make: () -> Made
+    ) -> Made {
+        backgroundParse.withLock { tables in
+            if let made = tables[keyPath: table][name] { return made }
+            let made = make()
+            tables[keyPath: table][name] = made
+            return made
+        }
     }
 
     private static func check(_ value: JSON, against schema: Schema?, at path: String) throws(RPCError) {
