@@ -24,6 +24,10 @@ notification, no file), and
 Each run starts a new courier process on a new cache directory. Each figure
 is the median of --runs runs; the runs of the subjects are alternated. The
 cache figures are also given as a ratio to the anchor's messages per second.
+Beside each rate stands the CPU time (user and system) per request over the
+same interval, of courier (from /proc) and of the client's own process (its
+reader and writer threads): when the two together keep every core busy, their
+sum per request, divided by the number of cores, bounds the rate.
 
     python3 scripts/bench_cache.py [--count N] [--runs R] [--batch B]
         [--size BYTES] [--body none|base64 ...] [--courier PATH] [--json FILE]
@@ -35,13 +39,14 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "clients", "python", "src"))
@@ -53,6 +58,39 @@ REPO = Path(__file__).resolve().parent.parent
 METHOD = "bench/no-such-method"
 NO_PROXY = {name: None for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
                                     "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")}
+
+
+class Measured(NamedTuple):
+    """One run: requests per second, and CPU microseconds per request."""
+
+    per_second: float
+    courier_us: float
+    client_us: float
+
+
+class CPU:
+    """CPU seconds (user and system) of courier and of this process, taken
+    at the start of a run and read as microseconds per request at its end."""
+
+    TICKS = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.start = (self.courier(), self.own())
+
+    def courier(self) -> float:
+        with open(f"/proc/{self.pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self.TICKS
+
+    @staticmethod
+    def own() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    def measured(self, count: int, seconds: float) -> Measured:
+        courier, own = self.courier() - self.start[0], self.own() - self.start[1]
+        return Measured(count / seconds, courier / count * 1e6, own / count * 1e6)
 
 
 def find_courier(explicit: str | None) -> tuple[str, str]:
@@ -97,9 +135,10 @@ class Counter:
             self.done.set()
 
 
-def pipelined(c: Courier, count: int, batch: int, message: Callable[[int], dict]) -> tuple[float, list]:
+def pipelined(c: Courier, count: int, batch: int, message: Callable[[int], dict]) -> tuple[float, list, CPU]:
     """Writes ``count`` requests in batches from a writer thread; returns the
-    start time and the ids of each batch's last request."""
+    start time, the ids of each batch's last request, and the CPU times taken
+    as the writing began."""
     started = [0.0]
     last_ids: list[int] = []
     batches = []
@@ -118,11 +157,12 @@ def pipelined(c: Courier, count: int, batch: int, message: Callable[[int], dict]
             failure.append(exc)
 
     writer = threading.Thread(target=write, name="bench-writer", daemon=True)
+    cpu = CPU(c.pid)
     writer.start()
     writer.join()
     if failure:
         raise RuntimeError(f"writing failed: {failure[0]!r}")
-    return started[0], last_ids
+    return started[0], last_ids, cpu
 
 
 def start(binary: str, cache_dir: str, extra: list[str]) -> Courier:
@@ -131,7 +171,7 @@ def start(binary: str, cache_dir: str, extra: list[str]) -> Courier:
 
 
 def run_hits(binary: str, url: str, tier: str, count: int, batch: int, body: str,
-             timeout: float) -> float:
+             timeout: float) -> Measured:
     extra = ["--memory-capacity", "0", "--memory-after-purge", "0"] if tier == "disk" else []
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache_dir:
         c = start(binary, cache_dir, extra)
@@ -146,38 +186,40 @@ def run_hits(binary: str, url: str, tier: str, count: int, batch: int, body: str
             counter.target = count
             c.on_notification(counter)
             base = 1_000_000
-            started, _ = pipelined(c, count, batch, lambda i: {
+            started, _, cpu = pipelined(c, count, batch, lambda i: {
                 "jsonrpc": "2.0", "id": base + i, "method": "download",
                 "params": {"url": url, "body": body}})
             if not counter.done.wait(timeout):
                 raise RuntimeError(f"{counter.finished} of {count} download/finished within {timeout} s")
+            measured = cpu.measured(count, counter.last - started)
             if counter.bad:
                 raise RuntimeError(f"{len(counter.bad)} unexpected outcomes, e.g. {counter.bad[0]!r}")
             stats = c.cache_stats()
             if stats["hits"] != count + 1:
                 raise RuntimeError(f"cache/stats hits {stats['hits']}, expected {count + 1}")
-            return count / (counter.last - started)
+            return measured
         finally:
             c.close(timeout=30)
 
 
-def run_transport(binary: str, count: int, batch: int, timeout: float) -> float:
+def run_transport(binary: str, count: int, batch: int, timeout: float) -> Measured:
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache_dir:
         c = start(binary, cache_dir, [])
         try:
             c.request("cache/stats")
             base = 1_000_000
-            started, last_ids = pipelined(c, count, batch, lambda i: {
+            started, last_ids, cpu = pipelined(c, count, batch, lambda i: {
                 "jsonrpc": "2.0", "id": base + i, "method": METHOD})
             deadline = time.monotonic() + timeout
             for id_ in last_ids:
                 c.wait_response(id_, max(0.1, deadline - time.monotonic()))
             ended = time.perf_counter()
+            measured = cpu.measured(count, ended - started)
             for entry in c.messages[-len(last_ids):]:
                 items = entry.message if isinstance(entry.message, list) else [entry.message]
                 if any(item.get("error", {}).get("code") != -32601 for item in items):
                     raise RuntimeError("an answer other than -32601")
-            return count / (ended - started)
+            return measured
         finally:
             c.close(timeout=30)
 
@@ -207,31 +249,40 @@ def main(argv: list[str] | None = None) -> int:
 
     with Origin() as origin:
         url = origin.set_resource("bench", pattern(args.size, "bench"), {"Cache-Control": "max-age=3600"})
-        subjects: dict[str, Callable[[], float]] = {}
+        subjects: dict[str, Callable[[], Measured]] = {}
         for tier in ("memory", "disk"):
             for body in bodies:
                 subjects[f"{tier} hit, body {body}"] = (
                     lambda t=tier, b=body: run_hits(binary, url, t, args.count, args.batch, b, args.timeout))
         subjects["transport (-32601)"] = lambda: run_transport(binary, args.count, args.batch, args.timeout)
-        figures: dict[str, list[float]] = {name: [] for name in subjects}
+        figures: dict[str, list[Measured]] = {name: [] for name in subjects}
         for i in range(args.runs):
             for name, once in subjects.items():
-                figures[name].append(once())
-                print(f"  run {i + 1}/{args.runs}: {name}: {figures[name][-1]:,.0f} /s",
-                      file=sys.stderr, flush=True)
+                run = once()
+                figures[name].append(run)
+                print(f"  run {i + 1}/{args.runs}: {name}: {run.per_second:,.0f} /s, CPU per request: "
+                      f"courier {run.courier_us:.1f} µs, client {run.client_us:.1f} µs", file=sys.stderr, flush=True)
         origin_hits = origin.hits("/res/bench")
 
-    results = {name: {"runs": runs, "median": statistics.median(runs)} for name, runs in figures.items()}
+    results = {name: {"runs": [run.per_second for run in runs],
+                      "median": statistics.median(run.per_second for run in runs),
+                      "courier_us": statistics.median(run.courier_us for run in runs),
+                      "client_us": statistics.median(run.client_us for run in runs)}
+               for name, runs in figures.items()}
     anchor = results["transport (-32601)"]["median"]
     for figure in results.values():
         figure["ratio_to_transport"] = figure["median"] / anchor
 
     print()
-    print(f"{'':24} {'median /s':>12} {'vs transport':>13}   runs (/s)")
+    cores = os.cpu_count() or 1
+    print(f"{'':24} {'median /s':>12} {'vs transport':>13} {'courier µs':>11} {'client µs':>10} "
+          f"{cores} cores' bound   runs (/s)")
     for name, figure in results.items():
         runs = ", ".join(f"{r:,.0f}" for r in figure["runs"])
         unit = "msg" if name.startswith("transport") else "req"
-        print(f"{name:24} {figure['median']:>8,.0f} {unit}/s {figure['ratio_to_transport']:>11.2f}x   {runs}")
+        bound = cores * 1e6 / (figure["courier_us"] + figure["client_us"])
+        print(f"{name:24} {figure['median']:>8,.0f} {unit}/s {figure['ratio_to_transport']:>11.2f}x "
+              f"{figure['courier_us']:>11.1f} {figure['client_us']:>10.1f} {bound:>13,.0f}/s   {runs}")
     print(f"origin requests: {origin_hits} (the warm-ups only)")
     expected_origin_hits = 2 * len(bodies) * args.runs
     if origin_hits != expected_origin_hits:
@@ -256,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
                     "runs_per_s": figure["runs"],
                     "median_per_s": figure["median"],
                     "ratio_to_transport": figure["ratio_to_transport"],
+                    "courier_cpu_us_per_request": figure["courier_us"],
+                    "client_cpu_us_per_request": figure["client_us"],
                 }
                 for name, figure in results.items()
             },

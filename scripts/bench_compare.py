@@ -395,10 +395,13 @@ def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: st
     return {tool: subject(tool) for tool in tools}
 
 
-def cache_figures(binary: str, runs: int, count: int, work: str, rows: dict[str, Row]) -> None:
+def cache_figures(binary: str, runs: int, count: int, work: str, rows: dict[str, Row]) -> str:
+    """Runs the cache subjects into ``rows``; returns a sentence on their CPU
+    time per request and the rates that CPU allows on this machine's cores."""
     import bench_cache
     from origin import Origin, pattern
     tempfile.tempdir = work  # bench_cache's cache directories go to --dir too
+    cpu: dict[str, list] = {}
     try:
         with Origin() as origin:
             url = origin.set_resource("bench", pattern(1024, "bench"), {"Cache-Control": "max-age=3600"})
@@ -411,17 +414,30 @@ def cache_figures(binary: str, runs: int, count: int, work: str, rows: dict[str,
             for run in range(runs):
                 shift = run % len(names)
                 for name in names[shift:] + names[:shift]:
-                    rate = subjects[name]()
+                    measured = subjects[name]()
+                    cpu.setdefault(name, []).append(measured)
+                    rate = measured.per_second
                     if name == "transport":
                         for key in ("cache-none", "cache-base64"):
                             rows[key].figures.setdefault("transport", []).append(rate)
                     else:
                         rows["cache-none" if name == "hit none" else "cache-base64"].figures.setdefault(
                             "courier", []).append(rate)
-                    print(f"  cache run {run + 1}/{runs}: {name:10} {rate:10,.0f} /s   "
+                    print(f"  cache run {run + 1}/{runs}: {name:10} {rate:10,.0f} /s, CPU per request: courier "
+                          f"{measured.courier_us:.1f} µs, client {measured.client_us:.1f} µs   "
                           f"(load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
     finally:
         tempfile.tempdir = None
+    cores = os.cpu_count() or 1
+    parts = []
+    for name, label in (("transport", "the transport"), ("hit none", "hits, body none"),
+                        ("hit base64", "hits, body base64")):
+        courier_us = statistics.median(m.courier_us for m in cpu[name])
+        client_us = statistics.median(m.client_us for m in cpu[name])
+        parts.append(f"{label} {courier_us:.1f} + {client_us:.1f} µs (at most "
+                     f"{cores * 1e6 / (courier_us + client_us):,.0f} /s on {cores} cores)")
+    return ("CPU per request, courier + the Python client (medians; courier's from /proc, the client's "
+            "process from getrusage): " + "; ".join(parts) + ".")
 
 
 # ---------------------------------------------------------------- report
@@ -543,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         if not shutil.which(tool):
             parser.error(f"{tool} is not installed (scripts/bench installs it)")
 
+    cache_cpu = ""
     load_before = os.getloadavg()
     started_at = datetime.datetime.now(datetime.timezone.utc)
     P1, P2 = 8, 4
@@ -623,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"({row.ratio('baseline'):.2f}x curl), curl --version {row.median('curl'):.1f} ms",
                       file=sys.stderr)
         if "cache" in only:
-            cache_figures(binary, args.runs, args.cache_count, root, rows)
+            cache_cpu = cache_figures(binary, args.runs, args.cache_count, root, rows)
     finally:
         if nginx is not None:
             nginx.stop()
@@ -647,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
     print(render_text(body))
     print(f"tools: {versions['curl']}; {versions['aria2c']}; {versions['nginx']}; courier {versions['courier']} "
           f"({binary}, commit {commit}); courier driven by a {args.client} client")
+    if cache_cpu:
+        print(cache_cpu)
 
     if args.markdown:
         text = [
@@ -664,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
             f"`--max-active P`, all requests written at once as one batch by a {args.client} client.",
             "",
         ]
+        if cache_cpu:
+            text += [cache_cpu, ""]
         Path(args.markdown).write_text("\n".join(text), encoding="utf-8")
         print(f"wrote {args.markdown}")
     if args.json:
