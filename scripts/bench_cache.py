@@ -26,8 +26,8 @@ is the median of --runs runs; the runs of the subjects are alternated. The
 cache figures are also given as a ratio to the anchor's messages per second.
 Beside each rate stands the CPU time (user and system) per request over the
 same interval, of courier (from /proc) and of the client's own process (its
-reader and writer threads): when the two together keep every core busy, their
-sum per request, divided by the number of cores, bounds the rate.
+reader and writer threads): when the two together keep every core busy, the
+rate is at most the number of cores over their sum per request.
 
     python3 scripts/bench_cache.py [--count N] [--runs R] [--batch B]
         [--size BYTES] [--body none|base64 ...] [--courier PATH] [--json FILE]
