@@ -51,10 +51,10 @@ public enum OpenRPCDocument {
         var schemas: [String: Schema?] = [:]
     }
 
-    /// Parses the document and its methods' params on a thread of its own
-    /// and returns once that thread holds `backgroundParse`, so that a
-    /// server can have them ready by its first request: whoever reads them
-    /// before the parse ends waits for it.
+    /// Parses `document` and its methods' params on a thread of its own and
+    /// returns once that thread holds `backgroundParse`, so that a server
+    /// can have them ready by its first request: whoever reads them before
+    /// the parse ends waits for it.
     public static func parseInBackground() {
         let holding = DispatchSemaphore(value: 0)
         startThread(named: "courier.openrpc") {
@@ -143,12 +143,19 @@ public enum OpenRPCDocument {
             case checked(Schema?)
         }
 
+        /// A numeric bound, and the number as the document writes it, for
+        /// a refusal.
+        struct Bound: Sendable {
+            let number: Double
+            let written: JSON
+        }
+
         let types: [String]?
         let choices: [JSON]?
-        let minimum: JSON?
-        let maximum: JSON?
-        let exclusiveMinimum: JSON?
-        let exclusiveMaximum: JSON?
+        let minimum: Bound?
+        let maximum: Bound?
+        let exclusiveMinimum: Bound?
+        let exclusiveMaximum: Bound?
         let minLength: Int64?
         let items: Schema??
         let properties: [String: Schema?]
@@ -163,7 +170,9 @@ public enum OpenRPCDocument {
             guard depth < Self.depthLimit, let schema = OpenRPCDocument.resolve(schema) else { return nil }
             types = schema["type"].map(OpenRPCDocument.typeNames)
             choices = schema["enum"]?.arrayValue
-            func bound(_ keyword: String) -> JSON? { schema[keyword].flatMap { $0.doubleValue == nil ? nil : $0 } }
+            func bound(_ keyword: String) -> Bound? {
+                schema[keyword].flatMap { written in written.doubleValue.map { Bound(number: $0, written: written) } }
+            }
             minimum = bound("minimum")
             maximum = bound("maximum")
             exclusiveMinimum = bound("exclusiveMinimum")
@@ -230,17 +239,17 @@ public enum OpenRPCDocument {
     }
 
     private static func checkRange(_ number: Double, _ schema: Schema, shown: @autoclosure () -> String, path: String) throws(RPCError) {
-        if let least = schema.minimum, let bound = least.doubleValue, number < bound {
-            throw .invalidParams("\(shown()) must be at least \(least), not \(number)", param: path)
+        if let least = schema.minimum, number < least.number {
+            throw .invalidParams("\(shown()) must be at least \(least.written), not \(number)", param: path)
         }
-        if let most = schema.maximum, let bound = most.doubleValue, number > bound {
-            throw .invalidParams("\(shown()) must be at most \(most), not \(number)", param: path)
+        if let most = schema.maximum, number > most.number {
+            throw .invalidParams("\(shown()) must be at most \(most.written), not \(number)", param: path)
         }
-        if let least = schema.exclusiveMinimum, let bound = least.doubleValue, number <= bound {
-            throw .invalidParams("\(shown()) must be greater than \(least), not \(number)", param: path)
+        if let least = schema.exclusiveMinimum, number <= least.number {
+            throw .invalidParams("\(shown()) must be greater than \(least.written), not \(number)", param: path)
         }
-        if let most = schema.exclusiveMaximum, let bound = most.doubleValue, number >= bound {
-            throw .invalidParams("\(shown()) must be less than \(most), not \(number)", param: path)
+        if let most = schema.exclusiveMaximum, number >= most.number {
+            throw .invalidParams("\(shown()) must be less than \(most.written), not \(number)", param: path)
         }
     }
 
