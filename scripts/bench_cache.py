@@ -93,6 +93,14 @@ class CPU:
         return Measured(count / seconds, courier / count * 1e6, own / count * 1e6)
 
 
+def cpu_figures(runs: list[Measured]) -> tuple[float, float, float]:
+    """The median CPU microseconds per request of courier and of the client
+    over ``runs``, and the rate their sum allows on this machine's cores."""
+    courier_us = statistics.median(run.courier_us for run in runs)
+    client_us = statistics.median(run.client_us for run in runs)
+    return courier_us, client_us, (os.cpu_count() or 1) * 1e6 / (courier_us + client_us)
+
+
 def find_courier(explicit: str | None) -> tuple[str, str]:
     """The binary to measure and its build: release when it is newer than
     every source file, else debug."""
@@ -266,8 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = {name: {"runs": [run.per_second for run in runs],
                       "median": statistics.median(run.per_second for run in runs),
-                      "courier_us": statistics.median(run.courier_us for run in runs),
-                      "client_us": statistics.median(run.client_us for run in runs)}
+                      **dict(zip(("courier_us", "client_us", "bound"), cpu_figures(runs)))}
                for name, runs in figures.items()}
     anchor = results["transport (-32601)"]["median"]
     for figure in results.values():
@@ -280,9 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, figure in results.items():
         runs = ", ".join(f"{r:,.0f}" for r in figure["runs"])
         unit = "msg" if name.startswith("transport") else "req"
-        bound = cores * 1e6 / (figure["courier_us"] + figure["client_us"])
         print(f"{name:24} {figure['median']:>8,.0f} {unit}/s {figure['ratio_to_transport']:>11.2f}x "
-              f"{figure['courier_us']:>11.1f} {figure['client_us']:>10.1f} {bound:>13,.0f}/s   {runs}")
+              f"{figure['courier_us']:>11.1f} {figure['client_us']:>10.1f} {figure['bound']:>13,.0f}/s   {runs}")
     print(f"origin requests: {origin_hits} (the warm-ups only)")
     expected_origin_hits = 2 * len(bodies) * args.runs
     if origin_hits != expected_origin_hits:

@@ -432,10 +432,8 @@ def cache_figures(binary: str, runs: int, count: int, work: str, rows: dict[str,
     parts = []
     for name, label in (("transport", "the transport"), ("hit none", "hits, body none"),
                         ("hit base64", "hits, body base64")):
-        courier_us = statistics.median(m.courier_us for m in cpu[name])
-        client_us = statistics.median(m.client_us for m in cpu[name])
-        parts.append(f"{label} {courier_us:.1f} + {client_us:.1f} µs (at most "
-                     f"{cores * 1e6 / (courier_us + client_us):,.0f} /s on {cores} cores)")
+        courier_us, client_us, bound = bench_cache.cpu_figures(cpu[name])
+        parts.append(f"{label} {courier_us:.1f} + {client_us:.1f} µs (at most {bound:,.0f} /s on {cores} cores)")
     return ("CPU per request, courier + the Python client (medians; courier's from /proc, the client's "
             "process from getrusage): " + "; ".join(parts) + ".")
 
