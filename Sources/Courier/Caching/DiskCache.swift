@@ -440,9 +440,9 @@ final class DiskCache: Sendable {
     /// one is exactly the file exchanged out, read and deleted from the
     /// temporary name; elsewhere the entry is peeked at first.
     private func replace(_ entryPath: String, with temporary: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)?? {
-        if let renameat2 = Self.renameat2 {
-            if renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameNoReplace) == 0 { return .some(nil) }
-            if errno == EEXIST, renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Self.renameExchange) == 0 {
+        if let renameat2 = Renameat2.function {
+            if renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Renameat2.noReplace) == 0 { return .some(nil) }
+            if errno == EEXIST, renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Renameat2.exchange) == 0 {
                 let old = peek(path: temporary)
                 if unlink(temporary) != 0 { rmdir(temporary) }
                 return .some(old ?? (0, nil))
@@ -452,21 +452,6 @@ final class DiskCache: Sendable {
         let old = peek(path: entryPath)
         return rename(temporary, entryPath) == 0 ? .some(old) : nil
     }
-
-    private static let renameNoReplace: UInt32 = 1
-    private static let renameExchange: UInt32 = 2
-
-    /// `renameat2(2)`, which the Glibc module leaves out (it is declared only
-    /// under `_GNU_SOURCE`), found once by `dlsym`; nil where there is none.
-    private static let renameat2: (@convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32)? = {
-        #if os(Linux)
-            guard let symbol = dlsym(nil, "renameat2") else { return nil }
-            return unsafeBitCast(
-                symbol, to: (@convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32).self)
-        #else
-            return nil
-        #endif
-    }()
 
     /// Creates the body file `bodyPath` holding `bytes`.
     private func writeBody(_ bytes: [UInt8], to bodyPath: String) -> Bool {
