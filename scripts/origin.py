@@ -1138,3 +1138,118 @@ def _dispatch_with_reset(self: _Handler) -> None:
 
 
 _Handler._dispatch = _dispatch_with_reset  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------
+# Bytes in a Location, and bodies held mid-way: routes for tests of where
+# `courier get` places files and of what a redirect target becomes.
+#
+# /redirect-bytes?location=L   302 whose Location is L percent-decoded to
+#                              bytes, sent as they are (%C3%28 sends 0xC3 '(')
+# /hold/NAME?size=N&first=M    announces N bytes of pattern(N, NAME), sends
+#                              the first M (default 1), then holds the rest
+#                              until Origin.release(NAME)
+#
+# Origin.wait_held(NAME, count) waits until `count` requests for /hold/NAME
+# have had their first bytes sent, so a test acts on that event, not after a
+# sleep.
+
+
+class _Holds:
+    """Requests held at /hold/NAME, for one origin."""
+
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.started: dict[str, int] = {}
+        self.released: set[str] = set()
+
+
+def _holds(self: Origin) -> _Holds:
+    with self._lock:
+        return self.__dict__.setdefault("_hold_state", _Holds())
+
+
+def _wait_held(self: Origin, name: str, count: int = 1, timeout: float = 20) -> None:
+    holds = _holds(self)
+    with holds.changed:
+        if not holds.changed.wait_for(lambda: holds.started.get(name, 0) >= count, timeout):
+            raise TimeoutError(f"{count} request(s) for /hold/{name} not under way within {timeout} s "
+                               f"(saw {holds.started.get(name, 0)})")
+
+
+def _release(self: Origin, name: str) -> None:
+    holds = _holds(self)
+    with holds.changed:
+        holds.released.add(name)
+        holds.changed.notify_all()
+
+
+Origin.wait_held = _wait_held  # type: ignore[attr-defined]
+Origin.release = _release  # type: ignore[attr-defined]
+_stop_without_holds = Origin.stop
+
+
+def _stop_with_holds(self: Origin) -> None:
+    self._stopping.set()
+    holds = _holds(self)
+    with holds.changed:
+        holds.changed.notify_all()
+    _stop_without_holds(self)
+
+
+Origin.stop = _stop_with_holds  # type: ignore[method-assign]
+
+
+def _hold(self: _Handler, name: str) -> None:
+    size = self._int("size", 1000)
+    first = min(max(self._int("first", 1), 0), size)
+    body = pattern(size, name)
+    self._start(200, [("Content-Type", "application/octet-stream"), ("Content-Length", str(size))])
+    if self.head:
+        return
+    self._write(body[:first])
+    self.wfile.flush()
+    holds = _holds(self.origin)
+    with holds.changed:
+        holds.started[name] = holds.started.get(name, 0) + 1
+        holds.changed.notify_all()
+        stopping = self.origin._stopping
+        holds.changed.wait_for(lambda: name in holds.released or stopping.is_set(), 60)
+        released = name in holds.released and not stopping.is_set()
+    if not released:
+        self.close_connection = True
+        return
+    self._write(body[first:])
+
+
+def _redirect_bytes(self: _Handler) -> None:
+    query = urlsplit(self.path).query
+    # latin-1 maps each byte to one character, and send_header encodes the
+    # value back with it: the Location leaves as exactly these bytes.
+    location = parse_qs(query, encoding="latin-1").get("location", [""])[-1]
+    if not location:
+        raise ValueError("location is required")
+    self._send(302, b"", None, [("Location", location)])
+
+
+_dispatch_without_bytes_routes = _Handler._dispatch
+
+
+def _dispatch_with_bytes_routes(self: _Handler) -> None:
+    path = urlsplit(self.path).path
+    if path == "/redirect-bytes" or (path.startswith("/hold/") and len(path) > len("/hold/")):
+        if self.origin._resource(path) is None:
+            self.q = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
+            self.origin._record(path, self.path, self.headers)
+            try:
+                if path == "/redirect-bytes":
+                    _redirect_bytes(self)
+                else:
+                    _hold(self, path[len("/hold/"):])
+            except ValueError as exc:
+                self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+            return
+    _dispatch_without_bytes_routes(self)
+
+
+_Handler._dispatch = _dispatch_with_bytes_routes  # type: ignore[method-assign]

@@ -17,12 +17,12 @@ struct GetCommand: ParsableCommand {
         abstract: "Download URLs into a directory, with progress on a terminal.",
         discussion: """
             Each file is named after its URL's last path component; a name already taken, in the \
-            directory or by an earlier URL, gets a numeric suffix (name-1.ext), so nothing is \
-            overwritten. On a terminal, a line per running download and a total show bytes, rate and \
-            ETA; otherwise each finished download prints one line. Failures go to stderr as \
-            `URL: error_code: message`, and the exit status is 1 if any download failed. Ctrl-C \
-            cancels every download, leaves no partial file and exits with 130; a second Ctrl-C \
-            exits at once.
+            directory, by an earlier URL or by a file that appears there while the download runs (one \
+            of another run, say), gets a numeric suffix (name-1.ext), so nothing is overwritten. On a \
+            terminal, a line per running download and a total show bytes, rate and ETA; otherwise each \
+            finished download prints one line. Failures go to stderr as `URL: error_code: message`, \
+            and the exit status is 1 if any download failed. Ctrl-C cancels every download, leaves no \
+            partial file and exits with 130; a second Ctrl-C exits at once.
             """)
 
     @Argument(help: "The http or https URLs to download.")
@@ -75,14 +75,20 @@ struct GetCommand: ParsableCommand {
             LiveLevelLogHandler(RedactingLogHandler(StreamLogHandler.standardError(label: label)), level: logLevels)
         }
 
-        let names = FileNames.unique(for: urls, in: rootPath)
-        let shown = names.map { name in outputDir.map { Self.joined($0, name) } ?? name }
+        let output: OutputDirectory
+        do throws(OutputDirectory.OpenFailure) {
+            output = try OutputDirectory(path: rootPath)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        // A file's name as the user wrote its directory.
+        let shown: @Sendable (String) -> String = { name in outputDir.map { Self.joined($0, name) } ?? name }
         let style: ProgressReport.Style = json ? .json : isatty(STDOUT_FILENO) == 1 ? .terminal : .lines
-        let report = ProgressReport(style: style, urls: urls, names: shown)
+        let report = ProgressReport(style: style, urls: urls)
         let downloads = try InProcessDownloads(configuration: config, logger: Logger(label: "courier")) { event in
             switch event {
             case .progress(let request, let progress): report.progress(request - 1, progress)
-            case .finished(let request, let completion): report.finished(request - 1, completion)
+            case .finished(let request, let completion): report.finished(request - 1, completion, name: completion.name.map(shown))
             }
         }
 
@@ -95,13 +101,12 @@ struct GetCommand: ParsableCommand {
             },
             again: { _ in report.abandon() })
 
-        for (index, (url, name)) in zip(urls, names).enumerated() {
+        for (index, url) in urls.enumerated() {
             guard interrupted.signal.load(ordering: .relaxed) == 0 else { break }
             do throws(InProcessDownloads.RequestError) {
-                _ = try downloads.start(InProcessDownloads.Request(url: url, destination: rootPath + "/" + name))
+                let request = InProcessDownloads.Request(url: url, directory: output, name: InProcessDownloads.fileName(for: url))
+                report.started(index, name: shown(try downloads.start(request).name))
             } catch {
-                // Numbers follow the order of starts: a refused request
-                // still takes its number, so events find the right URL.
                 report.refused(index, error)
             }
         }

@@ -27,7 +27,9 @@ final class ProgressReport: @unchecked Sendable {
 
     private struct Item {
         var url: String
-        var name: String
+        /// The file's name as shown: the one it started with, then the one
+        /// it finished under.
+        var name = ""
         var received: Int64 = 0
         var expected: Int64?
         /// Some progress came, so the transfer runs.
@@ -48,9 +50,9 @@ final class ProgressReport: @unchecked Sendable {
     /// The terminal's settings before the display changed them.
     private let savedMode: termios?
 
-    init(style: Style, urls: [String], names: [String]) {
+    init(style: Style, urls: [String]) {
         self.style = style
-        items = zip(urls, names).map { Item(url: $0, name: $1) }
+        items = urls.map { Item(url: $0) }
         savedMode = style == .terminal ? Self.quietTerminal() : nil
     }
 
@@ -77,6 +79,14 @@ final class ProgressReport: @unchecked Sendable {
 
     // MARK: - Events
 
+    /// The download of URL `index` has started, into the file `name`.
+    func started(_ index: Int, name: String) {
+        lock.withLock { _ in
+            guard items.indices.contains(index), !items[index].done else { return }
+            items[index].name = name
+        }
+    }
+
     func progress(_ index: Int, _ progress: InProcessDownloads.Progress) {
         lock.withLock { _ in
             guard items.indices.contains(index), !items[index].done else { return }
@@ -86,10 +96,12 @@ final class ProgressReport: @unchecked Sendable {
         }
     }
 
-    func finished(_ index: Int, _ completion: InProcessDownloads.Completion) {
+    /// The download of URL `index` has ended; `name` is the file it made.
+    func finished(_ index: Int, _ completion: InProcessDownloads.Completion, name: String?) {
         lock.withLock { _ in
             guard items.indices.contains(index) else { return }
             items[index].done = true
+            if let name { items[index].name = name }
             finishedCount += 1
             if completion.ok {
                 items[index].received = completion.size

@@ -147,6 +147,61 @@ def test_an_output_directory_is_made_with_its_parents_or_the_reason_it_cannot_be
     assert f"cannot create the output directory {tmp_path}/file: Not a directory" in a_file.stderr
 
 
+# -- placing files without replacing any --------------------------------------------
+
+
+def start_get(*args: str, cache: Path) -> subprocess.Popen:
+    return subprocess.Popen([COURIER, "get", "--cache-dir", str(cache), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def test_a_file_that_appears_during_the_download_is_kept_and_the_download_takes_the_next_name(origin, cache, out):
+    # Given a download under way into an empty directory
+    out.mkdir()
+    url = origin.url("/hold/report.bin?size=300000")
+    run = start_get("-o", str(out), url, cache=cache)
+    origin.wait_held("report.bin")
+    # When a file appears at its name before the body is complete
+    (out / "report.bin").write_bytes(b"the user's own file")
+    origin.release("report.bin")
+    stdout, stderr = run.communicate(timeout=60)
+    # Then that file is left as it was and the body takes the next free name
+    assert run.returncode == 0, stderr
+    assert (out / "report.bin").read_bytes() == b"the user's own file"
+    assert (out / "report-1.bin").read_bytes() == pattern(300000, "report.bin")
+    assert sorted(p.name for p in out.iterdir()) == ["report-1.bin", "report.bin"]
+    assert stdout.startswith(f"{url} -> {out}/report-1.bin ("), stdout
+
+
+def test_two_runs_of_one_url_into_one_directory_leave_two_files(origin, tmp_path, out):
+    # Given two runs fetching the same URL into one directory, both under way
+    url = origin.url("/hold/data.bin?size=200000")
+    runs = [start_get("-o", str(out), url, cache=tmp_path / f"cache-{n}") for n in range(2)]
+    origin.wait_held("data.bin", count=2)
+    # When both finish
+    origin.release("data.bin")
+    results = [run.communicate(timeout=60) for run in runs]
+    # Then each made a file of its own: neither replaced the other's
+    assert [run.returncode for run in runs] == [0, 0], [stderr for _, stderr in results]
+    assert sorted(p.name for p in out.iterdir()) == ["data-1.bin", "data.bin"]
+    assert (out / "data.bin").read_bytes() == (out / "data-1.bin").read_bytes() == pattern(200000, "data.bin")
+    named = sorted(stdout.split(" -> ")[1].split(" (")[0] for stdout, _ in results)
+    assert named == [f"{out}/data-1.bin", f"{out}/data.bin"]
+
+
+def test_a_refused_url_leaves_the_names_of_the_urls_after_it_alone(origin, cache, out):
+    # Given a URL the downloader refuses between two it fetches
+    first, second = origin.url("/bytes/10"), origin.url("/bytes/20")
+    # When they are fetched in one run
+    done = get("-o", str(out), first, "nonsense", second, cache=cache)
+    # Then each line (in the order the downloads finished) names its own URL's file
+    assert done.returncode == 1
+    named = {line.split(" (")[0] for line in done.stdout.splitlines()}
+    assert named == {f"{first} -> {out}/10", f"{second} -> {out}/20"}, done.stdout
+    assert done.stderr == "nonsense: invalid_request: param 'url' is not a valid absolute URL\n"
+    assert sorted(p.name for p in out.iterdir()) == ["10", "20"]
+
+
 # -- under a pseudo-terminal --------------------------------------------------------
 
 

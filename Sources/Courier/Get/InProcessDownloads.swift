@@ -18,13 +18,23 @@ public final class InProcessDownloads: Sendable {
     /// One file to fetch.
     public struct Request: Sendable {
         public var url: String
-        /// Absolute path the body is renamed to once complete.
-        public var destination: String
+        /// Where the file goes.
+        public var directory: OutputDirectory
+        /// The file's name before any numbering (`report.pdf`).
+        public var name: String
 
-        public init(url: String, destination: String) {
+        public init(url: String, directory: OutputDirectory, name: String) {
             self.url = url
-            self.destination = destination
+            self.directory = directory
+            self.name = name
         }
+    }
+
+    /// A request under way: its number, which its events carry, and the
+    /// name it has in its directory for now.
+    public struct Started: Sendable {
+        public var number: Int
+        public var name: String
     }
 
     /// Where a running request stands (`download/progress`).
@@ -40,6 +50,10 @@ public final class InProcessDownloads: Sendable {
         public var size: Int64
         public var source: String
         public var durationMs: Double
+        /// The file's name in its directory: the one `start` gave, or the
+        /// next free one when a file took that name during the download;
+        /// nil when no file was made.
+        public var name: String?
         /// One of the outcome error codes (`http_status`, `cancelled`, …).
         public var errorCode: String?
         public var errorMessage: String?
@@ -48,7 +62,8 @@ public final class InProcessDownloads: Sendable {
 
         public var ok: Bool { errorCode == nil }
 
-        init(outcome: JSON) {
+        init(outcome: JSON, name: String?) {
+            self.name = name
             url = outcome["url"]?.stringValue ?? ""
             path = outcome["path"]?.stringValue
             size = outcome["size"]?.integerValue ?? 0
@@ -73,8 +88,35 @@ public final class InProcessDownloads: Sendable {
         public var description: String { "\(code): \(message)" }
     }
 
+    /// Where a started request's body goes: delivered as `staged`, then
+    /// placed as `name` (or the next free name from `base`).
+    private struct Placement: Sendable {
+        var directory: OutputDirectory
+        var base: String
+        var name: String
+        var staged: String
+
+        /// The outcome once the staged file has its own name, or the failure
+        /// to give it one.
+        func finish(_ outcome: Outcome) -> (Outcome, name: String?) {
+            var outcome = outcome
+            guard outcome.ok, outcome.path != nil else { return (outcome, nil) }
+            do throws(Destination.Failure) {
+                let placed = try directory.place(staged, as: name, base: base)
+                outcome.path = directory.path + "/" + placed
+                return (outcome, placed)
+            } catch {
+                directory.remove(staged)
+                outcome.error = error.transferFailure
+                outcome.path = nil
+                return (outcome, nil)
+            }
+        }
+    }
+
     private struct State {
         var next = 0
+        var placements: [Int: Placement] = [:]
         var requestsByReceipt: [String: Int] = [:]
     }
 
@@ -103,10 +145,13 @@ public final class InProcessDownloads: Sendable {
                 let progress = Progress(received: figures.received, expected: figures.expected)
                 events.async { for request in requests { handler(.progress(request: request, progress)) } }
             case .finished(let receipt, _, let outcome):
-                guard let request = state.withLock({ $0.requestsByReceipt.removeValue(forKey: receipt) }) else { return }
-                let completion = Completion(outcome: outcome.json)
+                guard let (request, placement) = state.withLock({ state -> (Int, Placement?)? in
+                    guard let request = state.requestsByReceipt.removeValue(forKey: receipt) else { return nil }
+                    return (request, state.placements.removeValue(forKey: request))
+                }) else { return }
                 events.async {
-                    handler(.finished(request: request, completion))
+                    let (placed, name) = placement?.finish(outcome) ?? (outcome, nil)
+                    handler(.finished(request: request, Completion(outcome: placed.json, name: name)))
                     unfinished.leave()
                 }
             case .view:
@@ -121,22 +166,31 @@ public final class InProcessDownloads: Sendable {
         self.unfinished = unfinished
     }
 
-    /// Starts a request and returns its number; its events follow.
-    public func start(_ request: Request) throws(RequestError) -> Int {
-        let checked: DownloadRequest
-        do throws(RPCError) {
-            checked = try DownloadRequest(
-                Params(["url": .string(request.url), "destination": .string(request.destination)]), defaults: configuration)
-        } catch {
-            throw RequestError(code: "invalid_request", message: error.message)
-        }
+    /// Starts a request: its body goes to a hidden file in the request's
+    /// directory, which takes the first free name from `request.name` once
+    /// complete. Every call takes the next number, a refused request too, so
+    /// numbers follow the order of calls.
+    public func start(_ request: Request) throws(RequestError) -> Started {
         let id = state.withLock { state in
             state.next += 1
             return state.next
         }
+        let staged = OutputDirectory.stagingName(for: request.name)
+        let checked: DownloadRequest
+        do throws(RPCError) {
+            checked = try DownloadRequest(
+                Params(["url": .string(request.url), "destination": .string(request.directory.path + "/" + staged)]),
+                defaults: configuration)
+        } catch {
+            throw RequestError(code: "invalid_request", message: error.message)
+        }
+        let name = request.directory.reserve(request.name)
+        state.withLock { state in
+            state.placements[id] = Placement(directory: request.directory, base: request.name, name: name, staged: staged)
+        }
         unfinished.enter()
         downloader.download(checked, waiter: id)
-        return id
+        return Started(number: id, name: name)
     }
 
     /// Ends every unfinished request with `cancelled`; their partial files go.

@@ -24,3 +24,29 @@ enum Renameat2 {
         #endif
     }()
 }
+
+extension DirectoryHandle {
+    /// Gives the file `source` in this directory the name `target`, unless
+    /// something has that name: with `renameat2(RENAME_NOREPLACE)`, or, where
+    /// the file system has no such rename (`EINVAL`) or the kernel or C
+    /// library none (`ENOSYS`), with a hard link and an unlink of `source`.
+    /// Either way whatever is at `target` (a file, a symbolic link, a
+    /// directory) stays as it is and the move fails with `EEXIST`. Nil when
+    /// the file has moved, else the `errno` of the step that failed.
+    func moveWithoutReplacing(_ source: String, to target: String) -> Int32? {
+        if let renameat2 = Renameat2.function {
+            if renameat2(fd, source, fd, target, Renameat2.noReplace) == 0 { return nil }
+            guard errno == EINVAL || errno == ENOSYS else { return errno }
+        }
+        return linkWithoutReplacing(source, to: target)
+    }
+
+    /// The move `moveWithoutReplacing` makes where `renameat2` cannot: a
+    /// hard link, which never replaces its target, then an unlink of the
+    /// old name.
+    func linkWithoutReplacing(_ source: String, to target: String) -> Int32? {
+        guard linkat(fd, source, fd, target, 0) == 0 else { return errno }
+        unlinkat(fd, source, 0)
+        return nil
+    }
+}
