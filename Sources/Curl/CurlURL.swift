@@ -1,5 +1,11 @@
 import CLibcurl
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A URL as libcurl parses it (its URL API), so what courier accepts is what
 /// its transfers will fetch.
 public struct CurlURL: Sendable {
@@ -29,13 +35,45 @@ public struct CurlURL: Sendable {
         self.host = Self.part(handle, CURLUPART_HOST)
         self.path = Self.part(handle, CURLUPART_PATH) ?? "/"
         self.port = Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)).flatMap { Int($0) }
-        self.hasUserInfo = Self.part(handle, CURLUPART_USER) != nil || Self.part(handle, CURLUPART_PASSWORD) != nil
+        self.hasUserInfo = Self.partBytes(handle, CURLUPART_USER) != nil || Self.partBytes(handle, CURLUPART_PASSWORD) != nil
     }
 
+    /// The text of the URL libcurl goes to when it follows a redirect to
+    /// `bytes` itself (the bytes of `CURLINFO_REDIRECT_URL`, which need not be
+    /// UTF-8): parsed by libcurl's URL API as `curl -L` parses a `Location`,
+    /// spaces allowed, with every space, control or byte that is not ASCII
+    /// in the path and query written `%xx` (`CURLU_URLENCODE`). The user
+    /// name, password and fragment (which curl decodes before use, or never
+    /// sends) are escaped alike, so the text is UTF-8. The next hop thus asks
+    /// for exactly what curl would, never for a lossy decoding of the bytes
+    /// (`%ef%bf%bd` for a lone 0xC3). Nil when libcurl does not take the
+    /// bytes as a URL, or what stays unescaped (a host name) is not UTF-8.
+    public static func redirectTarget(_ bytes: [UInt8]) -> String? {
+        guard !bytes.contains(0), let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        let flags = UInt32(CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE | CURLU_ALLOW_SPACE)
+        let parsed = (bytes + [0]).withUnsafeBufferPointer { text in
+            text.withMemoryRebound(to: CChar.self) { curl_url_set(handle, CURLUPART_URL, $0.baseAddress, flags) }
+        }
+        guard parsed == CURLUE_OK else { return nil }
+        for part in [CURLUPART_USER, CURLUPART_PASSWORD, CURLUPART_FRAGMENT] {
+            guard let escaped = partBytes(handle, part, flags: UInt32(CURLU_URLENCODE)) else { continue }
+            (escaped + [0]).withUnsafeBufferPointer { text in
+                text.withMemoryRebound(to: CChar.self) { _ = curl_url_set(handle, part, $0.baseAddress, 0) }
+            }
+        }
+        return partBytes(handle, CURLUPART_URL).flatMap { String(validating: $0, as: UTF8.self) }
+    }
+
+    /// A part as text; nil when it is missing or its bytes are not UTF-8.
     private static func part(_ handle: OpaquePointer, _ part: CURLUPart, flags: UInt32 = 0) -> String? {
+        partBytes(handle, part, flags: flags).flatMap { String(validating: $0, as: UTF8.self) }
+    }
+
+    private static func partBytes(_ handle: OpaquePointer, _ part: CURLUPart, flags: UInt32 = 0) -> [UInt8]? {
         var value: UnsafeMutablePointer<CChar>?
         guard curl_url_get(handle, part, &value, flags) == CURLUE_OK, let value else { return nil }
         defer { curl_free(value) }
-        return String(cString: value)
+        return Array(UnsafeRawBufferPointer(start: value, count: strlen(value)))
     }
 }

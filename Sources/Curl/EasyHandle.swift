@@ -172,18 +172,24 @@ public final class EasyHandle {
         courier_easy_setopt_ptr(raw, option, copy)
     }
 
+    /// The URL the transfer ended at (`CURLINFO_EFFECTIVE_URL`); nil when
+    /// its bytes are not UTF-8 (never the case for a URL courier set, which
+    /// is a String or escaped by `CurlURL.redirectTarget`).
     public var effectiveURL: String? {
-        var pointer: UnsafePointer<CChar>?
-        courier_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer)
-        return pointer.map { String(cString: $0) }
+        info(CURLINFO_EFFECTIVE_URL).flatMap { String(validating: $0, as: UTF8.self) }
     }
 
-    /// The absolute URL a redirect response's `Location` names, when
-    /// libcurl did not follow it.
-    public var redirectURL: String? {
+    /// The bytes of the absolute URL a redirect response's `Location` names
+    /// (`CURLINFO_REDIRECT_URL`), when libcurl did not follow it: the
+    /// origin's bytes, which need not be UTF-8 (`CurlURL.redirectTarget`
+    /// makes the URL libcurl itself would follow of them).
+    public var redirectURL: [UInt8]? { info(CURLINFO_REDIRECT_URL) }
+
+    /// A string `CURLINFO`, as the bytes libcurl holds.
+    private func info(_ info: CURLINFO) -> [UInt8]? {
         var pointer: UnsafePointer<CChar>?
-        courier_easy_getinfo_string(raw, CURLINFO_REDIRECT_URL, &pointer)
-        return pointer.map { String(cString: $0) }
+        guard courier_easy_getinfo_string(raw, info, &pointer) == CURLE_OK, let pointer else { return nil }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)))
     }
 
     /// The text libcurl left in the error buffer, or its generic text for

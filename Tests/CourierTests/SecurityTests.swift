@@ -147,6 +147,29 @@ struct SecurityTests {
         #expect(next.map(\.name) == (kept ? headers.map(\.0) : ["X-Other"]))
     }
 
+    /// Location bytes, and the URL curl 7.88 requests when it follows them
+    /// itself (for the password, the same `Authorization` bytes).
+    static let redirectTargets: [(location: [UInt8], target: String)] = [
+        (Array("http://h/a/".utf8) + [0xC3, 0x28], "http://h/a/%c3("),
+        (Array("http://h/a b?q=".utf8) + [0xC3] + Array(" y&r=%41#f".utf8) + [0xC3], "http://h/a%20b?q=%c3+y&r=%41#f%c3"),
+        (Array("HTTP://u:p".utf8) + [0xC3] + Array("@h/x/../y".utf8), "http://u:p%c3@h/y"),
+        (Array("http://h/caf\u{E9}".utf8), "http://h/caf%c3%a9"),
+        (Array("http://h/already%20escaped%zz".utf8), "http://h/already%20escaped%zz"),
+    ]
+
+    @Test(arguments: redirectTargets)
+    func redirectTargetsAreEscapedAsCurlEscapesThem(location: [UInt8], target: String) {
+        #expect(CurlURL.redirectTarget(location) == target)
+        #expect(CurlURL.redirectTarget(Array(target.utf8)) == target, "escaping twice changes nothing")
+    }
+
+    @Test func redirectTargetsThatAreNoURLsAreNotFollowed() {
+        #expect(CurlURL.redirectTarget(Array("http://h/a".utf8) + [0, 0x62]) == nil)
+        #expect(CurlURL.redirectTarget(Array("http://h/".utf8) + [0x7F]) == nil)
+        // libcurl leaves a host name as it is: one that is not UTF-8 is no text to follow.
+        #expect(CurlURL.redirectTarget(Array("http://ex".utf8) + [0xC3] + Array("ample/".utf8)) == nil)
+    }
+
     // MARK: - Destinations
 
     @Test func destinationsUnderARootNeverFollowSymlinks() throws {

@@ -235,7 +235,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// Takes the redirect the current response names, if it is allowed:
     /// true when the next hop has started.
     private func followRedirect(on multi: MultiHandle) throws(TransferFailure) -> Bool {
-        guard let location = easy?.redirectURL, let target = CurlURL(location) else { return false }
+        guard let location = easy?.redirectURL.flatMap(CurlURL.redirectTarget), let target = CurlURL(location) else {
+            return false
+        }
         let current = CurlURL(hopOptions.url)
         if let refusal = redirectPolicy.refusal(from: current, to: target, hop: redirects.count + 1) { throw refusal }
         var next = hopOptions
