@@ -24,6 +24,7 @@ from courier_client import (
     DownloadError,
     RpcError,
     WaitTimeout,
+    file_name,
 )
 from origin import pattern
 
@@ -387,6 +388,19 @@ def test_courier_from_the_environment(binary: str, env, tmp_path: Path, monkeypa
 
 
 # -- the command line ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url, name", [
+    ("http://h/a/my%20file.txt", "my file.txt"),
+    ("http://h/caf%C3%A9.txt?x=1#f", "café.txt"),
+    ("http://h/dir/", "index.html"),
+    ("http://h", "index.html"),
+    ("http://h/a%2Fb", "a_b"),
+    ("http://h/%2e%2e", "index.html"),
+    ("http://h/x%00y%0A", "x_y_"),
+])
+def test_file_names_from_urls(url: str, name: str) -> None:
+    assert file_name(url) == name
 
 
 def run_cli(*args: str, env: Dict[str, Any], cwd: Path) -> subprocess.CompletedProcess:
