@@ -338,6 +338,7 @@ def test_keep_copies_a_temporary_path_before_close_removes_it(
 
         # When it is kept under a relative name, and into a directory
         kept = c.keep(outcome, "kept.bin")
+        nested = c.keep(outcome, "new/dir/nested.bin")
         into = c.keep(outcome, "dir")
         with pytest.raises(ValueError):
             c.keep(c.fetch(origin.url("/bytes/5"), body="text"), "text.bin")
@@ -345,8 +346,10 @@ def test_keep_copies_a_temporary_path_before_close_removes_it(
     # Then the copies stay after close, which removed the temporary file
     assert kept == str(work / "kept.bin") and Path(kept).read_bytes() == pattern(2000)
     assert into == str(work / "dir" / "2000") and Path(into).read_bytes() == pattern(2000)
+    assert Path(nested).read_bytes() == pattern(2000)
     assert not temporary.exists()
-    assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == ["dir", "dir/2000", "kept.bin"]
+    assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == [
+        "dir", "dir/2000", "kept.bin", "new", "new/dir", "new/dir/nested.bin"]
 
 
 # -- courier not found --------------------------------------------------------------------

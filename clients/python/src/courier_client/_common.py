@@ -121,6 +121,10 @@ class WaitTimeout(CourierError, TimeoutError):
     """
 
 
+GOES_ON = ("; the download goes on until it ends, cancel() ends it, or the client closes "
+           "(which ends it with error shutdown)")
+"""What a :class:`WaitTimeout` for an outcome adds."""
+
 DEFAULT: Any = object()
 """``wait_timeout`` left out: the client's own ``wait_timeout`` applies."""
 
@@ -213,8 +217,9 @@ def keep_file(outcome: Outcome, destination: Union[str, "os.PathLike[str]"]) -> 
 
     ``destination`` is relative to the working directory; an existing
     directory receives the file under :func:`file_name` of the outcome's
-    ``url``. The copy is written beside its place and renamed into it, so
-    ``destination`` never holds part of a body.
+    ``url``, and missing directories are made, as courier makes them for a
+    ``destination``. The copy is written beside its place and renamed into
+    it, so ``destination`` never holds part of a body.
     """
     source = outcome.get("path")
     if not isinstance(source, str):
@@ -226,6 +231,7 @@ def keep_file(outcome: Outcome, destination: Union[str, "os.PathLike[str]"]) -> 
     if os.path.exists(target) and os.path.samefile(source, target):
         return target
     directory, name = os.path.split(target)
+    os.makedirs(directory, exist_ok=True)
     partial, out = _exclusive_file(directory, f".{name}")
     try:
         with out, open(source, "rb") as body:

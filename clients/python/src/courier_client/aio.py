@@ -43,6 +43,7 @@ from ._common import (
     CAPTURE,
     DEFAULT,
     FRAMINGS,
+    GOES_ON,
     CourierExited,
     Deframer,
     Notification,
@@ -486,9 +487,7 @@ class AsyncCourier:
                 outcome = await _within(future, self._limit(wait_timeout),
                                         f"no outcome for {receipt!r}")
             except WaitTimeout as timeout:
-                raise WaitTimeout(f"{timeout}; the download goes on until it ends, cancel() "
-                                  "ends it, or the client closes (which ends it with error "
-                                  "shutdown)") from None
+                raise WaitTimeout(f"{timeout}{GOES_ON}") from None
             finally:
                 waiters = self._waiters.get(receipt)
                 if waiters is not None:
@@ -509,7 +508,10 @@ class AsyncCourier:
         limit = self._limit(wait_timeout)
         deadline = None if limit is None else time.monotonic() + limit
         params.setdefault("wait", True)
-        result = await self.download(url, wait_timeout=limit, **params)
+        try:
+            result = await self.download(url, wait_timeout=limit, **params)
+        except WaitTimeout as timeout:
+            raise WaitTimeout(f"{timeout}{GOES_ON}" if params["wait"] else str(timeout)) from None
         if "outcome" in result:
             outcome = result["outcome"]
             return check_outcome(outcome, result.get("receipt")) if raise_on_error else outcome

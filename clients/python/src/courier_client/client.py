@@ -18,6 +18,7 @@ from ._common import (
     CAPTURE,
     DEFAULT,
     FRAMINGS,
+    GOES_ON,
     CourierExited,
     Notification,
     Received,
@@ -418,16 +419,19 @@ class Courier:
         ``record`` at those from index ``since`` (see :meth:`mark`; default:
         the first one).
         """
-        return self.wait_notification_entry(predicate, wait_timeout, since).params
+        return self._find_notification(predicate, since, *self._limit(wait_timeout)).params
 
     def wait_notification_entry(self, predicate: Callable[[str, Any], bool] | str,
                                 wait_timeout: float | None = DEFAULT,
                                 since: int | None = None) -> Notification:
         """Like :meth:`wait_notification` but returns the whole entry."""
+        return self._find_notification(predicate, since, *self._limit(wait_timeout))
+
+    def _find_notification(self, predicate: Callable[[str, Any], bool] | str, since: int | None,
+                           limit: float | None, deadline: float | None) -> Notification:
         if isinstance(predicate, str):
             wanted = predicate
             predicate = lambda method, _params: method == wanted  # noqa: E731
-        limit, deadline = self._limit(wait_timeout)
         what = "no matching notification"
         with self._cv:
             if self.record:
@@ -554,13 +558,11 @@ class Courier:
         return check_outcome(outcome, receipt) if raise_on_error else outcome
 
     def _take_outcome(self, receipt: Any, limit: float | None, deadline: float | None) -> Outcome:
-        hint = ("; the download goes on until it ends, cancel() ends it, or the client "
-                "closes (which ends it with error shutdown)")
         with self._cv:
             self._waiting[receipt] += 1
             try:
                 while receipt not in self._outcomes:
-                    self._pause(f"no outcome for {receipt!r}", limit, deadline, hint)
+                    self._pause(f"no outcome for {receipt!r}", limit, deadline, GOES_ON)
                 return self._outcomes[receipt] if self.record else self._outcomes.pop(receipt)
             finally:
                 self._waiting[receipt] -= 1
@@ -576,7 +578,10 @@ class Courier:
         the transfer); ``raise_on_error`` as for :meth:`wait`.
         """
         limit, deadline = self._limit(wait_timeout)
-        result = self._download(url, params, limit, deadline)
+        try:
+            result = self._download(url, params, limit, deadline)
+        except WaitTimeout as timeout:
+            raise WaitTimeout(f"{timeout}{GOES_ON}" if params.get("wait") else str(timeout)) from None
         if isinstance(result, dict) and "outcome" in result:
             outcome = result["outcome"]
         else:
