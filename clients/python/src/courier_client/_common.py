@@ -42,6 +42,12 @@ CAPTURE = "capture"
 
 FRAMINGS = ("ndjson", "lsp")
 
+STDERR_KEPT = 64 * 1024
+"""Bytes of courier's stderr a client keeps (the last ones; all with ``record``)."""
+
+GARBAGE_KEPT = 100
+"""Pieces of ``stdout_garbage`` a client keeps (the last ones; all with ``record``)."""
+
 # JSON-RPC error codes courier answers with (protocol/README.md, "Errors").
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -43,7 +43,9 @@ from ._common import (
     CAPTURE,
     DEFAULT,
     FRAMINGS,
+    GARBAGE_KEPT,
     GOES_ON,
+    STDERR_KEPT,
     CourierExited,
     Deframer,
     Notification,
@@ -71,8 +73,6 @@ NotificationCallback = Callable[[str, Any], Union[None, Awaitable[None]]]
 
 _READ_SIZE = 1 << 16
 
-STDERR_KEPT = 64 * 1024
-"""Bytes of courier's stderr the client keeps (the last ones)."""
 
 
 async def _within(awaitable: Awaitable[Any], limit: Optional[float], what: str) -> Any:
@@ -202,7 +202,8 @@ class AsyncCourier:
         self._exit_sent = False
 
         self.stdout_garbage: List[bytes] = []
-        """Anything on courier's stdout that was not a well-formed message."""
+        """Anything on courier's stdout that was not a well-formed message
+        (the last 100 pieces)."""
 
     # -- process ---------------------------------------------------------------
 
@@ -626,14 +627,19 @@ class AsyncCourier:
         finally:
             self._end(why)
 
+    def _garbage(self, data: bytes) -> None:
+        self.stdout_garbage.append(data)
+        if len(self.stdout_garbage) > GARBAGE_KEPT:
+            del self.stdout_garbage[:-GARBAGE_KEPT]
+
     def _take(self, is_message: bool, data: bytes) -> None:
         if not is_message:
-            self.stdout_garbage.append(data)
+            self._garbage(data)
             return
         try:
             message = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            self.stdout_garbage.append(data)
+            self._garbage(data)
             return
         now = time.monotonic()
         for item in message if isinstance(message, list) else [message]:

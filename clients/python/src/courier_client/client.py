@@ -18,7 +18,9 @@ from ._common import (
     CAPTURE,
     DEFAULT,
     FRAMINGS,
+    GARBAGE_KEPT,
     GOES_ON,
+    STDERR_KEPT,
     CourierExited,
     Notification,
     Received,
@@ -41,12 +43,6 @@ from ._types import DownloadResult, Outcome
 __all__ = ["Courier"]
 
 NotificationCallback = Callable[[str, Any], None]
-
-STDERR_KEPT = 64 * 1024
-"""Bytes of courier's stderr a client without ``record`` keeps (the last ones)."""
-
-GARBAGE_KEPT = 100
-"""Pieces of ``stdout_garbage`` a client without ``record`` keeps (the last ones)."""
 
 _scan = json.scanner.make_scanner(json.JSONDecoder())
 
