@@ -40,6 +40,7 @@ CHECKS = [
     "indicator hidden",
     "command asks for a destination",
     "relative destination",
+    "raw download leaves nothing",
 ]
 
 

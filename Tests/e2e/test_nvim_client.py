@@ -40,6 +40,7 @@ CHECKS = [
     "command cancelled",
     "command takes a destination",
     "relative destination",
+    "raw download leaves nothing",
 ]
 
 

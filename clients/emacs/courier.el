@@ -96,7 +96,10 @@ size is unknown.")
 (defvar courier--jobs (make-hash-table :test #'equal)
   "Receipt -> list of the jobs that hold it.")
 (defvar courier--early (make-hash-table :test #'equal)
-  "Receipt -> `download/finished' params that came before the receipt.")
+  "Receipt -> `download/finished' params that came before the receipt.
+Kept while a `courier-download' awaits courier's answer.")
+(defvar courier--awaiting 0
+  "How many `courier-download' requests await courier's answer.")
 (defvar courier--views (make-hash-table :test #'equal)
   "View name -> buffer.")
 (defvar courier--view-counter 0)
@@ -187,9 +190,10 @@ size is unknown.")
   (pcase method
     ('download/finished
      (let ((receipt (plist-get params :receipt)))
-       (if (gethash receipt courier--jobs)
-           (courier--finish-receipt receipt (plist-get params :outcome))
-         (puthash receipt params courier--early))))
+       (cond ((gethash receipt courier--jobs)
+              (courier--finish-receipt receipt (plist-get params :outcome)))
+             ((> courier--awaiting 0)
+              (puthash receipt params courier--early)))))
     ('download/progress
      (mapc (lambda (receipt)
              (dolist (job (gethash receipt courier--jobs))
@@ -405,6 +409,7 @@ names it and the settings that choose it."
     (courier-request
      'download request
      (lambda (result error)
+       (setq courier--awaiting (max 0 (1- courier--awaiting)))
        (let ((connection courier--connection))
          (cond
           ((and error connection (not (jsonrpc-running-p connection)))
@@ -417,7 +422,11 @@ names it and the settings that choose it."
             job (list :ok :json-false :url url
                       :error (list :code "rpc" :message (plist-get error :message)
                                    :rpc error))))
-          (t (courier--on-receipt job result))))))
+          (t (courier--on-receipt job result))))
+       ;; What no job claimed by now belongs to downloads sent another way.
+       (when (zerop courier--awaiting)
+         (clrhash courier--early))))
+    (cl-incf courier--awaiting)
     job))
 
 (defun courier-cancel (target &optional callback)

@@ -325,6 +325,20 @@ would: its :eval form, then %-escapes."
 
     (courier-test-destinations courier-test-base)
 
+    ;; a download sent with `courier-request' leaves nothing behind once finished
+    (let* (raw
+           (hook (lambda (method params)
+                   (when (equal method "download/finished") (setq raw params)))))
+      (add-hook 'courier-notification-functions hook)
+      (courier-request 'download (list :url (concat courier-test-base "/bytes/8") :wait t))
+      (courier-test-check
+       "raw download leaves nothing"
+       (and (courier-test-wait-for raw)
+            (zerop (hash-table-count courier--early))
+            (zerop (hash-table-count courier--jobs)))
+       (hash-table-count courier--early))
+      (remove-hook 'courier-notification-functions hook))
+
     ;; courier is shut down when Emacs exits: this runs after courier's own hook
     (courier-test-print
      (format "courier pid %s" (process-id (jsonrpc--process courier--connection))))

@@ -236,6 +236,14 @@ local function run()
   check("relative destination", wait(function() return relative ~= nil end) and relative.ok
     and relative.path == vim.fn.getcwd() .. "/rel/thirty.bin", inspect(relative))
 
+  -- a download sent with request() leaves nothing behind once it has finished
+  local raw
+  local stop = courier.on("download/finished", function(params) raw = params end)
+  courier.request("download", { url = base .. "/bytes/8", wait = true }, function() end)
+  check("raw download leaves nothing", wait(function() return raw ~= nil end)
+    and next(courier.state.early) == nil and next(courier.state.jobs) == nil, inspect(courier.state.early))
+  stop()
+
   -- courier is shut down when Neovim exits: this runs after the module's own VimLeavePre
   local pid = courier.state.pid
   io.stdout:write("courier pid " .. tostring(pid) .. "\n")

@@ -47,7 +47,8 @@ local state = {
   ready_callbacks = {},
   jobs = {},            -- receipt -> list of jobs that hold it
   pending = {},         -- job -> true while its `download` awaits courier's answer
-  early = {},           -- receipt -> download/finished params that came first
+  early = {},           -- receipt -> download/finished params that came before its
+                        -- `download` answer (kept while a download awaits one)
   views = {},           -- view name -> bufnr
   listeners = {},       -- method -> list of functions(params)
   indicator = { visible = false, activityCount = 0 },
@@ -163,7 +164,7 @@ local handlers = {}
 handlers["download/finished"] = function(params)
   if state.jobs[params.receipt] then
     finish_receipt(params.receipt, params.outcome)
-  else
+  elseif next(state.pending) ~= nil then
     state.early[params.receipt] = params
   end
 end
@@ -343,6 +344,12 @@ local function bind_buffer(job)
   end)
 end
 
+-- Forgets the early outcomes once no download awaits its answer: those left
+-- belong to downloads sent some other way (M.request).
+local function forget_early()
+  if next(state.pending) == nil then state.early = {} end
+end
+
 --- Starts a download. `opts` holds `download` params (body, destination,
 --- headers, slot, priority, accept, maxBytes, timeout, ...) and:
 ---   buffer       a bufnr (0: the current one) whose statusline shows the progress
@@ -377,6 +384,7 @@ function M.download(url, opts, on_finished)
   local sent = M.request("download", params, function(err, result)
     state.pending[job] = nil
     if err then
+      forget_early()
       finish(job, { ok = false, url = url,
                     error = { code = "rpc", message = err.message, rpc = err } })
       return
@@ -386,8 +394,9 @@ function M.download(url, opts, on_finished)
     table.insert(state.jobs[job.receipt], job)
     if job.buffer then bind_buffer(job) end
     local early = state.early[job.receipt]
+    state.early[job.receipt] = nil
+    forget_early()
     if early then
-      state.early[job.receipt] = nil
       finish_receipt(job.receipt, early.outcome)
     elseif job.cancel_requested then
       M.cancel(job, job.cancel_callback)
