@@ -387,7 +387,8 @@ PARAMS is a plist of `download' params (:body, :destination,
 ...) and of:
   :buffer       a buffer whose mode line shows the progress
   :on-progress  a function of PROGRESS and JOB for `download/progress'
-A relative :destination is taken from `default-directory'.
+A relative :destination is taken from `default-directory' (an
+absolute one is sent as it is).
 The outcome is courier's plist (:ok, :status, :path, :text, :error
 ...).  A download courier refused ends with error code \"rpc\" (:rpc
 holds the JSON-RPC error); one lost because courier ended, \"exited\".
@@ -403,7 +404,8 @@ names it and the settings that choose it."
              do (setq request
                       (append request
                               (list key (if (and (eq key :destination) (stringp value)
-                                                 (not (equal value "")))
+                                                 (not (equal value ""))
+                                                 (not (string-prefix-p "/" value)))
                                             (expand-file-name value)
                                           value)))))
     (courier-request

@@ -354,7 +354,8 @@ end
 --- headers, slot, priority, accept, maxBytes, timeout, ...) and:
 ---   buffer       a bufnr (0: the current one) whose statusline shows the progress
 ---   on_progress  function(progress, job) for each `download/progress`
---- A relative destination is taken from Neovim's current directory.
+--- A relative destination is taken from Neovim's current directory (an
+--- absolute one is sent as it is).
 --- on_finished(outcome, job) gets courier's outcome: `ok`, `status`, `path`,
 --- `text`, ... and `error.code` when it failed. A request that courier
 --- refused gets error.code "rpc" (error.rpc: the JSON-RPC error); one whose
@@ -368,8 +369,9 @@ function M.download(url, opts, on_finished)
   for key, value in pairs(opts) do
     if not CLIENT_KEYS[key] then params[key] = value end
   end
-  if type(params.destination) == "string" and params.destination ~= "" then
-    params.destination = vim.fn.fnamemodify(params.destination, ":p")
+  local destination = params.destination
+  if type(destination) == "string" and destination ~= "" and destination:sub(1, 1) ~= "/" then
+    params.destination = vim.fn.fnamemodify(destination, ":p")
   end
   local job = setmetatable({
     url = url,
