@@ -175,7 +175,7 @@ def pipelined(c: Courier, count: int, batch: int, message: Callable[[int], dict]
 
 def start(binary: str, cache_dir: str, extra: list[str]) -> Courier:
     return Courier(binary, ["--cache-dir", cache_dir, *extra], env=NO_PROXY,
-                   stderr=os.path.join(cache_dir, "stderr.log"))
+                   stderr=os.path.join(cache_dir, "stderr.log"), record=True)
 
 
 def run_hits(binary: str, url: str, tier: str, count: int, batch: int, body: str,
@@ -207,7 +207,7 @@ def run_hits(binary: str, url: str, tier: str, count: int, batch: int, body: str
                 raise RuntimeError(f"cache/stats hits {stats['hits']}, expected {count + 1}")
             return measured
         finally:
-            c.close(timeout=30)
+            c.close(wait_timeout=30)
 
 
 def run_transport(binary: str, count: int, batch: int, timeout: float) -> Measured:
@@ -229,7 +229,7 @@ def run_transport(binary: str, count: int, batch: int, timeout: float) -> Measur
                     raise RuntimeError("an answer other than -32601")
             return measured
         finally:
-            c.close(timeout=30)
+            c.close(wait_timeout=30)
 
 
 def main(argv: list[str] | None = None) -> int:

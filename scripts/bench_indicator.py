@@ -69,11 +69,12 @@ def find_courier(explicit: str | None) -> str:
 
 
 class Recorder(Courier):
-    """A session that also logs the requests it sends, with their send times."""
+    """A session that records what it receives and also logs the requests it
+    sends, with their send times."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         self.sent: list[tuple[float, dict]] = []
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, record=True, **kwargs)
 
     def send_message(self, obj: Any) -> None:
         super().send_message(obj)

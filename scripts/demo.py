@@ -33,7 +33,7 @@ def show(label: str, value) -> None:
 def next_error(courier: Courier) -> dict:
     """The error object of the next error response courier sends."""
     while True:
-        message = courier.next_message(timeout=10)
+        message = courier.next_message(wait_timeout=10)
         if isinstance(message, dict) and "error" in message:
             return message["error"]
 
@@ -44,7 +44,7 @@ def main() -> int:
     args = parser.parse_args()
 
     cache_dir = tempfile.mkdtemp(prefix="courier-demo-")
-    with Origin() as origin, Courier(args.courier, args=["--cache-dir", cache_dir, "--max-active", "4"]) as courier:
+    with Origin() as origin, Courier(args.courier, args=["--cache-dir", cache_dir, "--max-active", "4"], record=True) as courier:
         events: list[str] = []
         lock = threading.Lock()
         clock = {"start": time.monotonic()}
@@ -120,7 +120,7 @@ def main() -> int:
 
         step("cancel: the receipt ends with error code cancelled")
         slow = courier.download(origin.url("/drip?size=100000&chunks=20&interval=0.1"))
-        courier.wait_notification(lambda m, p: m == "download/progress" and slow["receipt"] in p["receipts"], timeout=10)
+        courier.wait_notification(lambda m, p: m == "download/progress" and slow["receipt"] in p["receipts"], wait_timeout=10)
         show("cancel", courier.cancel(receipt=slow["receipt"]))
         show("outcome.error", courier.wait(slow["receipt"])["error"])
 
@@ -149,7 +149,7 @@ def main() -> int:
         courier.bind("spinner", task=long["task"])
         courier.bind("bar", task=long["task"], kind="progress")
         courier.wait(long["receipt"])
-        courier.wait_notification(lambda m, p: m == "indicator/visibility" and not p["visible"], timeout=5)
+        courier.wait_notification(lambda m, p: m == "indicator/visibility" and not p["visible"], wait_timeout=5)
         show("indicator/state", courier.indicator_state())
 
         step("errors carry precise codes")
@@ -158,7 +158,7 @@ def main() -> int:
             ("closed port", "http://127.0.0.1:9/", {}),
             ("unknown host", "http://nowhere.invalid/", {}),
             ("redirect loop", origin.url("/loop"), {}),
-            ("stalled origin", origin.url("/stall"), {"transfer_timeout": 0.5}),
+            ("stalled origin", origin.url("/stall"), {"timeout": 0.5}),
             ("not an image", origin.url("/text"), {"accept": ["image/*"]}),
         ]:
             error = courier.fetch(url, **extra)["error"]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 
 import pytest
 
-from courier_client import Courier
+from courier_client import Courier, Notification
 from origin import Origin
 from schema import validate_message
 
@@ -26,16 +26,22 @@ PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
 
 
 class Session(Courier):
-    """A courier session that remembers the method of every request it sent
+    """A courier session for the tests: it records everything it receives
+    (``Courier(record=True)``), remembers the method of every request it sent
     (so each response can be checked against the protocol document) and
-    indexes `download/finished` and `download/progress` as they arrive."""
+    indexes `download/finished` and `download/progress` as they arrive.
+
+    Its waits keep the tests' names and bounds: ``timeout=`` is how long the
+    test waits (10 s for a response, 30 s for an outcome unless given), and
+    ``fetch``'s ``transfer_timeout=`` is courier's ``timeout`` param."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         self.methods_by_id: dict[Any, str] = {}
         self.outcomes: dict[str, list[dict]] = collections.defaultdict(list)
         self.finished_order: list[str] = []
         self.progress_by_task: dict[str, list[tuple[float, dict]]] = collections.defaultdict(list)
-        super().__init__(*args, **kwargs)
+        kwargs.setdefault("wait_timeout", 10)
+        super().__init__(*args, record=True, **kwargs)
         self.on_notification(self._index)
 
     def send_message(self, obj: Any) -> None:
@@ -56,6 +62,53 @@ class Session(Courier):
             elif method == "download/progress":
                 self.progress_by_task[params["task"]].append((now, params))
             self._cv.notify_all()
+
+    # -- the client's waits, with the tests' names and bounds ---------------------
+
+    def request(self, method: str, params: Any = None, timeout: float = 10) -> Any:
+        return super().request(method, params, wait_timeout=timeout)
+
+    def wait_response(self, id: Any, timeout: float = 10) -> dict:
+        return super().wait_response(id, wait_timeout=timeout)
+
+    def next_message(self, timeout: float = 10) -> Any:
+        return super().next_message(wait_timeout=timeout)
+
+    def wait_notification(self, predicate: Callable[[str, Any], bool] | str,
+                          timeout: float = 10, since: int = 0) -> Any:
+        return super().wait_notification(predicate, wait_timeout=timeout, since=since)
+
+    def wait_notification_entry(self, predicate: Callable[[str, Any], bool] | str,
+                                timeout: float = 10, since: int = 0) -> Notification:
+        return super().wait_notification_entry(predicate, wait_timeout=timeout, since=since)
+
+    def initialize(self, clientInfo: dict | None = None, timeout: float = 10, **options: Any) -> dict:
+        return super().initialize(clientInfo, wait_timeout=timeout, **options)
+
+    def shutdown(self, timeout: float = 10) -> Any:
+        return super().shutdown(wait_timeout=timeout)
+
+    def download(self, url: str, rpc_timeout: float | None = None, **params: Any) -> dict:
+        """``download``; ``rpc_timeout`` bounds the wait for its response
+        (10 s, 60 s with ``wait=True``); ``timeout`` is courier's param."""
+        if rpc_timeout is None:
+            rpc_timeout = 60 if params.get("wait") else 10
+        return super().download(url, wait_timeout=rpc_timeout, **params)
+
+    def wait(self, receipt: Any, timeout: float = 30, raise_on_error: bool = False) -> dict:
+        return super().wait(receipt, wait_timeout=timeout, raise_on_error=raise_on_error)
+
+    def fetch(self, url: str, timeout: float = 30, transfer_timeout: float | None = None,
+              raise_on_error: bool = False, **params: Any) -> dict:
+        if transfer_timeout is not None:
+            params["timeout"] = transfer_timeout
+        return super().fetch(url, wait_timeout=timeout, raise_on_error=raise_on_error, **params)
+
+    def wait_exit(self, timeout: float = 10) -> int:
+        return super().wait_exit(wait_timeout=timeout)
+
+    def close(self, timeout: float = 5) -> int:
+        return super().close(wait_timeout=timeout)
 
     # -- waiting ------------------------------------------------------------------
 

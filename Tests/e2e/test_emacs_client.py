@@ -1,8 +1,8 @@
 """The Emacs client (clients/emacs/courier.el) on Emacs's built-in jsonrpc.el:
 byte-compiled without a warning, then run in `emacs --batch` against the
-built courier and a local origin: downloads, cancel, error codes, progress
-bound to a buffer, the indicator in the mode line, and shutdown when Emacs
-exits."""
+built courier and a local origin: a courier that cannot run, downloads,
+cancel, error codes, progress bound to a buffer, the indicator in the mode
+line, `courier-download-file`'s destination, and shutdown when Emacs exits."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ CLIENT = REPO / "clients" / "emacs"
 SCRIPT = CLIENT / "test" / "courier-test.el"
 
 CHECKS = [
+    "file names from URLs",
+    "cannot run names the binary",
+    "cannot run a file that is not executable",
+    "exit at once names the binary",
     "mode line entry",
     "initialize",
     "download text",
@@ -34,6 +38,9 @@ CHECKS = [
     "indicator shown",
     "indicator in mode line",
     "indicator hidden",
+    "command asks for a destination",
+    "relative destination",
+    "raw download leaves nothing",
 ]
 
 

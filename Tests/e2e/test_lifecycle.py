@@ -40,7 +40,7 @@ def framing(request) -> str:
 @pytest.fixture
 def spawn(framing):
     """Starts courier in the test's framing; stops and checks it at teardown."""
-    yield from checked_sessions(lambda *args: Courier(COURIER, list(args), framing=framing))
+    yield from checked_sessions(lambda *args: Session(COURIER, list(args), framing=framing))
 
 
 @pytest.fixture

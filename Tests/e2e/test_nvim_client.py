@@ -1,6 +1,7 @@
 """The Neovim client (clients/nvim) in headless Neovim, against the built
-courier and a local origin: downloads, cancel, error codes, progress bound
-to a buffer, the indicator in the statusline, and shutdown when Neovim exits."""
+courier and a local origin: a courier that cannot run, downloads, cancel,
+error codes, progress bound to a buffer, the indicator in the statusline,
+:CourierDownload's destination, and shutdown when Neovim exits."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ SCRIPT = CLIENT / "test" / "courier_test.lua"
 
 CHECKS = [
     "plugin commands",
+    "file names from URLs",
+    "cannot run names the binary",
+    "cannot run is shown",
+    "command names the binary",
+    "exit at once names the binary",
     "initialize",
     "download text",
     "download many",
@@ -30,6 +36,11 @@ CHECKS = [
     "indicator shown",
     "indicator in statusline",
     "indicator hidden",
+    "command asks for a destination",
+    "command cancelled",
+    "command takes a destination",
+    "relative destination",
+    "raw download leaves nothing",
 ]
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import checked_sessions
+from conftest import Session, checked_sessions
 from courier_client import Courier, CourierExited
 from schema import validate_message
 
@@ -39,7 +39,7 @@ def _private_cache(monkeypatch, tmp_path):
 # ---------------------------------------------------------------- the client
 
 
-class RawCourier(Courier):
+class RawCourier(Session):
     """A Courier session that also keeps the exact bytes of every message body
     courier wrote, and wakes waiters when stderr grows."""
 

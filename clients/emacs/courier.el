@@ -27,6 +27,8 @@
 
 (require 'cl-lib)
 (require 'jsonrpc)
+(require 'url-parse)
+(require 'url-util)
 
 (defgroup courier nil
   "Downloads through the courier helper process."
@@ -94,7 +96,10 @@ size is unknown.")
 (defvar courier--jobs (make-hash-table :test #'equal)
   "Receipt -> list of the jobs that hold it.")
 (defvar courier--early (make-hash-table :test #'equal)
-  "Receipt -> `download/finished' params that came before the receipt.")
+  "Receipt -> `download/finished' params that came before the receipt.
+Kept while a `courier-download' awaits courier's answer.")
+(defvar courier--awaiting 0
+  "How many `courier-download' requests await courier's answer.")
 (defvar courier--views (make-hash-table :test #'equal)
   "View name -> buffer.")
 (defvar courier--view-counter 0)
@@ -185,9 +190,10 @@ size is unknown.")
   (pcase method
     ('download/finished
      (let ((receipt (plist-get params :receipt)))
-       (if (gethash receipt courier--jobs)
-           (courier--finish-receipt receipt (plist-get params :outcome))
-         (puthash receipt params courier--early))))
+       (cond ((gethash receipt courier--jobs)
+              (courier--finish-receipt receipt (plist-get params :outcome)))
+             ((> courier--awaiting 0)
+              (puthash receipt params courier--early)))))
     ('download/progress
      (mapc (lambda (receipt)
              (dolist (job (gethash receipt courier--jobs))
@@ -202,11 +208,26 @@ size is unknown.")
 ;;;; Process
 
 (defun courier--executable ()
-  "The courier executable to run."
-  (or courier-program
-      (let ((env (getenv "COURIER")))
-        (and env (not (equal env "")) env))
-      "courier"))
+  "The courier executable to run, and the setting that chose it."
+  (let ((env (getenv "COURIER")))
+    (cond (courier-program (list courier-program "`courier-program'"))
+          ((and env (not (equal env ""))) (list env "$COURIER"))
+          (t (list "courier" "the default")))))
+
+(defun courier--cannot-run (program source)
+  "Why PROGRAM, chosen by SOURCE, cannot run: a message for the user."
+  (format "Cannot run %s: %s (from %s; set `courier-program' or $COURIER)"
+          program
+          (cond ((not (file-name-directory program)) "not found on `exec-path'")
+                ((file-exists-p program) "not executable")
+                (t "no such file"))
+          source))
+
+(defun courier--exit-message (connection)
+  "What to tell about CONNECTION's courier having ended."
+  (let ((process (jsonrpc--process connection)))
+    (format "courier %s exited with status %s"
+            (car (process-command process)) (process-exit-status process))))
 
 (defun courier--on-exit (connection)
   "Record that CONNECTION's courier ended; fail what it left unfinished."
@@ -217,8 +238,7 @@ size is unknown.")
           courier-indicator-visible nil
           courier-activity-count 0)
     (force-mode-line-update t))
-  (courier--fail-unfinished
-   "exited" (format "courier exited with status %s" courier-exit-status)))
+  (courier--fail-unfinished "exited" (courier--exit-message connection)))
 
 (defun courier-running-p ()
   "Non-nil while a courier process runs."
@@ -231,10 +251,10 @@ ON-READY, when given, is called with the result and the error of
   (if (courier-running-p)
       (when on-ready
         (funcall on-ready courier-initialize-result nil))
-    (let* ((program (courier--executable))
-           (path (executable-find program)))
+    (pcase-let* ((`(,program ,source) (courier--executable))
+                 (path (executable-find program)))
       (unless path
-        (user-error "Cannot run %s (set `courier-program' or $COURIER)" program))
+        (user-error "%s" (courier--cannot-run program source)))
       (setq courier-initialize-result nil)
       (setq courier--connection
             (jsonrpc-process-connection
@@ -367,27 +387,48 @@ PARAMS is a plist of `download' params (:body, :destination,
 ...) and of:
   :buffer       a buffer whose mode line shows the progress
   :on-progress  a function of PROGRESS and JOB for `download/progress'
+A relative :destination is taken from `default-directory' (an
+absolute one is sent as it is).
 The outcome is courier's plist (:ok, :status, :path, :text, :error
 ...).  A download courier refused ends with error code \"rpc\" (:rpc
 holds the JSON-RPC error); one lost because courier ended, \"exited\".
 Return the job (a `courier-job'); its receipt is set once courier
-has answered."
+has answered.  When courier cannot run, signal a `user-error' that
+names it and the settings that choose it."
   (let ((job (courier--make-job :url url :callback callback
                                 :on-progress (plist-get params :on-progress)
                                 :buffer (plist-get params :buffer)))
         (request (list :url url)))
     (cl-loop for (key value) on params by #'cddr
              unless (memq key '(:buffer :on-progress))
-             do (setq request (append request (list key value))))
+             do (setq request
+                      (append request
+                              (list key (if (and (eq key :destination) (stringp value)
+                                                 (not (equal value ""))
+                                                 (not (string-prefix-p "/" value)))
+                                            (expand-file-name value)
+                                          value)))))
     (courier-request
      'download request
      (lambda (result error)
-       (if error
+       (setq courier--awaiting (max 0 (1- courier--awaiting)))
+       (let ((connection courier--connection))
+         (cond
+          ((and error connection (not (jsonrpc-running-p connection)))
+           (courier--finish
+            job (list :ok :json-false :url url
+                      :error (list :code "exited"
+                                   :message (courier--exit-message connection)))))
+          (error
            (courier--finish
             job (list :ok :json-false :url url
                       :error (list :code "rpc" :message (plist-get error :message)
-                                   :rpc error)))
-         (courier--on-receipt job result))))
+                                   :rpc error))))
+          (t (courier--on-receipt job result))))
+       ;; What no job claimed by now belongs to downloads sent another way.
+       (when (zerop courier--awaiting)
+         (clrhash courier--early))))
+    (cl-incf courier--awaiting)
     job))
 
 (defun courier-cancel (target &optional callback)
@@ -417,17 +458,39 @@ CALLBACK gets the result and the error."
          ((courier-job-p target) (list :receipt (courier-job-receipt target))))
    callback))
 
+(defun courier-url-file-name (url)
+  "The name a file downloaded from URL gets.
+The last segment of URL's path, percent-decoded, with /, \\, NUL
+and control characters made _; \"index.html\" when that leaves
+nothing, \".\" or \"..\"."
+  (let* ((path (car (url-path-and-query (url-generic-parse-url url))))
+         (segment (if path (file-name-nondirectory path) ""))
+         (name (replace-regexp-in-string
+                "[/\\\177[:cntrl:]]" "_"
+                (decode-coding-string (url-unhex-string segment t) 'utf-8) t t)))
+    (if (member name '("" "." "..")) "index.html" name)))
+
 (defun courier-download-file (url file)
-  "Download URL to FILE, showing the progress in this buffer's mode line."
-  (interactive "sURL: \nFSave to: ")
-  (courier-download
-   url
-   (lambda (outcome _job)
-     (if (courier-outcome-ok-p outcome)
-         (message "courier: %s saved" file)
-       (message "courier: %s failed: %s" url (courier-outcome-error-code outcome))))
-   :destination (expand-file-name file)
-   :buffer (current-buffer)))
+  "Download URL to FILE, showing the progress in this buffer's mode line.
+FILE may be a directory: the file then gets URL's file name.
+Interactively, offer that name in `default-directory'."
+  (interactive
+   (let ((url (read-string "URL: ")))
+     (list url (read-file-name "Save to: " nil nil nil (courier-url-file-name url)))))
+  (let ((destination (expand-file-name file)))
+    (when (or (file-directory-p destination) (directory-name-p destination))
+      (setq destination (expand-file-name (courier-url-file-name url)
+                                          (file-name-as-directory destination))))
+    (courier-download
+     url
+     (lambda (outcome _job)
+       (if (courier-outcome-ok-p outcome)
+           (message "courier: %s saved to %s" url destination)
+         (message "courier: %s failed: %s%s" url (courier-outcome-error-code outcome)
+                  (let ((text (plist-get (plist-get outcome :error) :message)))
+                    (if text (format " (%s)" text) "")))))
+     :destination destination
+     :buffer (current-buffer))))
 
 (defun courier-cancel-all ()
   "Cancel every unfinished download."

@@ -44,8 +44,86 @@ would: its :eval form, then %-escapes."
           (string-replace "%%" "%" (eval (cadr entry) t))
         ""))))
 
+(defun courier-test-cannot-run ()
+  "Check what courier.el says when courier cannot run."
+  (let* ((url (concat courier-test-base "/bytes/1"))
+         (missing (expand-file-name "no/courier" courier-test-dir))
+         (plain (expand-file-name "plain-courier" courier-test-dir))
+         (script (expand-file-name "exits-early" courier-test-dir))
+         (refusal (lambda (program)
+                    (let ((courier-program program))
+                      (condition-case err
+                          (progn (courier-download url #'ignore) nil)
+                        (user-error (error-message-string err)))))))
+    ;; a path that does not exist, a file that is not executable
+    (let ((said (funcall refusal missing)))
+      (courier-test-check
+       "cannot run names the binary"
+       (and said (string-search missing said) (string-search "no such file" said)
+            (string-search "`courier-program'" said) (string-search "$COURIER" said))
+       said))
+    (write-region "" nil plain)
+    (set-file-modes plain #o644)
+    (let ((said (funcall refusal plain)))
+      (courier-test-check
+       "cannot run a file that is not executable"
+       (and said (string-search plain said) (string-search "not executable" said))
+       said))
+    ;; a program that exits once it has read the first two requests
+    (write-region "#!/bin/sh\nread a; read b; read c\nexit 3\n" nil script)
+    (set-file-modes script #o755)
+    (let ((courier-program script)
+          lost)
+      (courier-download url (lambda (outcome _job) (setq lost outcome)))
+      (courier-test-check
+       "exit at once names the binary"
+       (and (courier-test-wait-for lost)
+            (equal (courier-outcome-error-code lost) "exited")
+            (string-search script (plist-get (plist-get lost :error) :message))
+            (string-search "status 3" (plist-get (plist-get lost :error) :message)))
+       lost))))
+
+(defun courier-test-file-names ()
+  "Check the file names URLs give."
+  (let ((names (mapcar #'courier-url-file-name
+                       '("http://h/a/my%20file.txt" "http://h/caf%C3%A9.txt?x=1#f" "http://h/dir/"
+                         "http://h" "http://h/a%2Fb" "http://h/%2e%2e" "http://h/x%00y%0A"))))
+    (courier-test-check
+     "file names from URLs"
+     (equal names '("my file.txt" "café.txt" "index.html" "index.html" "a_b" "index.html" "x_y_"))
+     names)))
+
+(defun courier-test-destinations (base)
+  "Check where `courier-download-file' and relative destinations save, under BASE."
+  (let* ((url (concat base "/bytes/3000?x=1"))
+         (saved (expand-file-name "asked/3000"))
+         asked)
+    ;; asked interactively: the URL's name is offered; a directory gets it
+    (let ((read-file-name-function (lambda (&rest args) (setq asked args) "asked/")))
+      (cl-letf (((symbol-function 'read-string) (lambda (&rest _) url)))
+        (call-interactively #'courier-download-file)))
+    (courier-test-check
+     "command asks for a destination"
+     (and (courier-test-wait-for (file-exists-p saved))
+          (equal (car asked) "Save to: ")
+          (equal (nth 4 asked) "3000")
+          (= (file-attribute-size (file-attributes saved)) 3000))
+     (list asked saved))
+    ;; a relative :destination is taken from `default-directory'
+    (let (relative)
+      (courier-download (concat base "/bytes/30") (lambda (o _) (setq relative o))
+                        :destination "rel/thirty.bin")
+      (courier-test-check
+       "relative destination"
+       (and (courier-test-wait-for relative)
+            (courier-outcome-ok-p relative)
+            (equal (plist-get relative :path) (expand-file-name "rel/thirty.bin")))
+       relative))))
+
 (defun courier-test-run ()
   "Run every check."
+  (courier-test-file-names)
+  (courier-test-cannot-run)
   (setq courier-arguments (list "--cache-dir" (expand-file-name "cache" courier-test-dir))
         courier-initialize-options '(:activationDelay 0 :completionDelay 0.05)
         courier-indicator-text " [courier]")
@@ -244,6 +322,22 @@ would: its :eval form, then %-escapes."
               (not courier-indicator-visible)
               (not (string-search "[courier]" (courier-test-mode-line buffer))))
          indicator-events)))
+
+    (courier-test-destinations courier-test-base)
+
+    ;; a download sent with `courier-request' leaves nothing behind once finished
+    (let* (raw
+           (hook (lambda (method params)
+                   (when (equal method "download/finished") (setq raw params)))))
+      (add-hook 'courier-notification-functions hook)
+      (courier-request 'download (list :url (concat courier-test-base "/bytes/8") :wait t))
+      (courier-test-check
+       "raw download leaves nothing"
+       (and (courier-test-wait-for raw)
+            (zerop (hash-table-count courier--early))
+            (zerop (hash-table-count courier--jobs)))
+       (hash-table-count courier--early))
+      (remove-hook 'courier-notification-functions hook))
 
     ;; courier is shut down when Emacs exits: this runs after courier's own hook
     (courier-test-print

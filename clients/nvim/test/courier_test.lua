@@ -27,11 +27,58 @@ local function wait(cond)
   return vim.wait(WAIT, cond, 5)
 end
 
+-- vim.notify's messages, recorded instead of shown
+local notes = {}
+vim.notify = function(message, level)
+  table.insert(notes, { message = message, level = level or vim.log.levels.INFO })
+end
+
+local function noted(text)
+  for _, note in ipairs(notes) do
+    if note.message:find(text, 1, true) then return note end
+  end
+end
+
+local function cannot_run(courier)
+  -- a binary that is not there: the job's error and the message name it and the settings
+  local missing = dir .. "/no/courier"
+  courier.setup({ cmd = missing })
+  local refused
+  courier.download(base .. "/bytes/1", {}, function(o) refused = o end)
+  local message = refused and refused.error and refused.error.message or ""
+  check("cannot run names the binary", refused and refused.error.code == "not_started"
+    and message:find(missing, 1, true) and message:find("no such file", 1, true)
+    and message:find("setup()", 1, true) and message:find("$COURIER", 1, true), inspect(refused))
+  local shown = noted(missing)
+  check("cannot run is shown", shown and shown.level == vim.log.levels.ERROR, inspect(notes))
+  notes = {}
+  vim.cmd("CourierDownload " .. base .. "/bytes/1 " .. dir .. "/never.bin")
+  local warned = noted("failed: not_started")
+  check("command names the binary", warned and warned.message:find(missing, 1, true)
+    and vim.loop.fs_stat(dir .. "/never.bin") == nil, inspect(notes))
+
+  -- a binary that exits at once (a flag it does not know): the download ends, naming it
+  courier.setup({ cmd = os.getenv("COURIER"), args = { "--no-such-flag" } })
+  local lost
+  courier.download(base .. "/bytes/1", {}, function(o) lost = o end)
+  check("exit at once names the binary", wait(function() return lost ~= nil end)
+    and lost.error.code == "exited" and lost.error.message:find(os.getenv("COURIER"), 1, true)
+    and lost.error.message:find("code 64", 1, true), inspect(lost))
+end
+
 local function run()
   vim.cmd("runtime plugin/courier.lua")
   check("plugin commands", vim.fn.exists(":CourierDownload") == 2 and vim.fn.exists(":CourierCancel") == 2)
 
   local courier = require("courier")
+  local names = {}
+  for _, url in ipairs({ "http://h/a/my%20file.txt", "http://h/caf%C3%A9.txt?x=1#f", "http://h/dir/",
+                         "http://h", "http://h/a%2Fb", "http://h/%2e%2e", "http://h/x%00y%0A" }) do
+    table.insert(names, courier.file_name(url))
+  end
+  check("file names from URLs", vim.deep_equal(names, { "my file.txt", "café.txt", "index.html",
+    "index.html", "a_b", "index.html", "x_y_" }), inspect(names))
+  cannot_run(courier)
   courier.setup({
     args = { "--cache-dir", dir .. "/cache" },
     options = { activationDelay = 0, completionDelay = 0.05 },
@@ -154,6 +201,48 @@ local function run()
   check("indicator hidden", final ~= nil and final.visible == false and final.activityCount == 0
     and not vim.g.courier_indicator_visible
     and not courier.statusline():find("[courier]", 1, true), inspect(indicator_events))
+
+  -- :CourierDownload URL asks where to save, offering the URL's name here;
+  -- an answer that is a directory gets that name
+  vim.fn.mkdir(dir .. "/asked", "p")
+  local asked
+  vim.ui.input = function(opts, on_confirm)
+    asked = opts
+    on_confirm("asked")
+  end
+  notes = {}
+  vim.cmd("CourierDownload " .. base .. "/bytes/3000?x=1")
+  local saved = vim.fn.getcwd() .. "/asked/3000"
+  local told = wait(function() return noted(saved) ~= nil end)
+  local stat = vim.loop.fs_stat(saved)
+  check("command asks for a destination", told and asked.prompt == "Save to: "
+    and asked.default == vim.fn.getcwd() .. "/3000" and stat ~= nil and stat.size == 3000,
+    inspect({ asked, notes, stat }))
+
+  -- an empty answer downloads nothing
+  vim.ui.input = function(_, on_confirm) on_confirm(nil) end
+  vim.cmd("CourierDownload " .. base .. "/bytes/4")
+  check("command cancelled", next(courier.state.pending) == nil and next(courier.state.jobs) == nil,
+    inspect(courier.state.pending))
+
+  -- :CourierDownload URL PATH with a relative PATH, and download() with a relative destination
+  notes = {}
+  vim.cmd("CourierDownload " .. base .. "/bytes/20 rel/twenty.bin")
+  local twenty = vim.fn.getcwd() .. "/rel/twenty.bin"
+  local relative
+  courier.download(base .. "/bytes/30", { destination = "rel/thirty.bin" }, function(o) relative = o end)
+  check("command takes a destination", wait(function() return noted(twenty) ~= nil end)
+    and vim.loop.fs_stat(twenty).size == 20, inspect(notes))
+  check("relative destination", wait(function() return relative ~= nil end) and relative.ok
+    and relative.path == vim.fn.getcwd() .. "/rel/thirty.bin", inspect(relative))
+
+  -- a download sent with request() leaves nothing behind once it has finished
+  local raw
+  local stop = courier.on("download/finished", function(params) raw = params end)
+  courier.request("download", { url = base .. "/bytes/8", wait = true }, function() end)
+  check("raw download leaves nothing", wait(function() return raw ~= nil end)
+    and next(courier.state.early) == nil and next(courier.state.jobs) == nil, inspect(courier.state.early))
+  stop()
 
   -- courier is shut down when Neovim exits: this runs after the module's own VimLeavePre
   local pid = courier.state.pid

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Tuple
 
 import pytest
@@ -13,9 +14,11 @@ from courier_client import (
     INVALID_PARAMS,
     UNKNOWN_RECEIPT,
     CourierExited,
+    CourierNotFound,
     DownloadError,
     Notification,
     RpcError,
+    WaitTimeout,
 )
 from courier_client._common import Deframer
 from courier_client.aio import AsyncCourier
@@ -66,7 +69,7 @@ def test_outcome_that_arrives_before_wait_is_kept(courier_kwargs, origin) -> Non
         await c.fetch(origin.url("/bytes/4"))  # by now the three have finished
         assert [(await c.wait(r))["size"] for r in receipts] == [1, 2, 3]
         with pytest.raises(TimeoutError):
-            await c.wait(receipts[0], timeout=0.2)  # an outcome is returned once
+            await c.wait(receipts[0], wait_timeout=0.2)  # an outcome is returned once
 
     run(courier_kwargs, body)
 
@@ -160,11 +163,11 @@ def test_cancel_suspend_resume_progress_and_bind(courier_kwargs, origin) -> None
         views = c.notifications("view/animating")
         result = await c.download(origin.url("/drip?size=2000&chunks=20&interval=0.1"))
         assert await c.bind("spinner", task=result["task"]) == {"bound": True}
-        assert (await views.next(timeout=5)).params == {"view": "spinner", "animating": True}
+        assert (await views.next(wait_timeout=5)).params == {"view": "spinner", "animating": True}
         assert (await c.suspend(receipt=result["receipt"]))["task"] == result["task"]
-        assert (await views.next(timeout=5)).params["animating"] is False
+        assert (await views.next(wait_timeout=5)).params["animating"] is False
         assert (await c.resume(task=result["task"]))["task"] == result["task"]
-        assert (await views.next(timeout=5)).params["animating"] is True
+        assert (await views.next(wait_timeout=5)).params["animating"] is True
         assert (await c.progress(result["receipt"]))["receipt"] == result["receipt"]
         assert "tasks" in await c.progress()
         assert await c.cancel(result["receipt"]) == {"cancelled": True, "count": 1}
@@ -182,9 +185,9 @@ def test_indicator_and_cache_calls(courier_kwargs, origin) -> None:
         assert configured["activationDelay"] == 0.05
         visibility = c.notifications("indicator/visibility")
         assert (await c.indicator_increment())["activityCount"] == 1
-        assert (await visibility.next(timeout=5)).params["visible"] is True
+        assert (await visibility.next(wait_timeout=5)).params["visible"] is True
         assert (await c.indicator_decrement())["activityCount"] == 0
-        assert (await visibility.next(timeout=5)).params["visible"] is False
+        assert (await visibility.next(wait_timeout=5)).params["visible"] is False
         assert (await c.indicator_state())["visible"] is False
 
         url = origin.url("/cache?max-age=600&body=stored")
@@ -222,6 +225,53 @@ def test_stderr_is_captured(courier_kwargs) -> None:
 
     closed = run(courier_kwargs, body)
     assert closed.stderr_text != ""
+
+
+def test_timeout_is_couriers_and_wait_timeout_the_clients(courier_kwargs, origin) -> None:
+    async def body(c: AsyncCourier) -> None:
+        # courier's transfer limit ends a stalled download with an outcome
+        stalled = await c.fetch(origin.url("/stall?after=10"), timeout=0.5)
+        assert stalled["error"]["code"] == "timeout"
+
+        # the client's wait gives up alone: the download goes on
+        receipt = (await c.download(origin.url("/drip?size=5000&chunks=5&interval=0.25")))["receipt"]
+        with pytest.raises(WaitTimeout) as caught:
+            await c.wait(receipt, wait_timeout=0.1)
+        assert isinstance(caught.value, TimeoutError) and "goes on" in str(caught.value)
+        assert (await c.wait(receipt))["size"] == 5000
+
+    run(courier_kwargs, body)
+
+
+def test_relative_destination_and_keep(courier_kwargs, origin, tmp_path: Path, monkeypatch) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    kept: List[str] = []
+
+    async def body(c: AsyncCourier) -> None:
+        saved = await c.fetch(origin.url("/bytes/64"), destination="sub/a.bin")
+        assert saved["path"] == str(work / "sub" / "a.bin")
+        temporary = await c.fetch(origin.url("/bytes/128"))
+        kept.append(await c.keep(temporary, "b.bin"))
+        kept.append(temporary["path"])
+
+    run(courier_kwargs, body)
+    assert (work / "sub" / "a.bin").read_bytes() == pattern(64)
+    assert kept[0] == str(work / "b.bin") and (work / "b.bin").read_bytes() == pattern(128)
+    assert not Path(kept[1]).exists()  # the temporary file went with courier
+
+
+def test_courier_not_found(tmp_path: Path) -> None:
+    missing = tmp_path / "courier"
+
+    async def main() -> None:
+        async with AsyncCourier(missing):
+            pass
+
+    with pytest.raises(CourierNotFound) as caught:
+        asyncio.run(main())
+    assert str(missing) in str(caught.value) and "COURIER" in str(caught.value)
 
 
 # -- framing, without courier ------------------------------------------------------

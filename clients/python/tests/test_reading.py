@@ -27,12 +27,12 @@ class Pieces:
 @pytest.fixture
 def client():
     """A client whose process has ended, so only the test feeds its reader."""
-    c = Courier(sys.executable, ["-c", "pass"], stderr=None)
+    c = Courier(sys.executable, ["-c", "pass"], stderr=None, record=True)
     c._reader.join(timeout=30)
     assert not c._reader.is_alive()
     assert c.messages == []
     yield c
-    c.close(timeout=5)
+    c.close(wait_timeout=5)
 
 
 def note(method: str, **params: Any) -> bytes:

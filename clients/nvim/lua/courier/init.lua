@@ -46,7 +46,9 @@ local state = {
   initialized = nil,    -- the result of initialize once it arrived
   ready_callbacks = {},
   jobs = {},            -- receipt -> list of jobs that hold it
-  early = {},           -- receipt -> download/finished params that came first
+  pending = {},         -- job -> true while its `download` awaits courier's answer
+  early = {},           -- receipt -> download/finished params that came before its
+                        -- `download` answer (kept while a download awaits one)
   views = {},           -- view name -> bufnr
   listeners = {},       -- method -> list of functions(params)
   indicator = { visible = false, activityCount = 0 },
@@ -73,8 +75,28 @@ local function user_event(pattern, data)
   pcall(vim.api.nvim_exec_autocmds, "User", { pattern = pattern, modeline = false })
 end
 
+-- The courier to run, and the setting that chose it.
 local function executable()
-  return config.cmd or os.getenv("COURIER") or "courier"
+  if config.cmd then return config.cmd, "cmd in require('courier').setup()" end
+  local env = os.getenv("COURIER")
+  if env and env ~= "" then return env, "$COURIER" end
+  return "courier", "the default"
+end
+
+-- Why `cmd` cannot run, or nil when it can: the message names the path
+-- and the setting to change.
+local function cannot_run(cmd, source)
+  if vim.fn.executable(cmd) == 1 then return nil end
+  local why
+  if not cmd:find("/", 1, true) then
+    why = "not found on $PATH"
+  elseif vim.loop.fs_stat(cmd) then
+    why = "not executable"
+  else
+    why = "no such file"
+  end
+  return ("cannot run %s: %s (from %s; set cmd in require('courier').setup() or $COURIER)")
+    :format(cmd, why, source)
 end
 
 local function view_name(bufnr)
@@ -128,6 +150,11 @@ local function fail_unfinished(code, message)
     finish_receipt(receipt, { ok = false, url = jobs[1] and jobs[1].url,
                               error = { code = code, message = message } })
   end
+  local pending = vim.tbl_keys(state.pending)
+  state.pending = {}
+  for _, job in ipairs(pending) do
+    finish(job, { ok = false, url = job.url, error = { code = code, message = message } })
+  end
 end
 
 -- Notifications --------------------------------------------------------------
@@ -137,7 +164,7 @@ local handlers = {}
 handlers["download/finished"] = function(params)
   if state.jobs[params.receipt] then
     finish_receipt(params.receipt, params.outcome)
-  else
+  elseif next(state.pending) ~= nil then
     state.early[params.receipt] = params
   end
 end
@@ -189,8 +216,9 @@ local function on_exit(code, signal)
   state.exit_code = code
   state.exit_signal = signal
   state.rpc = nil
+  local cmd = state.cmd
   vim.schedule(function()
-    fail_unfinished("exited", ("courier exited (code %d, signal %d)"):format(code, signal))
+    fail_unfinished("exited", ("courier %s exited (code %d, signal %d)"):format(cmd, code, signal))
   end)
 end
 
@@ -234,9 +262,10 @@ function M.start(on_ready)
   state.exited, state.exit_code, state.exit_signal = false, nil, nil
   state.initialized = nil
   state.ready_callbacks = on_ready and { on_ready } or {}
-  local cmd = executable()
-  if vim.fn.executable(cmd) ~= 1 then
-    notify_error("cannot run " .. cmd .. " (set cmd in setup() or $COURIER)")
+  local cmd, source = executable()
+  state.start_error = cannot_run(cmd, source)
+  if state.start_error then
+    notify_error(state.start_error)
     return false
   end
   local args = vim.deepcopy(config.args or {})
@@ -248,13 +277,19 @@ function M.start(on_ready)
     table.insert(args, 1, config.log_level)
     table.insert(args, 1, "--log-level")
   end
-  local rpc = vim.lsp.rpc.start(cmd, args, {
+  local started, rpc = pcall(vim.lsp.rpc.start, cmd, args, {
     notification = on_notification,
     on_exit = on_exit,
   }, config.env and { env = config.env } or nil)
-  if not rpc then return false end
+  if not started or not rpc then
+    state.start_error = ("cannot run %s%s (from %s; set cmd in require('courier').setup() or $COURIER)")
+      :format(cmd, started and "" or ": " .. tostring(rpc), source)
+    notify_error(state.start_error)
+    return false
+  end
   state.rpc = rpc
   state.pid = rpc.pid
+  state.cmd = vim.fn.exepath(cmd)
   ensure_autocmds()
   local params = { clientInfo = { name = "courier.nvim", version = tostring(vim.version().major)
     .. "." .. tostring(vim.version().minor) } }
@@ -269,7 +304,8 @@ function M.start(on_ready)
   return true
 end
 
---- Sends a request; callback(err, result). Returns false when courier is not running.
+--- Sends a request; callback(err, result). Returns false when courier is not
+--- running and cannot be started (M.state.start_error says why).
 function M.request(method, params, callback)
   if not M.running() and not M.start() then return false end
   return state.rpc.request(method, params, callback or function() end)
@@ -308,14 +344,23 @@ local function bind_buffer(job)
   end)
 end
 
+-- Forgets the early outcomes once no download awaits its answer: those left
+-- belong to downloads sent some other way (M.request).
+local function forget_early()
+  if next(state.pending) == nil then state.early = {} end
+end
+
 --- Starts a download. `opts` holds `download` params (body, destination,
 --- headers, slot, priority, accept, maxBytes, timeout, ...) and:
 ---   buffer       a bufnr (0: the current one) whose statusline shows the progress
 ---   on_progress  function(progress, job) for each `download/progress`
+--- A relative destination is taken from Neovim's current directory (an
+--- absolute one is sent as it is).
 --- on_finished(outcome, job) gets courier's outcome: `ok`, `status`, `path`,
 --- `text`, ... and `error.code` when it failed. A request that courier
 --- refused gets error.code "rpc" (error.rpc: the JSON-RPC error); one whose
---- courier went away, "exited".
+--- courier went away, "exited"; one for a courier that cannot run,
+--- "not_started" (error.message names the binary and the setting).
 --- Returns the job: job.receipt and job.task once courier answered, job:cancel().
 function M.download(url, opts, on_finished)
   if type(opts) == "function" then opts, on_finished = nil, opts end
@@ -323,6 +368,10 @@ function M.download(url, opts, on_finished)
   local params = { url = url }
   for key, value in pairs(opts) do
     if not CLIENT_KEYS[key] then params[key] = value end
+  end
+  local destination = params.destination
+  if type(destination) == "string" and destination ~= "" and destination:sub(1, 1) ~= "/" then
+    params.destination = vim.fn.fnamemodify(destination, ":p")
   end
   local job = setmetatable({
     url = url,
@@ -333,8 +382,11 @@ function M.download(url, opts, on_finished)
   if opts.buffer ~= nil then
     job.buffer = opts.buffer == 0 and vim.api.nvim_get_current_buf() or opts.buffer
   end
+  state.pending[job] = true
   local sent = M.request("download", params, function(err, result)
+    state.pending[job] = nil
     if err then
+      forget_early()
       finish(job, { ok = false, url = url,
                     error = { code = "rpc", message = err.message, rpc = err } })
       return
@@ -344,17 +396,32 @@ function M.download(url, opts, on_finished)
     table.insert(state.jobs[job.receipt], job)
     if job.buffer then bind_buffer(job) end
     local early = state.early[job.receipt]
+    state.early[job.receipt] = nil
+    forget_early()
     if early then
-      state.early[job.receipt] = nil
       finish_receipt(job.receipt, early.outcome)
     elseif job.cancel_requested then
       M.cancel(job, job.cancel_callback)
     end
   end)
   if not sent then
-    finish(job, { ok = false, url = url, error = { code = "exited", message = "courier is not running" } })
+    state.pending[job] = nil
+    finish(job, { ok = false, url = url, error = { code = "not_started",
+      message = state.start_error or "courier is not running" } })
   end
   return job
+end
+
+--- The name a file downloaded from `url` gets: the last segment of its
+--- path, percent-decoded, with "/", "\", NUL and control characters made
+--- "_"; "index.html" when that leaves nothing, "." or "..".
+function M.file_name(url)
+  local path = url:gsub("^[%a][%w+.-]*://[^/?#]*", ""):gsub("[?#].*$", "")
+  local name = path:match("([^/]*)$") or ""
+  name = name:gsub("%%(%x%x)", function(hex) return string.char(tonumber(hex, 16)) end)
+  name = name:gsub("[%z\1-\31\127/\\]", "_")
+  if name == "" or name == "." or name == ".." then return "index.html" end
+  return name
 end
 
 --- Cancels a download: a job, a receipt ("r3"), or { slot = ... } / { all = true }.

@@ -1,10 +1,17 @@
 """What the synchronous and the asyncio clients share: errors, message
-records, framing."""
+records, framing, finding courier, and the files outcomes name."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+import os
+import secrets
+import shutil
+import unicodedata
+import urllib.parse
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+
+from ._types import Outcome
 
 __all__ = [
     "CAPTURE",
@@ -18,17 +25,28 @@ __all__ = [
     "RpcError",
     "DownloadError",
     "CourierExited",
+    "CourierNotFound",
+    "WaitTimeout",
     "Notification",
     "Received",
     "frame",
     "check_outcome",
     "Deframer",
+    "DEFAULT",
+    "file_name",
+    "keep_file",
 ]
 
 CAPTURE = "capture"
 """``stderr=CAPTURE`` (the default) keeps courier's stderr in ``stderr_text``."""
 
 FRAMINGS = ("ndjson", "lsp")
+
+STDERR_KEPT = 64 * 1024
+"""Bytes of courier's stderr a client keeps (the last ones; all with ``record``)."""
+
+GARBAGE_KEPT = 100
+"""Pieces of ``stdout_garbage`` a client keeps (the last ones; all with ``record``)."""
 
 # JSON-RPC error codes courier answers with (protocol/README.md, "Errors").
 PARSE_ERROR = -32700
@@ -70,21 +88,21 @@ class DownloadError(CourierError):
     """A download that ended with ``"ok": false``.
 
     ``code`` is the outcome's ``error.code`` (``"http_status"``, ``"timeout"``,
-    ``"cancelled"`` ...), ``message`` its text, ``http_status`` and
-    ``curl_code`` its optional details, ``outcome`` the whole outcome and
-    ``receipt`` the receipt it belongs to (when known).
+    ``"cancelled"`` ...), ``message`` its text, ``http_status``,
+    ``curl_code`` and ``retry_after`` (seconds) its optional details,
+    ``outcome`` the whole outcome and ``receipt`` the receipt it belongs to
+    (when known).
     """
 
-    def __init__(self, outcome: Dict[str, Any], receipt: Any = None):
-        error = outcome.get("error")
-        if not isinstance(error, dict):
-            error = {}
+    def __init__(self, outcome: Outcome, receipt: Any = None):
+        error: Dict[str, Any] = dict(outcome.get("error") or {})
         self.outcome = outcome
         self.receipt = receipt
         self.code: Optional[str] = error.get("code")
         self.message: Optional[str] = error.get("message")
         self.http_status: Optional[int] = error.get("httpStatus")
         self.curl_code: Optional[int] = error.get("curlCode")
+        self.retry_after: Optional[float] = error.get("retryAfter")
         text = f"{self.code}: {self.message}" if self.message else f"{self.code}"
         if receipt is not None:
             text = f"{receipt}: {text}"
@@ -93,6 +111,28 @@ class DownloadError(CourierError):
 
 class CourierExited(CourierError, RuntimeError):
     """courier's output ended (the process exited) while something was awaited."""
+
+
+class CourierNotFound(CourierError, FileNotFoundError):
+    """courier could not be started: no such file, not on ``PATH``, or not
+    executable. The message names the path tried and where it came from
+    (the ``binary`` argument, ``$COURIER`` or ``PATH``)."""
+
+
+class WaitTimeout(CourierError, TimeoutError):
+    """A client-side wait ran past the ``wait_timeout`` it was given.
+
+    Only the wait ends: courier goes on with what was asked (a download
+    keeps running until it finishes, is cancelled, or the client closes).
+    """
+
+
+GOES_ON = ("; the download goes on until it ends, cancel() ends it, or the client closes "
+           "(which ends it with error shutdown)")
+"""What a :class:`WaitTimeout` for an outcome adds."""
+
+DEFAULT: Any = object()
+"""``wait_timeout`` left out: the client's own ``wait_timeout`` applies."""
 
 
 class Notification(NamedTuple):
@@ -116,11 +156,113 @@ def frame(obj: Any, framing: str = "ndjson") -> bytes:
     raise ValueError(f"unknown framing {framing!r}")
 
 
-def check_outcome(outcome: Dict[str, Any], receipt: Any = None) -> Dict[str, Any]:
+def check_outcome(outcome: Outcome, receipt: Any = None) -> Outcome:
     """``outcome`` itself when it is ``ok``; else raises :class:`DownloadError`."""
     if not outcome.get("ok"):
         raise DownloadError(outcome, receipt)
     return outcome
+
+
+def executable(binary: Optional[Union[str, "os.PathLike[str]"]]) -> Tuple[str, str]:
+    """The courier to start and where that name came from: ``binary`` when
+    given, else ``$COURIER``, else ``courier`` on ``PATH``. A path with a
+    directory in it is made absolute against the caller's working directory,
+    whatever ``cwd`` courier gets; a bare name is looked up on ``PATH``."""
+    if binary is not None:
+        path, source = os.fspath(binary), "the binary argument"
+    elif os.environ.get("COURIER"):
+        path, source = os.environ["COURIER"], "$COURIER"
+    else:
+        path, source = "courier", "the default"
+    if os.sep in path or (os.altsep and os.altsep in path):
+        path = os.path.abspath(path)
+    return path, source
+
+
+def spawn_error(error: OSError, path: str, source: str) -> CourierNotFound:
+    """The :class:`CourierNotFound` for the ``error`` that starting ``path``
+    (chosen by ``source``, see :func:`executable`) raised."""
+    if os.path.isabs(path):
+        what = (f"no such file {path!r}" if isinstance(error, FileNotFoundError)
+                else f"{path!r} cannot be run ({error.strerror or error})")
+    else:
+        what = f"no {path!r} on PATH"
+    return CourierNotFound(
+        f"cannot start courier: {what} (from {source}); pass its path as the binary, "
+        f"set COURIER=/path/to/courier, or put courier on PATH")
+
+
+def absolute_destination(params: Dict[str, Any]) -> Dict[str, Any]:
+    """``params`` with a relative ``destination`` joined to the caller's
+    working directory (courier takes absolute paths only); an absolute one
+    is sent exactly as given."""
+    if "destination" in params:
+        destination = params["destination"]
+        if isinstance(destination, os.PathLike):
+            destination = os.fspath(destination)
+        if isinstance(destination, str) and destination and not os.path.isabs(destination):
+            destination = os.path.join(os.getcwd(), destination)
+        params["destination"] = destination
+    return params
+
+
+def file_name(url: str) -> str:
+    """The name a file downloaded from ``url`` gets, as curl's ``-O`` and
+    aria2c choose it: the last segment of the URL's path, percent-decoded,
+    with ``/``, ``\\``, NUL and control characters replaced by ``_``;
+    ``index.html`` when that leaves nothing, ``.`` or ``..``."""
+    segment = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
+    name = "".join("_" if ch in "/\\" or unicodedata.category(ch) == "Cc" else ch
+                   for ch in urllib.parse.unquote(segment, errors="replace"))
+    return "index.html" if name in ("", ".", "..") else name
+
+
+def keep_file(outcome: Outcome, destination: Union[str, "os.PathLike[str]"]) -> str:
+    """Copies the file an outcome's ``path`` names to ``destination`` and
+    returns the copy's absolute path.
+
+    ``destination`` is relative to the working directory; an existing
+    directory receives the file under :func:`file_name` of the outcome's
+    ``url``, and missing directories are made, as courier makes them for a
+    ``destination``. The copy is written beside its place and renamed into
+    it, so ``destination`` never holds part of a body.
+    """
+    source = outcome.get("path")
+    if not isinstance(source, str):
+        raise ValueError("the outcome names no file: it failed, or its body was "
+                         "asked as text or base64")
+    target = os.path.abspath(os.fspath(destination))
+    if os.path.isdir(target):
+        target = os.path.join(target, file_name(outcome.get("url", "")))
+    if os.path.exists(target) and os.path.samefile(source, target):
+        return target
+    directory, name = os.path.split(target)
+    os.makedirs(directory, exist_ok=True)
+    partial, out = _exclusive_file(directory, f".{name}")
+    try:
+        with out, open(source, "rb") as body:
+            shutil.copyfileobj(body, out, 1 << 20)
+        os.replace(partial, target)
+    except BaseException:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        raise
+    return target
+
+
+def _exclusive_file(directory: str, prefix: str) -> Tuple[str, Any]:
+    """A new file ``<prefix>.<random>.partial`` in ``directory``, created
+    exclusively with the mode the umask gives new files; its path and the
+    open binary file."""
+    while True:
+        path = os.path.join(directory, f"{prefix}.{secrets.token_hex(6)}.partial")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        return path, os.fdopen(fd, "wb")
 
 
 UNSET: Any = object()

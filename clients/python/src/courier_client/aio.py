@@ -36,23 +36,34 @@ from typing import (
     Sequence,
     Set,
     Union,
+    cast,
 )
 
 from ._common import (
     CAPTURE,
+    DEFAULT,
     FRAMINGS,
+    GARBAGE_KEPT,
+    GOES_ON,
+    STDERR_KEPT,
     CourierExited,
     Deframer,
     Notification,
     UNSET,
     RpcError,
+    WaitTimeout,
+    absolute_destination,
     bind_params,
     cancel_params,
     check_outcome,
+    executable,
     frame,
     given,
+    keep_file,
+    spawn_error,
     target_params,
 )
+from ._types import DownloadResult, Outcome
 
 __all__ = ["AsyncCourier", "NotificationStream"]
 
@@ -63,13 +74,16 @@ NotificationCallback = Callable[[str, Any], Union[None, Awaitable[None]]]
 _READ_SIZE = 1 << 16
 
 
-async def _within(awaitable: Awaitable[Any], timeout: Optional[float], what: str) -> Any:
-    if timeout is None:
+
+async def _within(awaitable: Awaitable[Any], limit: Optional[float], what: str) -> Any:
+    """``awaitable``'s result; :class:`WaitTimeout` after ``limit`` seconds
+    (None: no limit)."""
+    if limit is None:
         return await awaitable
     try:
-        return await asyncio.wait_for(awaitable, timeout)
+        return await asyncio.wait_for(awaitable, limit)
     except asyncio.TimeoutError:
-        raise TimeoutError(f"{what} within {timeout} s") from None
+        raise WaitTimeout(f"{what} within {limit} s") from None
 
 
 class NotificationStream:
@@ -122,11 +136,11 @@ class NotificationStream:
                 self._wakeup = None
         return self._queue.popleft()
 
-    async def next(self, timeout: Optional[float] = None) -> Notification:
+    async def next(self, wait_timeout: Optional[float] = None) -> Notification:
         """The next notification; raises :class:`CourierExited` at the end and
-        ``TimeoutError`` when none comes within ``timeout`` seconds."""
+        :class:`WaitTimeout` when none comes within ``wait_timeout`` seconds."""
         try:
-            return await _within(self.__anext__(), timeout, "no notification")
+            return await _within(self.__anext__(), wait_timeout, "no notification")
         except StopAsyncIteration:
             raise CourierExited("courier's output ended: no further notification") from None
 
@@ -148,18 +162,23 @@ class AsyncCourier:
     for a later :meth:`wait` (the oldest go first); :meth:`wait` takes an
     outcome out when it returns it.
 
-    Timeouts are in seconds; ``None`` waits as long as courier runs (a
-    courier that exits raises :class:`CourierExited` in every waiter).
+    ``wait_timeout`` is how long, in seconds, each wait of this client lasts
+    unless the call gives its own: None (the default) waits as long as
+    courier runs (a courier that exits raises :class:`CourierExited` in every
+    waiter). A transfer's own limit is courier's ``timeout``.
     """
 
-    def __init__(self, binary: Union[str, "os.PathLike[str]"], args: Sequence[object] = (),
+    def __init__(self, binary: Union[str, "os.PathLike[str]", None] = None,
+                 args: Sequence[object] = (),
                  framing: str = "ndjson", env: Optional[Dict[str, Optional[str]]] = None,
-                 stderr: Any = CAPTURE, cwd: Union[str, "os.PathLike[str]", None] = None,
-                 keep_outcomes: int = 10000):
+                 stderr: Any = CAPTURE, cwd: Union[str, "os.PathLike[str]", None] = None, *,
+                 wait_timeout: Optional[float] = None, keep_outcomes: int = 10000):
         if framing not in FRAMINGS:
             raise ValueError(f"unknown framing {framing!r}")
         self.framing = framing
-        self.argv = [os.fspath(binary), *map(str, args)]
+        path, self._source = executable(binary)
+        self.argv = [path, *map(str, args)]
+        self.wait_timeout = wait_timeout
         self._env = env
         self._stderr = stderr
         self._cwd = cwd
@@ -168,8 +187,8 @@ class AsyncCourier:
         self.proc: Optional[asyncio.subprocess.Process] = None
         self._ids = itertools.count(1)
         self._pending: Dict[Any, asyncio.Future[Dict[str, Any]]] = {}
-        self._outcomes: "collections.OrderedDict[Any, Dict[str, Any]]" = collections.OrderedDict()
-        self._waiters: Dict[Any, List[asyncio.Future[Dict[str, Any]]]] = {}
+        self._outcomes: "collections.OrderedDict[Any, Outcome]" = collections.OrderedDict()
+        self._waiters: Dict[Any, List[asyncio.Future[Outcome]]] = {}
         self._callbacks: List[tuple] = []
         self._streams: "weakref.WeakSet[NotificationStream]" = weakref.WeakSet()
         self._tasks: Set[asyncio.Task[Any]] = set()
@@ -183,7 +202,8 @@ class AsyncCourier:
         self._exit_sent = False
 
         self.stdout_garbage: List[bytes] = []
-        """Anything on courier's stdout that was not a well-formed message."""
+        """Anything on courier's stdout that was not a well-formed message
+        (the last 100 pieces)."""
 
     # -- process ---------------------------------------------------------------
 
@@ -212,6 +232,12 @@ class AsyncCourier:
                 *self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=stderr_arg, env=full_env, cwd=self._cwd,
             )
+        except OSError as error:
+            if self._stderr_file is not None:
+                self._stderr_file.close()
+            if self._cwd is not None and error.filename == os.fspath(self._cwd):
+                raise
+            raise spawn_error(error, self.argv[0], self._source) from error
         except BaseException:
             if self._stderr_file is not None:
                 self._stderr_file.close()
@@ -241,24 +267,34 @@ class AsyncCourier:
 
     @property
     def stderr_text(self) -> str:
-        """courier's stderr so far (with ``stderr=CAPTURE``)."""
+        """courier's stderr so far (with ``stderr=CAPTURE``; its last 64 KiB)."""
         return self._stderr_buf.decode("utf-8", "replace")
 
-    async def wait_exit(self, timeout: Optional[float] = 10) -> int:
-        """Wait for the process to end; returns its exit code."""
-        return await _within(self._process().wait(), timeout, "courier did not exit")
+    def _limit(self, wait_timeout: Optional[float]) -> Optional[float]:
+        """The limit a call's ``wait_timeout`` means: the client's when left out."""
+        return self.wait_timeout if wait_timeout is DEFAULT else wait_timeout
 
-    async def close(self, timeout: float = 5) -> Optional[int]:
+    async def wait_exit(self, wait_timeout: Optional[float] = DEFAULT) -> int:
+        """Wait for the process to end; returns its exit code."""
+        return await _within(self._process().wait(), self._limit(wait_timeout),
+                             "courier did not exit")
+
+    async def close(self, wait_timeout: float = 5) -> Optional[int]:
         """End the session: ``shutdown`` and ``exit`` unless already sent, close
-        stdin, wait for the process (killing it if it hangs). Returns its exit code."""
+        stdin, wait for the process (killing it if it hangs). Returns its exit code.
+
+        ``shutdown`` ends every unfinished download with error ``shutdown``
+        and courier removes the temporary files that outcomes without a
+        ``destination`` name. ``wait_timeout`` bounds each of the waits here.
+        """
         proc = self.proc
         if proc is None:
             return None
         if proc.returncode is None and not self._eof:
             if not self._shutdown_sent:
                 try:
-                    await self.shutdown(timeout=timeout)
-                except (RpcError, CourierExited, TimeoutError):
+                    await self.shutdown(wait_timeout=wait_timeout)
+                except (RpcError, CourierExited, WaitTimeout):
                     pass
             if not self._exit_sent:
                 try:
@@ -267,7 +303,7 @@ class AsyncCourier:
                     pass
         self.close_stdin()
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            await asyncio.wait_for(proc.wait(), wait_timeout)
         except asyncio.TimeoutError:
             proc.kill()
             await proc.wait()
@@ -326,7 +362,7 @@ class AsyncCourier:
         return next(self._ids)
 
     async def request(self, method: str, params: Any = None,
-                      timeout: Optional[float] = None) -> Any:
+                      wait_timeout: Optional[float] = DEFAULT) -> Any:
         """Send a request and return its result; raises :class:`RpcError`."""
         if self._eof:
             raise CourierExited(await self._exit_description(f"cannot send {method}"))
@@ -338,7 +374,7 @@ class AsyncCourier:
         self._pending[id] = future
         try:
             await self.send_message(message)
-            response = await _within(future, timeout,
+            response = await _within(future, self._limit(wait_timeout),
                                      f"no response to {method} (id {id})")
         finally:
             self._pending.pop(id, None)
@@ -395,15 +431,15 @@ class AsyncCourier:
     # -- lifecycle methods -------------------------------------------------------
 
     async def initialize(self, clientInfo: Optional[Dict[str, Any]] = None,
-                         timeout: Optional[float] = None, **options: Any) -> Dict[str, Any]:
+                         wait_timeout: Optional[float] = DEFAULT, **options: Any) -> Dict[str, Any]:
         """``initialize``; keyword arguments become ``options``."""
         params = given(clientInfo=clientInfo, options=options or None)
-        result: Dict[str, Any] = await self.request("initialize", params, timeout)
+        result: Dict[str, Any] = await self.request("initialize", params, wait_timeout)
         return result
 
-    async def shutdown(self, timeout: Optional[float] = None) -> Any:
+    async def shutdown(self, wait_timeout: Optional[float] = DEFAULT) -> Any:
         self._shutdown_sent = True
-        return await self.request("shutdown", None, timeout)
+        return await self.request("shutdown", None, wait_timeout)
 
     async def exit(self) -> None:
         """Send the ``exit`` notification."""
@@ -416,24 +452,29 @@ class AsyncCourier:
 
     # -- downloads -------------------------------------------------------------
 
-    async def download(self, url: str, rpc_timeout: Optional[float] = None,
-                       **params: Any) -> Dict[str, Any]:
+    async def download(self, url: str, wait_timeout: Optional[float] = DEFAULT,
+                       **params: Any) -> DownloadResult:
         """``download``; returns its result (``receipt``, ``task``, ``state`` ...,
         and ``outcome`` with ``wait=True``).
 
-        ``rpc_timeout`` bounds the wait for the response; every other keyword
-        is a ``download`` param.
+        Every keyword but ``wait_timeout`` is a ``download`` param, in
+        courier's names: ``timeout`` is courier's limit for the transfer. A
+        relative ``destination`` is taken from the current directory.
         """
-        result: Dict[str, Any] = await self.request("download", {"url": url, **params},
-                                                    rpc_timeout)
+        result: DownloadResult = await self.request(
+            "download", absolute_destination({"url": url, **params}), wait_timeout)
         if isinstance(result, dict) and "outcome" in result:
             self._outcomes.pop(result.get("receipt"), None)
         return result
 
-    async def wait(self, receipt: Any, timeout: Optional[float] = None,
-                   raise_on_error: bool = False) -> Dict[str, Any]:
-        """The outcome of ``receipt`` (from its ``download/finished``).
+    async def wait(self, receipt: Any, wait_timeout: Optional[float] = DEFAULT,
+                   raise_on_error: bool = False) -> Outcome:
+        """The outcome of ``receipt`` (its ``download/finished``), whether it
+        came before or after this call; returned once.
 
+        No limit unless ``wait_timeout`` (here or the client's) sets one:
+        courier's own transfer ``timeout`` ends a download that stalls. When
+        the wait times out the download goes on (:class:`WaitTimeout`).
         With ``raise_on_error=True`` an outcome that is not ``ok`` raises
         :class:`DownloadError` (its ``code`` is the outcome's ``error.code``).
         """
@@ -441,11 +482,13 @@ class AsyncCourier:
         if outcome is None:
             if self._eof:
                 raise CourierExited(await self._exit_description(f"no outcome for {receipt!r}"))
-            future: asyncio.Future[Dict[str, Any]] = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
             self._waiters.setdefault(receipt, []).append(future)
             try:
-                outcome = await _within(future, timeout,
+                outcome = await _within(future, self._limit(wait_timeout),
                                         f"no outcome for {receipt!r}")
+            except WaitTimeout as timeout:
+                raise WaitTimeout(f"{timeout}{GOES_ON}") from None
             finally:
                 waiters = self._waiters.get(receipt)
                 if waiters is not None:
@@ -455,22 +498,33 @@ class AsyncCourier:
                         del self._waiters[receipt]
         return check_outcome(outcome, receipt) if raise_on_error else outcome
 
-    async def fetch(self, url: str, timeout: Optional[float] = None,
-                    transfer_timeout: Optional[float] = None, raise_on_error: bool = False,
-                    **params: Any) -> Dict[str, Any]:
+    async def fetch(self, url: str, wait_timeout: Optional[float] = DEFAULT,
+                    raise_on_error: bool = False, **params: Any) -> Outcome:
         """Download and return the outcome (a ``download`` with ``wait: true``).
 
-        ``timeout`` bounds the wait; ``transfer_timeout`` is sent as the
-        ``download`` param ``timeout``; ``raise_on_error`` as for :meth:`wait`.
+        ``wait_timeout`` bounds the wait (none by default); every other
+        keyword is a ``download`` param (``timeout`` is courier's limit for
+        the transfer); ``raise_on_error`` as for :meth:`wait`.
         """
-        if transfer_timeout is not None:
-            params["timeout"] = transfer_timeout
+        limit = self._limit(wait_timeout)
+        deadline = None if limit is None else time.monotonic() + limit
         params.setdefault("wait", True)
-        result = await self.download(url, rpc_timeout=timeout, **params)
+        try:
+            result = await self.download(url, wait_timeout=limit, **params)
+        except WaitTimeout as timeout:
+            raise WaitTimeout(f"{timeout}{GOES_ON}" if params["wait"] else str(timeout)) from None
         if "outcome" in result:
-            outcome: Dict[str, Any] = result["outcome"]
+            outcome = result["outcome"]
             return check_outcome(outcome, result.get("receipt")) if raise_on_error else outcome
-        return await self.wait(result["receipt"], timeout, raise_on_error)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return await self.wait(result["receipt"], remaining, raise_on_error)
+
+    async def keep(self, outcome: Outcome, destination: Union[str, "os.PathLike[str]"]) -> str:
+        """Copies the file of an outcome without ``destination`` (a temporary
+        one, removed when the client closes) to ``destination``, in a thread;
+        returns the copy's absolute path. A relative ``destination`` is taken
+        from the current directory; a directory gets the URL's file name."""
+        return await asyncio.get_running_loop().run_in_executor(None, keep_file, outcome, destination)
 
     async def cancel(self, receipt: Any = None, slot: Optional[str] = None, all: bool = False,
                      **extra: Any) -> Dict[str, Any]:
@@ -547,6 +601,8 @@ class AsyncCourier:
             if not data:
                 break
             self._stderr_buf += data
+            if len(self._stderr_buf) > 2 * STDERR_KEPT:
+                del self._stderr_buf[:-STDERR_KEPT]
 
     async def _read_loop(self) -> None:
         stream = self._process().stdout
@@ -571,14 +627,19 @@ class AsyncCourier:
         finally:
             self._end(why)
 
+    def _garbage(self, data: bytes) -> None:
+        self.stdout_garbage.append(data)
+        if len(self.stdout_garbage) > GARBAGE_KEPT:
+            del self.stdout_garbage[:-GARBAGE_KEPT]
+
     def _take(self, is_message: bool, data: bytes) -> None:
         if not is_message:
-            self.stdout_garbage.append(data)
+            self._garbage(data)
             return
         try:
             message = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            self.stdout_garbage.append(data)
+            self._garbage(data)
             return
         now = time.monotonic()
         for item in message if isinstance(message, list) else [message]:
@@ -600,6 +661,7 @@ class AsyncCourier:
             receipt = params.get("receipt")
             outcome = params.get("outcome")
             if isinstance(outcome, dict):
+                outcome = cast(Outcome, outcome)
                 try:
                     waiters = self._waiters.pop(receipt, [])
                 except TypeError:
