@@ -14,9 +14,12 @@ import Locking
 /// Memory stays bounded whatever the client does: when more than
 /// `outputHighWater` bytes wait for a client that does not read, the
 /// connection reads no further request until the backlog has fallen to
-/// `outputLowWater`; and a notification sent with a coalescing key replaces
-/// an older one with the same key that is still waiting.
-public final class Connection: Sendable {
+/// `outputLowWater`; a notification sent with a coalescing key replaces
+/// an older one with the same key that is still waiting; and answers that
+/// wait for the rest of their batch count with the backlog, and together
+/// take at most `outputLowWater` bytes (so they alone never keep reading
+/// paused).
+public final class Connection: AnswerSink {
     /// The default `outputHighWater`: 16 MiB.
     public static let defaultOutputHighWater = 16 << 20
 
@@ -79,15 +82,34 @@ public final class Connection: Sendable {
     }
 
     /// The message is encoded on the writer's thread, so that a thread
-    /// sending many messages (the reading thread answering a pipelined
-    /// batch) and the writer share the work.
+    /// sending many messages (the reading thread answering pipelined
+    /// requests) and the writer share the work.
     private func send(_ message: JSON, coalescingKey: String?) {
         let framing = detected.withLock { $0 } ?? .ndjson
-        let thread = Self.currentThread
-        let held = batching.withLock { $0[thread] != nil }
-        output.enqueue(estimate: message.estimatedEncodedCount + 1, coalescingKey: coalescingKey, wake: !held) {
+        output.enqueue(estimate: message.estimatedEncodedCount + 1, coalescingKey: coalescingKey, wake: !isBatchingOutput) {
             framing.frame(JSONCodec.encode(message))
         }
+    }
+
+    /// `outputLowWater`: what batches' answers may take while they wait.
+    public var batchRoom: Int { output.lowWater }
+
+    public func holdBatchAnswer(_ count: Int) -> Bool {
+        output.hold(count, within: batchRoom)
+    }
+
+    /// The array is framed on the writer's thread.
+    public func sendBatch(_ answers: [[UInt8]], held: Int) {
+        let framing = detected.withLock { $0 } ?? .ndjson
+        output.enqueue(estimate: Framing.arrayLength(answers) + 1, releasingHeld: held, wake: !isBatchingOutput) {
+            framing.frame(array: answers)
+        }
+    }
+
+    /// Whether this thread is inside `batchingOutput`.
+    private var isBatchingOutput: Bool {
+        let thread = Self.currentThread
+        return batching.withLock { $0[thread] != nil }
     }
 
     /// Runs `body` with the messages this thread sends held back, then hands
@@ -173,7 +195,7 @@ public final class Connection: Sendable {
     private func handle(_ event: FramerEvent, dispatcher: Dispatcher, reply: @escaping @Sendable (JSON) -> Void) {
         switch event {
         case .message(let bytes):
-            dispatcher.receive(bytes, send: reply)
+            dispatcher.receive(bytes, to: self)
         case .tooLarge(let size):
             logger.warning("skipped a message of \(size) bytes: the limit is \(maxMessageBytes)")
             let error = RPCError.invalidRequest(

@@ -16,9 +16,11 @@ public final class Dispatcher: Sendable {
     }
 
     private let handlers = Locked(Handlers())
+    private let limits: MessageLimits
     private let logger: Logger
 
-    public init(logger: Logger) {
+    public init(limits: MessageLimits = MessageLimits(), logger: Logger) {
+        self.limits = limits
         self.logger = logger
     }
 
@@ -39,9 +41,18 @@ public final class Dispatcher: Sendable {
 
     public var notificationMethods: [String] { handlers.withLock { $0.notifications.keys.sorted() } }
 
-    /// Handles one message's bytes; responses go to `send`, a batch's
-    /// responses as one array once every request in it is answered.
-    public func receive(_ bytes: [UInt8], send: @escaping @Sendable (JSON) -> Void) {
+    /// Handles one message's bytes; answers go to `sink`, a batch's as one
+    /// array once every request in it is answered. A message of more values
+    /// or a batch of more entries than `limits` allow is answered with one
+    /// -32600 and nothing in it runs.
+    public func receive(_ bytes: [UInt8], to sink: some AnswerSink) {
+        if limits.holdsTooManyValues(bytes) {
+            let error = RPCError.invalidRequest(
+                "Invalid Request: a message may hold at most \(limits.maxValues) values",
+                data: ["limit": .integer(Int64(limits.maxValues))])
+            sink.send(Self.errorResponse(id: .null, error))
+            return
+        }
         let message: JSON
         do {
             message = try JSONCodec.decode(bytes)
@@ -53,16 +64,23 @@ public final class Dispatcher: Sendable {
             default: text = "Parse error: \(error)"
             }
             logger.debug("\(text)")
-            send(Self.errorResponse(id: .null, RPCError(.parseError, text)))
+            sink.send(Self.errorResponse(id: .null, RPCError(.parseError, text)))
             return
         }
 
         guard case .array(let elements) = message else {
-            handle(Incoming(message), send: send)
+            handle(Incoming(message), send: { sink.send($0) })
             return
         }
         guard !elements.isEmpty else {
-            send(Self.errorResponse(id: .null, .invalidRequest("Invalid Request: empty batch")))
+            sink.send(Self.errorResponse(id: .null, .invalidRequest("Invalid Request: empty batch")))
+            return
+        }
+        guard elements.count <= limits.maxBatchLength else {
+            let error = RPCError.invalidRequest(
+                "Invalid Request: a batch may hold at most \(limits.maxBatchLength) entries, not \(elements.count)",
+                data: ["limit": .integer(Int64(limits.maxBatchLength)), "size": .integer(Int64(elements.count))])
+            sink.send(Self.errorResponse(id: .null, error))
             return
         }
         let incoming = elements.map(Incoming.init)
@@ -71,15 +89,19 @@ public final class Dispatcher: Sendable {
             for element in incoming { handle(element, send: { _ in }) }
             return
         }
-        let batch = BatchCollector(count: expected, send: send)
+        let batch = BatchCollector(count: expected, sink: sink)
         var slot = 0
         for element in incoming {
-            if element.expectsResponse {
-                let index = slot
-                slot += 1
-                handle(element, batch: batch, send: { batch.fill(index, with: $0) })
-            } else {
+            guard element.expectsResponse else {
                 handle(element, send: { _ in })
+                continue
+            }
+            let index = slot
+            slot += 1
+            if batch.isFull {
+                batch.refuse(index, id: element.id)
+            } else {
+                handle(element, batch: batch, send: { batch.fill(index, with: $0) })
             }
         }
     }
@@ -172,45 +194,12 @@ enum Incoming {
         case .notification, .response: false
         }
     }
-}
 
-/// Gathers a batch's responses and sends them as one array when the last
-/// arrives, then runs what waited for the array to be sent.
-final class BatchCollector: Sendable {
-    private struct State {
-        var responses: [JSON?]
-        var remaining: Int
-        var afterSent: [@Sendable () -> Void] = []
-    }
-
-    private let state: Locked<State>
-    private let send: @Sendable (JSON) -> Void
-
-    init(count: Int, send: @escaping @Sendable (JSON) -> Void) {
-        self.state = Locked(State(responses: Array(repeating: nil, count: count), remaining: count))
-        self.send = send
-    }
-
-    func fill(_ index: Int, with response: JSON) {
-        let complete: ([JSON], [@Sendable () -> Void])? = state.withLock { state in
-            state.responses[index] = response
-            state.remaining -= 1
-            guard state.remaining == 0 else { return nil }
-            defer { state.afterSent = [] }
-            return (state.responses.compactMap { $0 }, state.afterSent)
-        }
-        guard let (responses, actions) = complete else { return }
-        send(.array(responses))
-        for action in actions { action() }
-    }
-
-    /// Keeps `action` for right after the array is sent: false when it has
-    /// been sent already.
-    func afterSent(_ action: @escaping @Sendable () -> Void) -> Bool {
-        state.withLock { state in
-            guard state.remaining > 0 else { return false }
-            state.afterSent.append(action)
-            return true
+    /// The id an answer echoes.
+    var id: JSON {
+        switch self {
+        case .request(let id, _, _), .invalid(let id, _): id
+        case .notification, .response: .null
         }
     }
 }

@@ -12,6 +12,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let methodNotFound = ErrorCode(rawValue: -32601)
     public static let invalidParams = ErrorCode(rawValue: -32602)
     public static let internalError = ErrorCode(rawValue: -32603)
+    /// A batch's answers passed the room for answers waiting for their batch.
+    public static let batchTooLarge = ErrorCode(rawValue: -32002)
 
     public var description: String { String(rawValue) }
 }

@@ -35,6 +35,11 @@ import Locking
 /// the same key that is still queued and not yet handed to the writer. The
 /// older one is dropped and the newer one joins the end of the queue, where
 /// it happened: nothing is reordered, only superseded states are skipped.
+///
+/// Held output: answers that wait for the rest of their batch take room
+/// (`hold(_:within:)`) before they are enqueued, and count against
+/// `highWater` with the queue from then on, so a client whose batches wait
+/// is read from no faster than one whose answers wait unread.
 final class OutputChannel: @unchecked Sendable {
     /// One framed message waiting for the writer, or what makes it.
     private struct Entry {
@@ -62,6 +67,8 @@ final class OutputChannel: @unchecked Sendable {
     private var keyed: [String: Int] = [:]
     /// Bytes in `pending` plus the bytes the writer holds and has not written.
     private var queued = 0
+    /// Bytes held for answers not yet enqueued (`hold(_:within:)`).
+    private var held = 0
     private var writable = true
     /// The writer waits for work and nobody has woken it yet (true from the
     /// start, so a message held back is not written before its wake-up).
@@ -90,16 +97,32 @@ final class OutputChannel: @unchecked Sendable {
 
     /// Queues a message that `encode` makes, framed, on the writer's thread;
     /// until then it counts as `estimate` bytes. `encode` must not touch
-    /// this channel.
+    /// this channel. `releasingHeld` gives back room `hold` took for it.
     func enqueue(
-        estimate: Int, coalescingKey: String? = nil, wake: Bool = true, _ encode: @escaping @Sendable () -> [UInt8]
+        estimate: Int, coalescingKey: String? = nil, releasingHeld: Int = 0, wake: Bool = true,
+        _ encode: @escaping @Sendable () -> [UInt8]
     ) {
-        append(Entry(bytes: [], encode: encode, estimate: max(estimate, 1), key: coalescingKey), wake: wake)
+        append(
+            Entry(bytes: [], encode: encode, estimate: max(estimate, 1), key: coalescingKey), releasingHeld: releasingHeld,
+            wake: wake)
     }
 
-    private func append(_ entry: Entry, wake: Bool) {
+    /// Takes room for `count` bytes of output that is not ready to be
+    /// enqueued, while the room taken so far leaves that much within `limit`:
+    /// the bytes count against `highWater` until an `enqueue` releases them.
+    func hold(_ count: Int, within limit: Int) -> Bool {
         condition.lock()
         defer { condition.unlock() }
+        guard held + count <= limit else { return false }
+        held += count
+        if queued + held > highWater { writable = false }
+        return true
+    }
+
+    private func append(_ entry: Entry, releasingHeld: Int = 0, wake: Bool) {
+        condition.lock()
+        defer { condition.unlock() }
+        held -= releasingHeld
         guard !broken else { return }
         if let coalescingKey = entry.key {
             if let older = keyed[coalescingKey] {
@@ -111,7 +134,7 @@ final class OutputChannel: @unchecked Sendable {
         }
         pending.append(entry)
         queued += entry.counted
-        if queued > highWater { writable = false }
+        if queued + held > highWater { writable = false }
         if wake { wakeWriter() }
     }
 
@@ -122,15 +145,15 @@ final class OutputChannel: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Bytes queued and not yet written.
+    /// Bytes queued and not yet written, and bytes held.
     var queuedBytes: Int {
         condition.lock()
         defer { condition.unlock() }
-        return queued
+        return queued + held
     }
 
-    /// False from the moment the queued bytes exceed `highWater` until they
-    /// fall to `lowWater`.
+    /// False from the moment the queued and held bytes exceed `highWater`
+    /// until they fall to `lowWater`.
     var isWritable: Bool {
         condition.lock()
         defer { condition.unlock() }
@@ -273,8 +296,8 @@ final class OutputChannel: @unchecked Sendable {
     private func countWritten(_ count: Int, correction: Int = 0) {
         condition.lock()
         queued += correction - count
-        if writable, queued > highWater { writable = false }
-        if !writable, queued <= lowWater {
+        if writable, queued + held > highWater { writable = false }
+        if !writable, queued + held <= lowWater {
             writable = true
             condition.broadcast()
         }

@@ -6,16 +6,39 @@ import Logging
 import Testing
 import Locking
 
-/// Collects what a dispatcher sends, from any thread, and signals each one.
-final class Collector: Sendable {
+/// Collects what a dispatcher sends, from any thread, and signals each one;
+/// a batch's array is decoded again. Answers waiting for their batch may
+/// take `batchRoom` bytes.
+final class Collector: AnswerSink {
     private let sent = Locked<[JSON]>([])
     private let arrived = DispatchSemaphore(value: 0)
+    private let observe: @Sendable (JSON) -> Void
+    let batchRoom: Int
+    /// Bytes held for answers waiting for their batch.
+    let held = Locked(0)
 
-    var send: @Sendable (JSON) -> Void {
-        { [self] message in
-            sent.withLock { $0.append(message) }
-            arrived.signal()
+    init(batchRoom: Int = .max, observe: @escaping @Sendable (JSON) -> Void = { _ in }) {
+        self.batchRoom = batchRoom
+        self.observe = observe
+    }
+
+    func send(_ message: JSON) {
+        observe(message)
+        sent.withLock { $0.append(message) }
+        arrived.signal()
+    }
+
+    func holdBatchAnswer(_ count: Int) -> Bool {
+        held.withLock { held in
+            guard held <= batchRoom - count else { return false }
+            held += count
+            return true
         }
+    }
+
+    func sendBatch(_ answers: [[UInt8]], held count: Int) {
+        held.withLock { $0 -= count }
+        send(.array(answers.map { try! JSONCodec.decode($0) }))
     }
 
     var messages: [JSON] { sent.withLock { $0 } }
@@ -106,7 +129,7 @@ private func exchange(_ text: String, _ dispatcher: Dispatcher = makeDispatcher(
 
 private func exchange(_ bytes: [UInt8], _ dispatcher: Dispatcher = makeDispatcher()) -> [JSON] {
     let collector = Collector()
-    dispatcher.receive(bytes, send: collector.send)
+    dispatcher.receive(bytes, to: collector)
     return collector.messages
 }
 
@@ -304,7 +327,7 @@ struct DispatcherRequestTests {
         let stash = ReplyStash()
         let dispatcher = makeDispatcher(stash: stash)
         let collector = Collector()
-        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":"slow","method":"later"}"#.utf8), send: collector.send)
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":"slow","method":"later"}"#.utf8), to: collector)
         #expect(collector.messages.isEmpty)
 
         // When another thread answers it
@@ -381,16 +404,16 @@ struct DispatcherBatchTests {
         let replies = Locked<[Reply]>([])
         let dispatcher = Dispatcher(logger: Logger(label: "test"))
         dispatcher.register("later") { _, reply in replies.withLock { $0.append(reply) } }
-        let send: @Sendable (JSON) -> Void = { message in
+        let sink = Collector { message in
             log.withLock { $0.append(message.arrayValue != nil ? "array" : "answer \(message["id"]!)") }
         }
 
         // When a request alone and a batch of two are received, and each
         // answer's follow-up work is asked for before it is given
-        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"later"}"#.utf8), send: send)
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"later"}"#.utf8), to: sink)
         dispatcher.receive(
             Array(#"[{"jsonrpc":"2.0","id":2,"method":"later"},{"jsonrpc":"2.0","id":3,"method":"later"}]"#.utf8),
-            send: send)
+            to: sink)
         let (alone, first, second) = replies.withLock { ($0[0], $0[1], $0[2]) }
         #expect(!alone.isHeldInBatch)
         #expect(first.isHeldInBatch && second.isHeldInBatch)
@@ -499,7 +522,7 @@ struct DispatcherBatchTests {
         let dispatcher = makeDispatcher(stash: stash)
         let collector = Collector()
         let input = #"[{"jsonrpc":"2.0","id":1,"method":"later"},{"jsonrpc":"2.0","method":"note"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#
-        dispatcher.receive(Array(input.utf8), send: collector.send)
+        dispatcher.receive(Array(input.utf8), to: collector)
 
         // Then nothing is sent while that reply is outstanding
         #expect(collector.messages.isEmpty)
@@ -522,6 +545,113 @@ struct DispatcherBatchTests {
         #expect(errorCode(responses.first) == -32600)
         #expect(responses.first?["id"] == .null)
         #expect(responses.last?["result"] == "pong")
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct DispatcherLimitTests {
+    private static func batch(_ count: Int, method: String = "ping") -> String {
+        "[" + (0..<count).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"\#(method)"}"# }.joined(separator: ",") + "]"
+    }
+
+    /// A dispatcher whose `count` method counts its calls and answers `size` bytes of text.
+    private static func counting(_ calls: Calls, limits: MessageLimits = MessageLimits(), size: Int = 100) -> Dispatcher {
+        let dispatcher = Dispatcher(limits: limits, logger: Logger(label: "courier.tests.dispatcher"))
+        dispatcher.register("count") { params, reply in
+            calls.record(params)
+            reply.success(.string(String(repeating: "x", count: size)))
+        }
+        dispatcher.registerNotification("note") { params in calls.record(params) }
+        return dispatcher
+    }
+
+    @Test func aBatchLongerThanTheLimitIsRefusedWholeAndNothingInItRuns() throws {
+        // Given a dispatcher that allows batches of three
+        let calls = Calls()
+        let dispatcher = Self.counting(calls, limits: MessageLimits(maxBatchLength: 3))
+
+        // When batches of three and four arrive
+        let three = exchange(Self.batch(3, method: "count"), dispatcher)
+        let four = exchange(Self.batch(4, method: "count"), dispatcher)
+
+        // Then three are answered, and four get one -32600 naming the limit
+        #expect(three.first?.arrayValue?.count == 3)
+        try #require(four.count == 1)
+        #expect(four[0].arrayValue == nil)
+        #expect(errorCode(four[0]) == -32600)
+        #expect(four[0]["id"] == .null)
+        #expect(four[0]["error"]?["data"] == ["limit": 3, "size": 4])
+        #expect(calls.count == 3)
+    }
+
+    @Test func aMessageOfMoreValuesThanTheLimitIsRefusedBeforeItIsParsed() throws {
+        let calls = Calls()
+        let dispatcher = Self.counting(calls, limits: MessageLimits(maxValues: 20))
+        // 1 + 1 + 9: the object, its params array and its nine elements
+        let fits = #"{"jsonrpc":"2.0","id":1,"method":"count","params":[1,2,3,4,5,6,7,8,9]}"#
+        let passes = #"{"jsonrpc":"2.0","id":2,"method":"count","params":[[],[],[],[],[],[],[],[],[],[]]}"#
+        // Commas, brackets and braces inside strings are not values
+        let strings = #"{"jsonrpc":"2.0","id":3,"method":"count","params":["[{,,,,,,,,,,,,,,,,,,,,,,,,\",\\"]}"#
+
+        #expect(exchange(fits, dispatcher).first?["result"] != nil)
+        let refused = exchange(passes, dispatcher)
+        #expect(exchange(strings, dispatcher).first?["result"] != nil)
+        let garbage = exchange(String(repeating: ",", count: 40), dispatcher)
+
+        try #require(refused.count == 1)
+        #expect(errorCode(refused[0]) == -32600)
+        #expect(refused[0]["id"] == .null)
+        #expect(refused[0]["error"]?["data"] == ["limit": 20])
+        #expect(errorCode(garbage.first) == -32600)
+        #expect(calls.count == 2)
+    }
+
+    @Test func answersPastTheRoomAreReplacedAndLaterRequestsAreNotRun() throws {
+        // Given room for two answers of some 140 bytes each
+        let calls = Calls()
+        let dispatcher = Self.counting(calls)
+        let sink = Collector(batchRoom: 300)
+        let input = "[" + (0..<5).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"count"}"# }.joined(separator: ",")
+            + #",{"jsonrpc":"2.0","method":"note"},{"jsonrpc":"2.0","id":"bad"}]"#
+
+        // When a batch of five such requests, a notification and an invalid entry arrives
+        dispatcher.receive(Array(input.utf8), to: sink)
+
+        // Then the first two are answered; the third ran and its answer was
+        // dropped; the rest did not run; every entry is answered in order
+        let answers = try #require(sink.messages.first?.arrayValue)
+        #expect(answers.map { $0["id"] } == [0, 1, 2, 3, 4, "bad"])
+        #expect(answers[0]["result"]?.stringValue?.count == 100)
+        #expect(answers[1]["result"]?.stringValue?.count == 100)
+        for (index, answer) in answers.enumerated().dropFirst(2) {
+            expectWellFormed(answer)
+            #expect(errorCode(answer) == -32002)
+            #expect(answer["error"]?["data"] == ["limit": 300, "ran": .bool(index == 2)])
+        }
+        // And the notification still ran, the room is given back
+        #expect(calls.count == 4)
+        #expect(sink.held.withLock { $0 } == 0)
+    }
+
+    @Test func anAnswerThatComesLateIntoAFullBatchIsReplaced() throws {
+        // Given a batch whose first request is answered later, and room for one answer
+        let stash = ReplyStash()
+        let dispatcher = makeDispatcher(stash: stash)
+        let sink = Collector(batchRoom: 60)
+        dispatcher.receive(
+            Array(#"[{"jsonrpc":"2.0","id":1,"method":"later"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#.utf8), to: sink)
+        #expect(sink.messages.isEmpty)
+        #expect(sink.held.withLock { $0 } > 0)
+
+        // When the late answer is larger than the room left
+        stash.takeAll()[0].success(.string(String(repeating: "y", count: 100)))
+
+        // Then it is replaced by -32002, which says its request ran
+        let answers = try #require(sink.messages.first?.arrayValue)
+        #expect(answers.map { $0["id"] } == [1, 2])
+        #expect(answers[0]["error"]?["data"] == ["limit": 60, "ran": true])
+        #expect(answers[1]["result"] == "pong")
+        #expect(sink.held.withLock { $0 } == 0)
     }
 }
 

@@ -93,6 +93,14 @@ struct MessageFramerChunkingTests {
         #expect(detected == framing)
     }
 
+    @Test(arguments: [Framing.ndjson, .lsp])
+    func aFramedArrayReadsBackAsOneMessage(framing: Framing) {
+        let elements = [Array(#"{"id":1}"#.utf8), Array("2".utf8), Array(#""é""#.utf8)]
+        let (found, detected) = events(framing.frame(array: elements) + framing.frame(array: [[UInt8]]()))
+        #expect(found == [message(#"[{"id":1},2,"é"]"#), message("[]")])
+        #expect(detected == framing)
+    }
+
     @Test(arguments: [Framing.ndjson, .lsp], [UInt64(1), 2, 3, 99, 12345])
     func randomChunkings(framing: Framing, seed: UInt64) {
         // Given a stream cut at random places

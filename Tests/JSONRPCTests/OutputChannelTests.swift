@@ -153,6 +153,40 @@ struct OutputChannelTests {
         #expect(channel.queuedBytes == 0)
     }
 
+    @Test("held bytes count against the high-water mark until the enqueue that releases them, and stop at their limit")
+    func heldBytes() throws {
+        // Given a channel with marks at 64 and 16 KiB for a client that reads nothing
+        let pipe = Pipe(capacity: 4096)
+        defer { pipe.close() }
+        let channel = OutputChannel(fd: pipe.writeEnd, highWater: 64 << 10, lowWater: 16 << 10, writeSlice: 4096)
+
+        // When 16 KiB are held, then 60 KiB queued
+        #expect(channel.hold(10 << 10, within: 16 << 10))
+        #expect(channel.hold(6 << 10, within: 16 << 10))
+        // Then nothing more may be held past the limit
+        #expect(!channel.hold(1, within: 16 << 10))
+        #expect(channel.queuedBytes == 16 << 10)
+        #expect(channel.isWritable)
+        channel.enqueue(message("queued", size: 60 << 10), wake: false)
+        // And held and queued bytes together pass the high-water mark
+        #expect(!channel.isWritable)
+        #expect(channel.queuedBytes == 76 << 10)
+
+        // When what was held is enqueued, releasing its room
+        let held = message("held", size: 16 << 10)
+        channel.enqueue(estimate: held.count, releasingHeld: 16 << 10, wake: true) { held }
+        #expect(channel.queuedBytes == 76 << 10)
+        #expect(channel.hold(16 << 10, within: 16 << 10))
+        #expect(!channel.hold(1, within: 16 << 10))
+
+        // Then the client reads both messages, and only the new held bytes are left
+        let read = pipe.readInBackground(76 << 10)
+        #expect(channel.flush(timeout: 10))
+        #expect(read.wait() == message("queued", size: 60 << 10) + held)
+        #expect(channel.queuedBytes == 16 << 10)
+        #expect(channel.isWritable)
+    }
+
     @Test("a keyed message replaces the older one with its key that is still queued, and takes its turn at the end")
     func coalescing() throws {
         // Given a writer blocked on a message the client has not read (one

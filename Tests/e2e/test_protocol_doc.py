@@ -144,8 +144,9 @@ def test_results_allow_later_fields():
 
 def test_error_components():
     codes = schema.error_codes()
-    assert set(codes) == {-32700, -32600, -32601, -32602, -32603, -32001}
+    assert set(codes) == {-32700, -32600, -32601, -32602, -32603, -32001, -32002}
     assert codes[-32001] == "UnknownReceipt"
+    assert codes[-32002] == "BatchTooLarge"
 
 
 # ---------------------------------------------------------------- against DESIGN.md

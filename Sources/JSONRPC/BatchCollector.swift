@@ -1,0 +1,83 @@
+import JSON
+import Locking
+
+/// Gathers a batch's answers, each encoded as it is made, and sends them as
+/// one array, in request order, when the last arrives; then runs what waited
+/// for the array to be sent.
+///
+/// An answer takes room from the sink (`AnswerSink.holdBatchAnswer`) for as
+/// long as it waits. Once one finds none, the batch is full: that answer is
+/// replaced by -32002 (its request ran), and every request of the batch
+/// not yet run gets -32002 without being run. Those stand-ins are a hundred
+/// bytes or so each, and a batch has at most `MessageLimits.maxBatchLength`
+/// entries, so a batch's array stays bounded whatever its requests answer.
+final class BatchCollector: Sendable {
+    private struct State {
+        var answers: [[UInt8]]
+        var remaining: Int
+        /// Room taken from the sink for the answers kept.
+        var held = 0
+        var isFull = false
+        var afterSent: [@Sendable () -> Void] = []
+    }
+
+    private let state: Locked<State>
+    private let sink: any AnswerSink
+
+    init(count: Int, sink: any AnswerSink) {
+        self.state = Locked(State(answers: Array(repeating: [], count: count), remaining: count))
+        self.sink = sink
+    }
+
+    /// True once an answer found no room: requests not yet run are not run.
+    var isFull: Bool { state.withLock { $0.isFull } }
+
+    /// Keeps the answer at `index`, or its stand-in when there is no room.
+    func fill(_ index: Int, with response: JSON) {
+        let encoded = JSONCodec.encode(response)
+        let kept = state.withLock { state in
+            guard !state.isFull, sink.holdBatchAnswer(encoded.count + 1) else {
+                state.isFull = true
+                return false
+            }
+            state.held += encoded.count + 1
+            return true
+        }
+        store(index, kept ? encoded : tooLarge(id: response["id"] ?? .null, ran: true))
+    }
+
+    /// Answers the request at `index`, which is not run, with -32002.
+    func refuse(_ index: Int, id: JSON) {
+        store(index, tooLarge(id: id, ran: false))
+    }
+
+    /// Keeps `action` for right after the array is sent: false when it has
+    /// been sent already.
+    func afterSent(_ action: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { state in
+            guard state.remaining > 0 else { return false }
+            state.afterSent.append(action)
+            return true
+        }
+    }
+
+    private func store(_ index: Int, _ answer: [UInt8]) {
+        let complete: (answers: [[UInt8]], held: Int, actions: [@Sendable () -> Void])? = state.withLock { state in
+            state.answers[index] = answer
+            state.remaining -= 1
+            guard state.remaining == 0 else { return nil }
+            defer { (state.answers, state.afterSent) = ([], []) }
+            return (state.answers, state.held, state.afterSent)
+        }
+        guard let complete else { return }
+        sink.sendBatch(complete.answers, held: complete.held)
+        for action in complete.actions { action() }
+    }
+
+    private func tooLarge(id: JSON, ran: Bool) -> [UInt8] {
+        let error = RPCError(
+            .batchTooLarge, "Batch too large: its answers passed \(sink.batchRoom) bytes",
+            data: ["limit": .integer(Int64(sink.batchRoom)), "ran": .bool(ran)])
+        return JSONCodec.encode(Dispatcher.errorResponse(id: id, error))
+    }
+}
