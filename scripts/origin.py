@@ -1253,3 +1253,41 @@ def _dispatch_with_bytes_routes(self: _Handler) -> None:
 
 
 _Handler._dispatch = _dispatch_with_bytes_routes  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------
+# A gzip bomb of one repeated byte: /gzip-fill?size=N&byte=B sends a gzip of
+# N bytes of the byte B (0-255, default 1) with Content-Encoding: gzip, as
+# text/plain without a charset, whatever the request accepts. 60 MB of 0x01
+# compress to about 58 KB; each (N, B) is compressed once and kept.
+
+
+@functools.lru_cache(maxsize=4)
+def _gzip_fill_body(size: int, byte: int) -> bytes:
+    return gzip.compress(bytes([byte]) * size, compresslevel=9, mtime=0)
+
+
+def _gzip_fill(self: _Handler) -> None:
+    size, byte = self._int("size", 1000), self._int("byte", 1)
+    if not (0 <= size <= 1 << 30 and 0 <= byte <= 255):
+        raise ValueError("size must be within 0..2^30 and byte within 0..255")
+    self._send(200, _gzip_fill_body(size, byte), "text/plain", [("Content-Encoding", "gzip")])
+
+
+_dispatch_without_gzip_fill = _Handler._dispatch
+
+
+def _dispatch_with_gzip_fill(self: _Handler) -> None:
+    parts = urlsplit(self.path)
+    if parts.path != "/gzip-fill" or self.origin._resource("/gzip-fill") is not None:
+        _dispatch_without_gzip_fill(self)
+        return
+    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    self.origin._record(parts.path, self.path, self.headers)
+    try:
+        _gzip_fill(self)
+    except ValueError as exc:
+        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+
+_Handler._dispatch = _dispatch_with_gzip_fill  # type: ignore[method-assign]

@@ -460,6 +460,47 @@ private struct Harness {
         #expect(!afterStop, "a stopped transfer's events are ignored")
     }
 
+    @Test func bodiesHeldInMemoryEndWhenTheirJSONPassesTheMemoryLimit() throws {
+        // Given a text, a Latin-1 text, a base64 and a file receipt on one task
+        var h = Harness()
+        h.scheduler.settings.maxMemoryBody = 600
+        let text = h.download(request(body: .text))
+        var latinRequest = request(body: .text)
+        latinRequest.textEncoding = "iso-8859-1"
+        let latin = h.download(latinRequest)
+        let base64 = h.download(request(body: .base64))
+        let file = h.download(request())
+        let id = try #require(h.transfers["t1"])
+        _ = h.scheduler.responseArrived(id, ResponseHead(status: 200, headers: [("content-type", "text/plain")]), now: 0)
+
+        // When 100 bytes that take 601 as a JSON string (read as UTF-8) arrive
+        let goesOn = h.scheduler.dataArrived(id, received: 100, textLength: 601, expected: nil, now: 0)
+        _ = h.take()
+        #expect(goesOn)
+        // Then the UTF-8 text receipt ends, naming the limit, and the others go on
+        #expect(h.outcome(text.receipt)?.error?.code == .tooLarge)
+        #expect(h.outcome(text.receipt)?.error?.message.contains("maxMemoryBody") == true)
+        #expect(h.finishedCount(latin.receipt) == 0 && h.finishedCount(base64.receipt) == 0)
+
+        // When 451 bytes have arrived: 604 in base64
+        let stillGoesOn = h.scheduler.dataArrived(id, received: 451, textLength: 2706, expected: nil, now: 0)
+        _ = h.take()
+        #expect(stillGoesOn)
+        #expect(h.outcome(base64.receipt)?.error?.code == .tooLarge)
+        #expect(h.finishedCount(latin.receipt) == 0 && h.finishedCount(file.receipt) == 0)
+    }
+
+    @Test func aTransferCountsTextOnlyWhenAReceiptAsksForIt() {
+        var h = Harness()
+        h.download(request("http://origin/file"))
+        h.download(request("http://origin/text", body: .text))
+        let orders = h.log.compactMap { action -> TransferOrder? in
+            guard case .start(let order) = action else { return nil }
+            return order
+        }
+        #expect(orders.map(\.countsText) == [false, true])
+    }
+
     // MARK: progress and history
 
     @Test func progressIsToldAtMostOncePerIntervalPlusOnceWhenComplete() {

@@ -1,6 +1,7 @@
 import Curl
 import Dispatch
 import Foundation
+import JSON
 import Locking
 import Testing
 
@@ -16,6 +17,7 @@ struct TransferDataReportTests {
     private final class Recorder: TransferObserver {
         struct Seen {
             var reports: [Int64] = []
+            var textLengths: [Int64?] = []
             var receivedAtCompletion: Int64?
             var result: TransferResult?
         }
@@ -28,8 +30,11 @@ struct TransferDataReportTests {
 
         func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool { true }
 
-        func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool {
-            seen.withLock { $0.reports.append(received) }
+        func transferDidReceiveData(_ transfer: Transfer, received: Int64, textLength: Int64?, expected: Int64?) -> Bool {
+            seen.withLock { seen in
+                seen.reports.append(received)
+                seen.textLengths.append(textLength)
+            }
             return !stops
         }
 
@@ -50,13 +55,16 @@ struct TransferDataReportTests {
     }
 
     /// Transfers the file at `source` (through `file://`) into `directory`.
-    private func transfer(_ source: String, into directory: String, observer: Recorder) throws -> Recorder.Seen {
+    private func transfer(
+        _ source: String, into directory: String, countsText: Bool = false, observer: Recorder
+    ) throws -> Recorder.Seen {
         var options = EasyOptions(url: "file://" + source)
         options.protocols = "file"
         let target = BodyTarget(directory: try DirectoryHandle(opening: directory), name: "body.part", mode: 0o600)
         let engine = TransferEngine(logger: .init(label: "test"))
         defer { engine.shutdown(timeout: 5) }
-        engine.start(Transfer(id: TransferID(task: "t", attempt: 1), options: options, body: target, observer: observer))
+        engine.start(
+            Transfer(id: TransferID(task: "t", attempt: 1), options: options, body: target, countsText: countsText, observer: observer))
         #expect(observer.done.wait(timeout: .now() + 20) == .success)
         return observer.seen.withLock { $0 }
     }
@@ -125,6 +133,23 @@ struct TransferDataReportTests {
             #expect(seen.reports.first == 16 << 10)
             #expect(steps.allSatisfy { $0 > 0 && $0 < Transfer.reportStride + (16 << 10) }, "\(steps)")
             #expect(seen.reports.last == Int64(size))
+        }
+    }
+
+    @Test func aTransferAskedToCountTextReportsWhatItsBodyTakesAsAJSONString() throws {
+        try withDirectory { directory in
+            // Given a body of controls, quotes and a character cut between pieces
+            let body = [UInt8](repeating: 1, count: 100_000) + Array(#""é✓""#.utf8) + [UInt8](repeating: 0x41, count: 200_000)
+            try Data(body).write(to: URL(fileURLWithPath: directory + "/source"))
+
+            // When it is transferred with and without counting
+            let counted = try transfer(directory + "/source", into: directory, countsText: true, observer: Recorder(stops: false))
+            let plain = try transfer(directory + "/source", into: directory, observer: Recorder(stops: false))
+
+            // Then every report carries the length so far, the last that of the whole
+            #expect(counted.textLengths.last == JSONStringLength(of: body).count)
+            #expect(counted.textLengths.allSatisfy { $0 != nil })
+            #expect(plain.textLengths.allSatisfy { $0 == nil })
         }
     }
 

@@ -1,7 +1,7 @@
 """End-to-end tests of courier's memory bounds, read as the peak resident set
-(VmHWM in /proc/<pid>/status): a batch's answers and a message of very many
-values stay within their limits, whether the client reads its answers or
-not.
+(VmHWM in /proc/<pid>/status): a batch's answers, a body held as `text` or
+`base64`, and a message of very many values stay within their limits, whether
+the client reads its answers or not.
 
 Every wait polls the peak, so a courier that passes the bound fails the test
 (and is killed) as soon as it does, not after it has taken the machine's
@@ -9,8 +9,10 @@ memory."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -21,6 +23,7 @@ RSS_LIMIT_KIB = 100 * 1024
 BATCH_LENGTH_LIMIT = 10_000
 BATCH_ANSWER_LIMIT = 8 << 20
 MESSAGE_VALUE_LIMIT = 100_000
+MEMORY_BODY_LIMIT = 64 << 20
 BATCH_TOO_LARGE = -32002
 INVALID_REQUEST = -32600
 
@@ -216,3 +219,85 @@ def test_a_message_of_half_a_million_headers_is_refused_before_it_is_parsed(pipe
     peak = check_peak(client.proc.pid, "serving after the message", client.kill)
     with capsys.disabled():
         print(f"\npeak RSS of courier over a message of half a million headers: {peak / 1024:.1f} MiB")
+
+
+# -- bodies held in memory ------------------------------------------------------------
+
+
+def wait_outcomes(session, receipts: list[str], what: str, timeout: float = 60) -> dict[str, dict]:
+    """Each receipt's outcome, polling the peak RSS meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        check_peak(session.pid, what, session.kill)
+        try:
+            return session.wait_all(receipts, timeout=0.05)
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def test_a_text_body_that_escapes_past_the_memory_limit_is_too_large(courier, origin, capsys):
+    # Given a 58 KB gzip that decodes to 60 MB of 0x01: within --max-memory-body
+    # as bytes, 360 MB as JSON text (each byte is written \u0001)
+    url = origin.url("/gzip-fill?size=60000000&byte=1")
+    c = courier()
+
+    # When one receipt asks for it as text
+    receipt = c.download(url, body="text")["receipt"]
+
+    # Then it fails too_large, naming the limit, and courier never held it
+    outcome = wait_outcomes(c, [receipt], "delivering 60 MB of 0x01 as text")[receipt]
+    assert outcome["ok"] is False and outcome["error"]["code"] == "too_large", outcome
+    assert "maxMemoryBody" in outcome["error"]["message"] and "JSON" in outcome["error"]["message"]
+    assert "text" not in outcome
+    peak = check_peak(c.pid, "after the outcome", c.kill)
+    with capsys.disabled():
+        print(f"\npeak RSS of courier over 60 MB of 0x01 as text, one receipt: {peak / 1024:.1f} MiB")
+
+
+def test_eight_coalesced_text_receipts_of_a_body_that_escapes_past_the_limit(courier, origin, capsys):
+    url = origin.url("/gzip-fill?size=60000000&byte=1")
+    c = courier()
+
+    # When eight receipts (eight slots) ask for the same body as text at once
+    results = c.batch([("download", {"url": url, "body": "text", "slot": f"s{n}"}) for n in range(8)])
+    assert len({r["result"]["task"] for r in results}) == 1, results
+    receipts = [r["result"]["receipt"] for r in results]
+
+    # Then the origin is asked once, each fails too_large, and courier's memory
+    # stayed bounded
+    outcomes = wait_outcomes(c, receipts, "delivering 60 MB of 0x01 as text to eight receipts")
+    assert all(o["error"]["code"] == "too_large" for o in outcomes.values()), outcomes
+    assert origin.hits("/gzip-fill") == 1
+    peak = check_peak(c.pid, "after the outcomes", c.kill)
+    with capsys.disabled():
+        print(f"\npeak RSS of courier over 60 MB of 0x01 as text, eight coalesced receipts: "
+              f"{peak / 1024:.1f} MiB")
+
+
+def test_the_memory_limit_counts_text_as_escaped_json(courier, origin):
+    # Given a limit of 1 MiB: 150,000 bytes of 0x01 are 900,000 bytes of JSON,
+    # 200,000 are 1,200,000
+    c = courier("--max-memory-body", "1MiB")
+
+    fits = c.fetch(origin.url("/gzip-fill?size=150000&byte=1"), body="text")
+    passes = c.fetch(origin.url("/gzip-fill?size=200000&byte=1"), body="text")
+    quotes = c.fetch(origin.url("/gzip-fill?size=600000&byte=34"), body="text")
+
+    assert fits["ok"] and fits["text"] == "\x01" * 150_000, {k: v for k, v in fits.items() if k != "text"}
+    assert passes["error"]["code"] == "too_large", passes
+    assert quotes["error"]["code"] == "too_large", {k: v for k, v in quotes.items() if k != "text"}
+
+
+def test_the_memory_limit_counts_base64_as_four_bytes_for_three(courier, origin):
+    # Given a limit of 1 MiB: 780,000 bytes are 1,040,000 in base64, 790,000
+    # are 1,053,336
+    c = courier("--max-memory-body", "1MiB")
+
+    fits = c.fetch(origin.url("/bytes/780000?seed=b64"), body="base64")
+    passes = c.fetch(origin.url("/bytes/790000?seed=b64"), body="base64")
+    chunked = c.fetch(origin.url("/bytes/790000?seed=b64&chunked=1"), body="base64")
+
+    assert fits["ok"] and len(base64.b64decode(fits["base64"])) == 780_000
+    assert passes["error"]["code"] == "too_large" and "base64" in passes["error"]["message"], passes
+    assert chunked["error"]["code"] == "too_large", {k: v for k, v in chunked.items() if k != "base64"}

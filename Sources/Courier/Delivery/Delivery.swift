@@ -60,6 +60,10 @@ struct Delivery {
         let bytes = accepted.contains { receipts[$0].request.body != .none } ? body.bytes : nil
         let image = ImageInfo.sniff(body.prefix(ImageInfo.sniffLength))
         var outcomes: [Outcome] = []
+        // Made once and shared, so coalesced receipts asking for the same
+        // text or base64 hold one copy between them; nil: too large as JSON.
+        var texts: [(charset: String?, text: String?)] = []
+        var base64: String?
 
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
@@ -79,10 +83,23 @@ struct Delivery {
             }
             switch request.body {
             case .text:
-                let charset = request.textEncoding ?? TextDecoding.charset(ofContentType: response.contentType)
-                outcome.text = TextDecoding.decode(bytes ?? [], charset: charset)
+                let charset = request.textCharset(contentType: response.contentType)
+                let text: String?
+                if let made = texts.first(where: { $0.charset == charset }) {
+                    text = made.text
+                } else {
+                    text = TextDecoding.decode(bytes ?? [], charset: charset, jsonLimit: memoryBodyLimit)
+                    texts.append((charset, text))
+                }
+                guard let text else {
+                    outcome.error = DownloadRequest.tooLargeAsJSON(.text, limit: memoryBodyLimit)
+                    outcomes.append(outcome)
+                    continue
+                }
+                outcome.text = text
             case .base64:
-                outcome.base64 = Data(bytes ?? []).base64EncodedString()
+                base64 = base64 ?? Data(bytes ?? []).base64EncodedString()
+                outcome.base64 = base64
             case .none:
                 break
             }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -40,18 +41,23 @@ enum TextDecoding {
         return nil
     }
 
-    static func decode(_ bytes: [UInt8], charset: String?) -> String {
-        guard let charset, !isUTF8(charset) else {
+    /// `bytes` as text, or nil when its JSON string would take more than
+    /// `jsonLimit` bytes (`JSONStringLength`): measured before anything is
+    /// made for UTF-8, and as iconv's output grows for other charsets, so
+    /// no text beyond the limit is ever held.
+    static func decode(_ bytes: [UInt8], charset: String?, jsonLimit: Int64) -> String? {
+        guard let charset, !isUTF8(charset), let converter = open(charset) else {
+            guard JSONStringLength(of: bytes).count <= jsonLimit else { return nil }
             return String(decoding: bytes, as: UTF8.self)
         }
-        guard let converter = open(charset) else { return String(decoding: bytes, as: UTF8.self) }
         defer { iconv_close(converter) }
 
         var output: [UInt8] = []
-        output.reserveCapacity(bytes.count * 2)
+        output.reserveCapacity(Int(min(Int64(bytes.count) * 2, jsonLimit)))
+        var length = JSONStringLength()
         var scratch = [UInt8](repeating: 0, count: 16 << 10)
         var input = bytes
-        input.withUnsafeMutableBufferPointer { inputBuffer in
+        let fits = input.withUnsafeMutableBufferPointer { inputBuffer in
             var inPointer: UnsafeMutablePointer<CChar>? = UnsafeMutableRawPointer(inputBuffer.baseAddress)?
                 .assumingMemoryBound(to: CChar.self)
             var inLeft = inputBuffer.count
@@ -62,22 +68,26 @@ enum TextDecoding {
                     let result = iconv(converter, &inPointer, &inLeft, &outPointer, &outLeft)
                     return (result, outBuffer.count - outLeft, errno)
                 }
-                output.append(contentsOf: scratch[..<produced])
-                if result == -1 {
-                    if failure == E2BIG { continue }
+                var made = scratch[..<produced]
+                if result == -1, failure != E2BIG {
                     // An invalid or incomplete sequence: replace one byte.
-                    output.append(contentsOf: [0xEF, 0xBF, 0xBD])
+                    made += [0xEF, 0xBF, 0xBD]
                     inPointer = inPointer.map { $0 + 1 }
                     inLeft -= 1
                     iconv(converter, nil, nil, nil, nil)
                 }
+                made.withUnsafeBytes { length.add($0) }
+                if length.completeCount > jsonLimit { return false }
+                output.append(contentsOf: made)
             }
+            return length.count <= jsonLimit
         }
-        return String(decoding: output, as: UTF8.self)
+        return fits ? String(decoding: output, as: UTF8.self) : nil
     }
 
-    private static func isUTF8(_ charset: String) -> Bool {
-        let name = charset.lowercased()
+    /// Whether a text in `charset` is decoded as UTF-8: named so, or none named.
+    static func isUTF8(_ charset: String?) -> Bool {
+        guard let name = charset?.lowercased() else { return true }
         return name == "utf-8" || name == "utf8"
     }
 }

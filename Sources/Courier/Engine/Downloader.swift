@@ -189,8 +189,10 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
 
     @_specialize(where Waiter == Reply)
     @_specialize(where Waiter == Int)
-    func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool {
-        step { scheduler, now in scheduler.dataArrived(transfer.id, received: received, expected: expected, now: now) }
+    func transferDidReceiveData(_ transfer: Transfer, received: Int64, textLength: Int64?, expected: Int64?) -> Bool {
+        step { scheduler, now in
+            scheduler.dataArrived(transfer.id, received: received, textLength: textLength, expected: expected, now: now)
+        }
     }
 
     @_specialize(where Waiter == Reply)
@@ -285,7 +287,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         options.lowSpeedTime = settings.lowSpeedTime
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
-            body: bodyTarget(for: order), copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), observer: self)
+            body: bodyTarget(for: order), copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
+            observer: self)
         transfers.withLock { $0[order.id] = transfer }
         engine.start(transfer)
     }

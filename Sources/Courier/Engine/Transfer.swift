@@ -1,5 +1,6 @@
 import Curl
 import FoundationEssentials
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -13,11 +14,13 @@ protocol TransferObserver: AnyObject, Sendable {
     /// false to stop the transfer.
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool
     /// Bytes of the body have arrived: `received` so far (a body larger
-    /// than `BodyWriter.directLimit` reaches its file a little later). Called for
-    /// the first bytes, then after each turn of the engine in which some
-    /// arrived and every `Transfer.reportStride` bytes within a turn, not
-    /// per piece libcurl hands over; return false to stop the transfer.
-    func transferDidReceiveData(_ transfer: Transfer, received: Int64, expected: Int64?) -> Bool
+    /// than `BodyWriter.directLimit` reaches its file a little later), which
+    /// take at least `textLength` bytes as a JSON string read as UTF-8 when
+    /// the transfer counts it (`countsText`). Called for the first bytes,
+    /// then after each turn of the engine in which some arrived and every
+    /// `Transfer.reportStride` bytes within a turn, not per piece libcurl
+    /// hands over; return false to stop the transfer.
+    func transferDidReceiveData(_ transfer: Transfer, received: Int64, textLength: Int64?, expected: Int64?) -> Bool
     func transferDidComplete(_ transfer: Transfer, _ result: TransferResult)
 }
 
@@ -160,6 +163,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// The largest body kept in memory as well as in its file.
     let copyLimit: Int
     private let observer: any TransferObserver
+    /// What the body takes as a JSON string, read as UTF-8, counted as it
+    /// arrives when a receipt asks for it as text.
+    private var textLength: JSONStringLength?
     /// Set from any thread when the downloader has let the transfer go; its
     /// body file is then never created again.
     let isAbandoned = Atomic(false)
@@ -205,13 +211,14 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
 
     init(
         id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
-        copyLimit: Int = 0, observer: any TransferObserver
+        copyLimit: Int = 0, countsText: Bool = false, observer: any TransferObserver
     ) {
         self.id = id
         self.options = options
         self.redirectPolicy = redirectPolicy
         self.body = body
         self.copyLimit = copyLimit
+        self.textLength = countsText ? JSONStringLength() : nil
         self.observer = observer
         hopOptions = options
         hopOptions.followRedirects = false
@@ -301,7 +308,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         guard unreported else { return }
         unreported = false
         reported = received
-        if !observer.transferDidReceiveData(self, received: received, expected: head.announcedLength) {
+        if !observer.transferDidReceiveData(
+            self, received: received, textLength: textLength?.completeCount, expected: head.announcedLength)
+        {
             stopReason = stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
         }
     }
@@ -484,6 +493,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             return stop(failure)
         }
         received += Int64(data.count)
+        textLength?.add(data)
         if stream == nil { hasher.update(data) }
         if copy != nil {
             if received <= Int64(copyLimit) {

@@ -85,23 +85,46 @@ struct DownloadRequest: Sendable {
                 code: .unacceptableContentType,
                 message: "content type \(response.contentType ?? "(none)") is not among \(accept ?? [])")
         }
-        if let limit = byteLimit(memoryBodyLimit: memoryBodyLimit), let size, size > limit {
-            return Self.tooLarge(limit)
+        return size.flatMap { limitRefusal(received: $0, memoryBodyLimit: memoryBodyLimit) }
+    }
+
+    /// Why a body of `received` bytes is more than this receipt takes, if it
+    /// is: more than its `maxBytes`; for a body held in memory (`text` or
+    /// `base64`), more than `memoryBodyLimit` (`--max-memory-body`) either
+    /// as the decoded bytes, which are read back into memory, or as the
+    /// JSON string the receipt's outcome carries: base64 takes four bytes
+    /// for every three, and text what its escapes take, `textLength` (at
+    /// least `received` when unknown). Decoded (decompressed) bytes count,
+    /// so a small gzip cannot expand into gigabytes of memory. Other
+    /// receipts of its task have their own limits.
+    func limitRefusal(received: Int64, textLength: Int64? = nil, memoryBodyLimit: Int64) -> TransferFailure? {
+        if let maxBytes, received > maxBytes {
+            return TransferFailure(code: .tooLarge, message: "the body exceeds maxBytes (\(maxBytes) bytes)")
         }
-        return nil
+        guard body != .none else { return nil }
+        if received > memoryBodyLimit {
+            return TransferFailure(
+                code: .tooLarge, message: "the body exceeds maxMemoryBody (\(memoryBodyLimit) bytes), the limit of text and base64 bodies")
+        }
+        let jsonLength = body == .base64 ? Self.base64Length(of: received) : max(textLength ?? received, received)
+        return jsonLength > memoryBodyLimit ? Self.tooLargeAsJSON(body, limit: memoryBodyLimit) : nil
     }
 
-    /// The receipt's own limit: its `maxBytes`, and `memoryBodyLimit`
-    /// (`--max-memory-body`) when it asks for `text` or `base64`, which are
-    /// held in memory; decoded (decompressed) bytes count, so a small gzip
-    /// cannot expand into gigabytes of memory. Other receipts of its task
-    /// have theirs.
-    func byteLimit(memoryBodyLimit: Int64) -> Int64? {
-        guard body != .none else { return maxBytes }
-        return min(maxBytes ?? .max, memoryBodyLimit)
+    /// The failure of a body whose JSON string takes more than `limit`.
+    static func tooLargeAsJSON(_ body: BodyKind, limit: Int64) -> TransferFailure {
+        TransferFailure(
+            code: .tooLarge, message: "the body takes more than maxMemoryBody (\(limit) bytes) as the JSON string of its \(body.rawValue)")
     }
 
-    static func tooLarge(_ limit: Int64) -> TransferFailure {
-        TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes")
+    /// The characters base64 writes for `count` bytes.
+    static func base64Length(of count: Int64) -> Int64 {
+        let (length, overflow) = (count / 3 + (count % 3 == 0 ? 0 : 1)).multipliedReportingOverflow(by: 4)
+        return overflow ? .max : length
+    }
+
+    /// The charset a `text` body is decoded from: `textEncoding`, else the
+    /// response's `charset`, else none (UTF-8).
+    func textCharset(contentType: String?) -> String? {
+        textEncoding ?? TextDecoding.charset(ofContentType: contentType)
     }
 }

@@ -307,6 +307,7 @@ struct DownloadScheduler<Waiter> {
         guard let task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
         if response.status == 304, task.revalidation != nil { return true }
         tasks[transfer.task]!.expected = response.announcedLength
+        tasks[transfer.task]!.contentType = response.contentType
         let refused = task.receipts.compactMap { id -> (String, Outcome)? in
             guard let request = receipts[id]?.request,
                 let failure = request.refusal(of: response, size: response.announcedLength, memoryBodyLimit: settings.maxMemoryBody)
@@ -318,19 +319,24 @@ struct DownloadScheduler<Waiter> {
         return end(refused, of: transfer.task, now: now)
     }
 
-    /// `received` bytes of body have arrived: receipts whose limit they pass
-    /// end, and progress is told at most once per `progressInterval`. False
-    /// when the transfer should stop.
-    mutating func dataArrived(_ transfer: TransferID, received: Int64, expected: Int64?, now: Double) -> Bool {
+    /// `received` bytes of body have arrived, which take `textLength` bytes
+    /// as a JSON string when read as UTF-8 (when the transfer counts it):
+    /// receipts whose limits they pass end, and progress is told at most
+    /// once per `progressInterval`. False when the transfer should stop.
+    mutating func dataArrived(
+        _ transfer: TransferID, received: Int64, textLength: Int64? = nil, expected: Int64?, now: Double
+    ) -> Bool {
         guard let task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
         tasks[transfer.task]!.received = received
         if expected != nil { tasks[transfer.task]!.expected = expected }
         var tooLarge: [(String, Outcome)] = []
         for id in task.receipts {
-            guard let request = receipts[id]?.request,
-                let limit = request.byteLimit(memoryBodyLimit: settings.maxMemoryBody), received > limit
-            else { continue }
-            tooLarge.append((id, Outcome(url: request.url, failure: DownloadRequest.tooLarge(limit))))
+            guard let request = receipts[id]?.request else { continue }
+            // Other charsets may take fewer bytes than UTF-8 read as it is.
+            let decodesAsUTF8 = TextDecoding.isUTF8(request.textCharset(contentType: task.contentType))
+            let failure = request.limitRefusal(
+                received: received, textLength: decodesAsUTF8 ? textLength : nil, memoryBodyLimit: settings.maxMemoryBody)
+            if let failure { tooLarge.append((id, Outcome(url: request.url, failure: failure))) }
         }
         if !tooLarge.isEmpty, !end(tooLarge, of: transfer.task, now: now) { return false }
         if now - task.lastProgressAt >= settings.progressInterval { emitProgress(transfer.task, now: now) }
@@ -433,8 +439,12 @@ struct DownloadScheduler<Waiter> {
         running += 1
         let task = tasks[id]!
         let destination = task.receipts.first.flatMap { receipts[$0]?.request.destination }
+        let countsText = task.receipts.contains { receipts[$0]?.request.body == .text }
         actions.append(
-            .start(TransferOrder(id: task.transferID, request: task.request, revalidation: task.revalidation, destination: destination)))
+            .start(
+                TransferOrder(
+                    id: task.transferID, request: task.request, revalidation: task.revalidation, destination: destination,
+                    countsText: countsText)))
         actions.append(.transferStarted(task: id))
         views { $0.taskStateChanged(task: id, running: true) }
     }

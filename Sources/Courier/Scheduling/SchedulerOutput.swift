@@ -69,6 +69,9 @@ struct TransferOrder: Sendable {
     var revalidation: ResponseCache.Stale?
     /// The first receipt's destination, beside which the body may stream.
     var destination: String?
+    /// A receipt asks for the body as text: the transfer counts what the
+    /// body takes as a JSON string as it arrives.
+    var countsText = false
 }
 
 /// A finished transfer and the receipts it answers, for delivery.

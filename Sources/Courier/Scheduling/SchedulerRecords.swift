@@ -55,6 +55,9 @@ struct TaskRecord: Sendable {
 
     var received: Int64 = 0
     var expected: Int64?
+    /// The final response's Content-Type once its headers are in, for the
+    /// charset its `text` receipts decode from.
+    var contentType: String?
     /// Seconds spent running (not suspended) before `runningSince`.
     var activeSeconds = 0.0
     var runningSince: Double?
