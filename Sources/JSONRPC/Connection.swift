@@ -172,14 +172,17 @@ public final class Connection: AnswerSink {
         }
     }
 
-    /// Blocks reading while the client leaves more than `outputHighWater`
-    /// bytes unread, until it has read down to `outputLowWater`. The writer
-    /// wakes this thread as soon as it gets there.
-    private func waitForOutputRoom() {
+    /// Blocks the calling thread while the client leaves more than
+    /// `outputHighWater` bytes unread, until it has read down to
+    /// `outputLowWater`; the writer wakes it as soon as it gets there. The
+    /// reading thread calls it before each request; a thread that makes
+    /// large output may call it before making more. Never call it where the
+    /// writer or the client's reading waits on the caller.
+    public func waitForOutputRoom() {
         guard !output.isWritable else { return }
-        logger.debug("output backlog of \(output.queuedBytes) bytes: reading paused")
+        logger.debug("output backlog of \(output.queuedBytes) bytes: waiting for the client to read")
         output.waitUntilWritable()
-        logger.debug("output backlog down to \(output.queuedBytes) bytes: reading resumed")
+        logger.debug("output backlog down to \(output.queuedBytes) bytes: going on")
     }
 
     private func noteFraming(_ framing: Framing?) {

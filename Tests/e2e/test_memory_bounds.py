@@ -301,3 +301,28 @@ def test_the_memory_limit_counts_base64_as_four_bytes_for_three(courier, origin)
     assert fits["ok"] and len(base64.b64decode(fits["base64"])) == 780_000
     assert passes["error"]["code"] == "too_large" and "base64" in passes["error"]["message"], passes
     assert chunked["error"]["code"] == "too_large", {k: v for k, v in chunked.items() if k != "base64"}
+
+
+def test_text_outcomes_wait_for_a_client_that_does_not_read(pipes, origin, capsys):
+    # Given a client that reads nothing, and asks for eighty 2 MB bodies as
+    # text (each within --max-memory-body: 160 MB in all)
+    count, size = 80, 2_000_000
+    client = pipes("--memory-capacity", "0")
+    client.write_in_background(b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "download",
+                    "params": {"url": origin.url(f"/gzip-fill?size={size}&byte=97&n={n}"), "body": "text"}}).encode()
+        + b"\n" for n in range(count)))
+
+    # Then courier makes no more text than the output backlog holds
+    unread_peak = wait_until_answered_unread(client, f"holding {count} text outcomes for a client that does not read")
+
+    # And when the client reads, every outcome comes whole
+    lines = Lines(client)
+    lines.start()
+    lines.wait_until(lambda items: sum(b'"download/finished"' in line for line in items) >= count,
+                     "reading the outcomes")
+    outcomes = [m["params"]["outcome"] for m in map(json.loads, lines.items) if m.get("method") == "download/finished"]
+    assert all(o["ok"] and o["text"] == "a" * size for o in outcomes)
+    with capsys.disabled():
+        print(f"\npeak RSS of courier holding {count} text outcomes of {size:,} bytes for a client "
+              f"that does not read: {unread_peak / 1024:.1f} MiB")

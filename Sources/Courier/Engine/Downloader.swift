@@ -41,6 +41,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     private let onAnswer: @Sendable (Waiter, Answer) -> Void
     private let onNotice: @Sendable (Notice) -> Void
     private let batch: @Sendable (() -> Void) -> Void
+    /// Blocks while the client leaves too much output unread.
+    private let awaitOutputRoom: @Sendable () -> Void
     private let logger: Logger
     /// `<cache dir>/tmp`, where bodies stream when not beside a destination.
     private let temporaryDirectory: DirectoryHandle
@@ -64,11 +66,15 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
 
     /// `answer` and `notify` receive what the scheduler says, in order;
     /// `batch` runs a turn of the transfer engine, or a run of actions, with
-    /// the messages it causes sent as one burst.
+    /// the messages it causes sent as one burst; `awaitOutputRoom` blocks
+    /// while the client leaves too much output unread, and is called before
+    /// a body is made into text or base64, so outcomes that carry one (each
+    /// up to `maxMemoryBody`) never pile up for a client that does not read.
     init(
         settings: Configuration, cache: ResponseCache, indicator: ActivityIndicator? = nil,
         answer: @escaping @Sendable (Waiter, Answer) -> Void, notify: @escaping @Sendable (Notice) -> Void,
-        batch: @escaping @Sendable (() -> Void) -> Void = { $0() }, logger: Logger
+        batch: @escaping @Sendable (() -> Void) -> Void = { $0() }, awaitOutputRoom: @escaping @Sendable () -> Void = {},
+        logger: Logger
     ) throws {
         self.settings = Locked(settings)
         self.state = Locked(DownloadScheduler(settings: SchedulerSettings(settings)))
@@ -77,6 +83,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         self.onAnswer = answer
         self.onNotice = notify
         self.batch = batch
+        self.awaitOutputRoom = awaitOutputRoom
         self.logger = logger
         downloadsDirectory = settings.cacheDir + "/downloads/\(getpid())"
         for directory in [settings.cacheDir + "/tmp", settings.cacheDir + "/journals", downloadsDirectory] {
@@ -315,6 +322,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// Answers a receipt from a cache tier: the body is placed and decoded
     /// on the calling thread, then the receipt finishes.
     private func serve(_ hit: ResponseCache.Hit, to receipt: String, request: DownloadRequest) {
+        if request.body != .none { awaitOutputRoom() }
         let outcome = Delivery(
             response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
             source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory,
@@ -326,6 +334,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
 
     /// The outcomes of a finished transfer for the receipts it had.
     private func deliver(_ order: DeliveryOrder, requestDate: Date) {
+        if order.receipts.contains(where: { $0.request.body != .none }) { awaitOutputRoom() }
         let result = order.result
         let outcomes: [Outcome]
         if let response = result.response, let bodyPath = result.bodyPath, result.failure == nil {

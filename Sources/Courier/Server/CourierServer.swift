@@ -61,7 +61,7 @@ public final class CourierServer: Sendable {
                 reply.success(Self.json(answer))
             },
             notify: { notice in hold.notify(notice) },
-            batch: { connection.batchingOutput($0) }, logger: logger)
+            batch: { connection.batchingOutput($0) }, awaitOutputRoom: { connection.waitForOutputRoom() }, logger: logger)
         registerLifecycle()
         registerDownloads()
         registerActivity()
