@@ -5,38 +5,6 @@ import Glibc
 import Darwin
 #endif
 
-/// An open directory, closed when the last reference goes.
-final class DirectoryHandle: Sendable {
-    let fd: Int32
-    /// The path it was opened by, for messages and for reading files back.
-    let path: String
-
-    init(fd: Int32, path: String) {
-        self.fd = fd
-        self.path = path
-    }
-
-    /// Opens the directory at `path`, following symlinks (a path courier
-    /// chose or was configured with).
-    convenience init(opening path: String) throws(Destination.Failure) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw .io("cannot open \(path): \(Destination.errorText())") }
-        self.init(fd: fd, path: path)
-    }
-
-    deinit { close(fd) }
-
-    /// Creates `name` here exclusively: never through a symlink, never over
-    /// an existing file. The caller closes the descriptor.
-    func createFile(_ name: String, mode: mode_t) throws(Destination.Failure) -> Int32 {
-        let fd = openat(self.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw .io("cannot create \(path)/\(name): \(Destination.errorText())") }
-        return fd
-    }
-
-    func remove(_ name: String) { unlinkat(fd, name, 0) }
-}
-
 /// Where a download's `destination` may go, and how its body gets there.
 ///
 /// Under `--download-root` the path is walked from the root one component
@@ -275,21 +243,6 @@ struct Destination: Sendable {
                 if written < 0, errno == EINTR { continue }
                 if written <= 0 { return false }
                 done += written
-            }
-        }
-    }
-}
-
-extension DirectoryHandle {
-    /// Makes `path` and any missing parents with mode 0700 (directories of
-    /// fetched data are private to the user); existing ones are left as
-    /// they are.
-    static func makePrivateDirectories(_ path: String) throws(Destination.Failure) {
-        var built = path.isAbsolutePath ? "" : "."
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            built += "/" + component
-            if mkdir(built, 0o700) != 0, errno != EEXIST {
-                throw .io("cannot create \(built): \(Destination.errorText())")
             }
         }
     }
