@@ -113,8 +113,11 @@ struct Destination: Sendable {
     /// Puts the file at `source` (a file courier owns) at the destination:
     /// renamed when `move` and on the same file system, else copied into an
     /// exclusively created file beside it and renamed into place.
-    /// `recordingPartial` hears of the partial file before it is made.
-    func place(from source: String, move: Bool, recordingPartial: ((String) -> Void)? = nil) throws(Failure) {
+    /// `recordingPartial` hears of the partial file (its directory and
+    /// name) before it is made.
+    func place(
+        from source: String, move: Bool, recordingPartial: ((DirectoryHandle, String) -> Void)? = nil
+    ) throws(Failure) {
         guard let (directory, name) = try openParent(create: true) else {
             throw .io("cannot create the directories of \(path)")
         }
@@ -126,7 +129,7 @@ struct Destination: Sendable {
         guard input >= 0 else { throw .io("cannot read \(source): \(Self.errorText())") }
         defer { close(input) }
         let partial = Self.temporaryName(for: name)
-        recordingPartial?(directory.path + "/" + partial)
+        recordingPartial?(directory, partial)
         let output = try directory.createFile(partial, mode: 0o666)
         let copied = Self.copy(from: input, to: output)
         let closed = close(output) == 0
