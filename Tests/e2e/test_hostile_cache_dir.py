@@ -1,7 +1,8 @@
 """A hostile cache directory: what courier finds under `--cache-dir` (a
 symbolic link where a directory should be, a planted journal, a FIFO, a file
-where a directory should be) never makes courier delete, write or read
-anything outside the cache directory, and never blocks or stops it.
+where a directory should be, an entry whose lengths lie) never makes courier
+delete, write or read anything outside the cache directory, never blocks or
+stops it, and never makes it hold a stored body in memory it does not need.
 
 Each case plants its trap, starts courier on the directory, has it do its
 ordinary work (a download to a destination, one kept as a `path` file), and
@@ -9,16 +10,22 @@ checks a victim directory outside the cache file by file."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import struct
 import time
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from origin import pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
+MIB = 1 << 20
+GIB = 1 << 30
+HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH3-64s, body id
 
 # A dead process's owner name, as courier names its journals: <pid>-<nonce>.
 DEAD_OWNER = "999999-abc"
@@ -105,6 +112,10 @@ def trap_journals_symlink(cache_dir: Path, victim: Path) -> None:
     (cache_dir / "journals").symlink_to(victim)
 
 
+def trap_http_symlink(cache_dir: Path, victim: Path) -> None:
+    (cache_dir / "http").symlink_to(victim)
+
+
 def trap_tmp_symlink(cache_dir: Path, victim: Path) -> None:
     (cache_dir / "tmp").symlink_to(victim)
     write_journal(cache_dir, "report", [])
@@ -147,6 +158,7 @@ def trap_foreign_journal_names_partials(cache_dir: Path, victim: Path) -> None:
 
 TRAPS = {
     "journals is a symlink": trap_journals_symlink,
+    "http is a symlink": trap_http_symlink,
     "tmp is a symlink": trap_tmp_symlink,
     "downloads is a symlink": trap_downloads_symlink,
     "a journal names downloads outside": trap_journal_names_downloads_outside,
@@ -172,12 +184,12 @@ def test_nothing_outside_the_cache_directory_is_touched(courier, origin, cache_d
     # Then not one file of the victim directory was removed, changed or added
     assert_untouched(victim, before)
     # and each directory courier uses is a directory of its own again
-    for name in ("tmp", "journals", "downloads"):
+    for name in ("http", "tmp", "journals", "downloads"):
         path = cache_dir / name
         assert path.is_dir() and not path.is_symlink(), name
 
 
-@pytest.mark.parametrize("name", ["tmp", "journals", "downloads"])
+@pytest.mark.parametrize("name", ["tmp", "journals", "downloads", "http"])
 @pytest.mark.parametrize("kind", ["file", "fifo", "dangling symlink"])
 def test_something_else_where_a_directory_should_be_does_not_stop_courier(courier, origin, cache_dir, tmp_path,
                                                                           name, kind):
@@ -221,3 +233,132 @@ def test_a_fifo_among_the_journals_does_not_block_start_up(courier, origin, cach
     do_ordinary_work(c, origin, tmp_path)
     assert not (journals / DEAD_OWNER).exists()
     assert not (journals / "1-live").exists()
+
+
+# ------------------------------------------------------------------ lengths that lie
+
+
+def xxh3_of_zeros(length: int) -> int:
+    hasher = xxhash.xxh3_64()
+    chunk = bytes(4 * MIB)
+    left = length
+    while left:
+        piece = min(left, len(chunk))
+        hasher.update(chunk[:piece] if piece < len(chunk) else chunk)
+        left -= piece
+    return hasher.intdigest()
+
+
+def entry_file(cache_dir: Path, url: str) -> Path:
+    escaped = "".join(chr(b) if 0x20 < b < 0x7F and b != 0x25 else f"%{b:02X}" for b in url.encode())
+    return cache_dir / "http" / hashlib.sha256(("url " + escaped).encode()).hexdigest()
+
+
+def store_then_lie(courier, origin, cache_dir: Path, name: str, length: int, *, true_checksum: bool,
+                   args: tuple[str, ...] = ()) -> tuple[str, bytes, Path]:
+    """Lets a courier store a 16-byte response, then rewrites its entry to
+    claim a body of ``length`` bytes and makes the body file that long
+    (sparse: zeros). With ``true_checksum`` the entry's checksum is that of
+    the zeros, so the forged entry is sound and is served. Returns the URL,
+    the origin's body, and the body file."""
+    body = pattern(16, name)
+    url = origin.set_resource(name, body, LONG)
+    writer = courier(*args)
+    assert writer.fetch(url)["source"] == "network"
+    writer.close()
+    entry = entry_file(cache_dir, url)
+    data = entry.read_bytes()
+    magic, version, metadata_length, _, metadata_sum, _, body_id = HEADER.unpack_from(data)
+    checksum = xxh3_of_zeros(length) if true_checksum else 1
+    entry.write_bytes(HEADER.pack(magic, version, metadata_length, length, metadata_sum, checksum, body_id)
+                      + data[HEADER.size:])
+    body_file = cache_dir / "http" / f"{entry.name}.{body_id:016x}"
+    body_file.unlink()
+    with open(body_file, "wb") as f:
+        f.truncate(length)
+    return url, body, body_file
+
+
+def peak_rss_mib(c) -> float:
+    with open(f"/proc/{c.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_body_length_past_the_capacity_share_is_never_read(courier, origin, cache_dir, tmp_path):
+    # Given an entry whose body length says 512 GiB, its body file as long
+    # (sparse), under a disk capacity whose share (1/8) is 128 GiB
+    args = ("--disk-capacity", "1TiB")
+    url, body, body_file = store_then_lie(courier, origin, cache_dir, "huge", 512 * GIB, true_checksum=False, args=args)
+    assert body_file.stat().st_size == 512 * GIB
+
+    # When a fresh courier is asked for it
+    c = courier(*args)
+    outcome = c.fetch(url, body="base64", timeout=20)
+
+    # Then the entry is not believed: the origin's body is served, and
+    # courier stayed small
+    assert outcome["ok"] and outcome["source"] == "network", outcome
+    assert outcome["base64"] and len(outcome["base64"]) < 100
+    rss = peak_rss_mib(c)
+    print(f"512 GiB claimed, --disk-capacity 1TiB: peak RSS {rss:.1f} MiB")
+    assert rss < 100
+
+
+def test_a_lying_length_within_the_share_is_checked_in_bounded_chunks(courier, origin, cache_dir, tmp_path):
+    # Given an entry claiming 60 MiB (within the default capacity's share,
+    # past the memory tier's), whose checksum is not of those bytes
+    url, body, _ = store_then_lie(courier, origin, cache_dir, "lying", 60 * MIB, true_checksum=False)
+
+    # When a fresh courier is asked for it as a file
+    c = courier()
+    outcome = c.fetch(url, body="none", timeout=20)
+
+    # Then the body was checked without being held: a miss, fetched anew
+    assert outcome["ok"] and outcome["source"] == "network", outcome
+    assert Path(outcome["path"]).read_bytes() == body
+    rss = peak_rss_mib(c)
+    print(f"60 MiB claimed, default capacity: peak RSS {rss:.1f} MiB")
+    assert rss < 50
+
+
+def test_a_body_length_past_the_default_share_is_never_read(courier, origin, cache_dir, tmp_path):
+    # Given an entry claiming 400 MiB with the checksum of those bytes,
+    # under the default capacity (512 MiB, a share of 64 MiB)
+    url, body, _ = store_then_lie(courier, origin, cache_dir, "past-share", 400 * MIB, true_checksum=True)
+
+    # When a fresh courier is asked for it
+    c = courier()
+    outcome = c.fetch(url, body="base64", timeout=20)
+
+    # Then courier never stores such a body, so it does not believe one either
+    assert outcome["ok"] and outcome["source"] == "network", outcome
+    rss = peak_rss_mib(c)
+    print(f"400 MiB claimed, default capacity: peak RSS {rss:.1f} MiB")
+    assert rss < 100
+
+
+@pytest.mark.parametrize("receipt", ["destination", "path"])
+def test_a_large_stored_body_reaches_its_file_without_passing_through_memory(courier, origin, cache_dir, tmp_path,
+                                                                            receipt):
+    # Given a sound 300 MiB stored body
+    size = 300 * MIB
+    args = ("--disk-capacity", "4GiB")
+    url, _, body_file = store_then_lie(courier, origin, cache_dir, "large", size, true_checksum=True, args=args)
+
+    # When a fresh courier serves it to a destination, or as a `path` file
+    c = courier(*args)
+    params = {"destination": str(tmp_path / "large.bin")} if receipt == "destination" else {}
+    outcome = c.fetch(url, body="none", timeout=60, **params)
+
+    # Then the file holds the body, and courier's memory did not grow by it
+    assert outcome["ok"] and outcome["source"] == "disk" and outcome["size"] == size, outcome
+    assert os.path.getsize(outcome["path"]) == size
+    rss = peak_rss_mib(c)
+    print(f"300 MiB disk hit to a {receipt}: peak RSS {rss:.1f} MiB")
+    assert rss < 100
+    # and the stored entry is still sound
+    again = c.fetch(url, body="none", timeout=60)
+    assert again["ok"] and again["source"] in ("disk", "memory"), again

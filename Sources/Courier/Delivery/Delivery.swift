@@ -195,7 +195,9 @@ struct Delivery {
 }
 
 /// A body on disk, in memory, or both: read from disk at most once, written
-/// to disk at most once.
+/// to disk at most once. A body the disk tier kept in its file is never read
+/// whole unless a receipt needs the bytes: a receipt that needs a file gets
+/// it linked or copied in bounded chunks.
 final class BodyFile {
     /// The body's file, when it has one: where the transfer wrote it (in
     /// `tmp/` or beside a destination), or where it was put for a receipt.
@@ -204,7 +206,9 @@ final class BodyFile {
     private var prefixBytes: [UInt8]?
     /// The body's file, when it streamed beside a destination.
     private var beside: BodyTarget?
-    /// The body's length, as the transfer gave it.
+    /// The disk tier's body file, when the body is a stored one left there.
+    private var stored: StoredBodyFile?
+    /// The body's length, as the transfer or the stored entry gave it.
     private let length: Int64
 
     /// The file a transfer wrote, `length` bytes; `firstBytes`, when known,
@@ -218,9 +222,13 @@ final class BodyFile {
         self.beside = target.destination != nil ? target : nil
     }
 
-    init(bytes: [UInt8]) {
-        length = Int64(bytes.count)
-        loaded = bytes
+    /// A cache hit's body.
+    init(_ body: CachedBody) {
+        length = body.length
+        switch body {
+        case .bytes(let bytes): loaded = bytes
+        case .file(let file): stored = file
+        }
     }
 
     /// Renames the file over `destination` within the directory it streamed
@@ -251,6 +259,11 @@ final class BodyFile {
     var bytes: [UInt8]? {
         if let loaded { return loaded }
         guard readError == nil else { return nil }
+        if let stored {
+            loaded = stored.read()
+            if loaded == nil { readError = "the stored body no longer matches its length or checksum" }
+            return loaded
+        }
         guard let file else { return nil }
         guard let (fd, info) = file.directory.openFile(file.name) else {
             readError = "cannot open \(file.directory.path(of: file.name)): \(Destination.errorText())"
@@ -269,26 +282,34 @@ final class BodyFile {
     func prefix(_ count: Int) -> [UInt8] {
         if let prefixBytes { return Array(prefixBytes.prefix(count)) }
         if let loaded { return Array(loaded.prefix(count)) }
+        if let stored { return stored.prefix(count) }
         guard let file, let (fd, info) = file.directory.openFile(file.name) else { return [] }
         defer { close(fd) }
         return CacheFileIO.read(fd, count: Int(min(Int64(count), Int64(info.st_size))), at: 0) ?? []
     }
 
-    /// The body as a file: its own, else one made in `directory` from the
-    /// bytes in memory.
+    /// The body as a file: its own, else one made in `directory` (from the
+    /// bytes in memory, or from the disk tier's file, linked or copied and
+    /// checked as `StoredBodyFile.place` does).
     func file(in directory: DirectoryHandle) throws -> (directory: DirectoryHandle, name: String) {
         if let file { return file }
         let name = ".body-\(UInt64.random(in: 0...UInt64.max)).part"
         func failure(_ reason: String) -> Delivery.PlacementError {
             Delivery.PlacementError(path: directory.path(of: name), reason: reason)
         }
-        let fd = try directory.createFile(name, mode: 0o600)
-        let written = CacheFileIO.write(fd, loaded ?? [])
-        let reason = Destination.errorText()
-        close(fd)
-        guard written else {
-            directory.remove(name)
-            throw failure(reason)
+        if let stored {
+            guard stored.place(in: directory, as: name) else {
+                throw failure("the stored body no longer matches its length or checksum")
+            }
+        } else {
+            let fd = try directory.createFile(name, mode: 0o600)
+            let written = CacheFileIO.write(fd, loaded ?? [])
+            let reason = Destination.errorText()
+            close(fd)
+            guard written else {
+                directory.remove(name)
+                throw failure(reason)
+            }
         }
         file = (directory, name)
         return (directory, name)

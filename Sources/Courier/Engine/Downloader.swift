@@ -304,7 +304,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// on the calling thread, then the receipt finishes.
     private func serve(_ hit: ResponseCache.Hit, to receipt: String, request: DownloadRequest) {
         let outcome = Delivery(
-            response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
+            response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),
             source: hit.tier == .memory ? .memory : .disk, downloads: leftovers.downloads,
             downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: settings.withLock { $0.maxMemoryBody }, logger: logger,
             sharedName: hit.sharedName, fileName: hit.response.fileName, headerObject: hit.response.headerObject
@@ -327,7 +327,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                     return
                 }
                 outcomes = delivery(
-                    response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body), source: .revalidated
+                    response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body), source: .revalidated
                 ).deliver(to: order.receipts)
             } else {
                 let keys = ResponseCache.storageKeys(

@@ -159,7 +159,7 @@ public final class InProcessDownloads: Sendable {
             }
         }
         let root = try CacheRoot(opening: configuration.cacheDir, logger: logger)
-        let cache = ResponseCache(configuration: configuration, logger: logger)
+        let cache = ResponseCache(configuration: configuration, root: root, logger: logger)
         downloader = try Downloader(
             settings: configuration, root: root, cache: cache, answer: answer, notify: notify, logger: logger)
         self.configuration = configuration

@@ -50,7 +50,7 @@ public final class CourierServer: Sendable {
             emit(method, params)
         }
         let root = try CacheRoot(opening: configuration.cacheDir, logger: logger)
-        self.cache = ResponseCache(configuration: configuration, logger: logger)
+        self.cache = ResponseCache(configuration: configuration, root: root, logger: logger)
         let indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
             completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
