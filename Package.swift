@@ -111,6 +111,7 @@ package.targets += [
 if Context.environment["COURIER_FUZZ"] == "1" {
     package.targets += [
         .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
+        .executableTarget(name: "FuzzCacheDirectory", dependencies: ["CFuzzDriver", "Courier"], path: "Fuzz/FuzzCacheDirectory"),
         .executableTarget(name: "FuzzCodec", dependencies: ["CFuzzDriver", "JSON"], path: "Fuzz/FuzzCodec"),
         .executableTarget(
             name: "FuzzDispatcher",

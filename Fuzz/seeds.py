@@ -112,6 +112,34 @@ def _http_seeds() -> list[bytes]:
     return seeds
 
 
+def _cache_directory_seeds() -> list[bytes]:
+    """Journal lines (selector 0), entries (1: flags, claimed length, memory
+    bound, metadata for the key `k`) and journals (2) for
+    Fuzz/FuzzCacheDirectory, naming its sandbox's victim directory."""
+    sandbox = "/tmp/courier-fuzz-cache"
+    partial = ".x.courier-4242-a.part"
+    lines = [
+        f"partial 2049 131073 /home/user/Documents/{partial}",
+        f"partial 1 2 {sandbox}/victim/{partial}",
+        f"partial {sandbox}/victim/{partial}",
+        f"partial 1 2 {sandbox}/cache/link/{partial}",
+        f"downloads {sandbox}/victim/4242",
+        f"downloads {sandbox}/cache/link/4242",
+        "partial 18446744073709551615 0 /a b/.c d.courier-4242-zz.part",
+        "4242-a", "2147483647-zzzzzzzzzzzzz", "0-a",
+    ]
+    journal = "\n".join(lines).encode() + b"\n"
+    metadata = json.dumps({
+        "key": "k", "url": "https://example.org/k", "status": 200, "headers": [["cache-control", "max-age=60"]],
+        "vary": {}, "requestTime": 784111777.5, "responseTime": 784111778.25, "storedAt": 784111778.25,
+    }, separators=(",", ":")).encode()
+    seeds = [b"\x00" + journal, b"\x02" + journal, b"\x02"]
+    for kind in range(6):
+        for claimed, bound in ((16, 10), (1 << 20, 23), (1 << 20, 4), (512 << 30, 23), (2 ** 63, 0)):
+            seeds.append(b"\x01" + bytes([kind << 2]) + struct.pack("<Q", claimed) + bytes([bound]) + metadata)
+    return seeds
+
+
 def write_corpora(root: Path) -> None:
     bodies = messages()
     corpora = {
@@ -119,6 +147,7 @@ def write_corpora(root: Path) -> None:
         "FuzzCodec": bodies,
         "FuzzDispatcher": bodies,
         "FuzzHTTP": _http_seeds(),
+        "FuzzCacheDirectory": _cache_directory_seeds(),
     }
     for name, seeds in corpora.items():
         directory = root / name

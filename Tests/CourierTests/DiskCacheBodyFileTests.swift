@@ -105,8 +105,7 @@ struct DiskCacheBodyFileTests {
             #expect(cache.lookup(key: "appended") == nil)
             let truncated = try linked("truncated")
             #expect(truncate(truncated.destination, 100) == 0)
-            #expect(cache.copyBody(key: "truncated", to: directory + "/copy") == nil)
-            #expect(info(directory + "/copy") == nil)
+            #expect(cache.bodyFile(key: "truncated") == nil)
 
             // And the client's files are as the client left them
             #expect(info(appended.destination)?.st_size == 20_001)
@@ -299,18 +298,33 @@ extension DiskCacheBodyFileTests {
             #expect(cache.withEntry(key: "k") { found, _ in found.response.url } == "http://o/k")
             #expect(try #require(info(entry.path)).st_mtim.tv_nsec == before.tv_nsec)
 
-            // Its body, verified, makes it the most recently used
-            #expect(cache.withEntry(key: "k") { _, load in load() } == body)
+            // Its body, verified, makes it the most recently used: in memory
+            // up to the caller's bound, else left in its file
+            let held = cache.withEntry(key: "k") { _, load -> [UInt8]? in
+                guard case .bytes(let bytes)? = load(3_000) else { return nil }
+                return bytes
+            }
+            #expect(held == .some(body))
             #expect(try #require(info(entry.path)).st_mtim.tv_nsec != before.tv_nsec)
+            let left = cache.withEntry(key: "k") { _, load -> StoredBodyFile? in
+                guard case .file(let file)? = load(2_999) else { return nil }
+                return file
+            }
+            let file = try #require(left ?? nil)
+            #expect(file.length == 3_000 && file.read() == body)
 
-            // A body that fails its check is nil, and the entry goes
-            let handle = try #require(FileHandle(forUpdatingAtPath: entry.bodyPath))
-            try handle.write(contentsOf: Data([body[0] ^ 1]))
-            try handle.close()
-            let loaded: [UInt8]?? = cache.withEntry(key: "k") { _, load in load() }
-            #expect(loaded == .some(nil))
-            #expect(cache.withEntry(key: "k") { _, _ in true } == nil)
-            #expect(info(entry.path) == nil && info(entry.bodyPath) == nil)
+            // A body that fails its check is nil either way, and the entry goes
+            for limit: Int64 in [3_000, 0] {
+                cache.store(key: "k", response: response("http://o/k"), body: body)
+                let bodyPath = try #require(cache.lookup(key: "k")).bodyPath
+                let handle = try #require(FileHandle(forUpdatingAtPath: bodyPath))
+                try handle.write(contentsOf: Data([body[0] ^ 1]))
+                try handle.close()
+                let loaded = cache.withEntry(key: "k") { _, load in load(limit) == nil }
+                #expect(loaded == true)
+                #expect(cache.withEntry(key: "k") { _, _ in true } == nil)
+                #expect(info(entry.path) == nil && info(bodyPath) == nil)
+            }
         }
     }
 }

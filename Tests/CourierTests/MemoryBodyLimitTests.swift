@@ -69,11 +69,12 @@ import Testing
 
     // MARK: - Once for every receipt
 
-    private static func deliver(_ body: [UInt8], limit: Int64, to requests: [DownloadRequest]) -> [Outcome] {
+    private static func deliver(_ body: [UInt8], limit: Int64, to requests: [DownloadRequest]) throws -> [Outcome] {
         let response = ResponseHead(status: 200, headers: [("content-type", "text/plain")])
+        // Text and base64 receipts never touch the downloads directory.
         return Delivery(
-            response: response, size: Int64(body.count), body: BodyFile(bytes: body), source: .network,
-            downloadsDirectory: "/nonexistent", downloadRoot: nil, leftovers: nil, memoryBodyLimit: limit,
+            response: response, size: Int64(body.count), body: BodyFile(.bytes(body)), source: .network,
+            downloads: try DirectoryHandle(opening: "/"), downloadRoot: nil, leftovers: nil, memoryBodyLimit: limit,
             logger: Logger(label: "test")
         ).deliver(to: requests.enumerated().map { ("r\($0.offset)", $0.element) })
     }
@@ -81,7 +82,7 @@ import Testing
     @Test func coalescedReceiptsShareOneTextAndOneBase64() throws {
         let text = try Self.request(["body": "text"])
         let base64 = try Self.request(["body": "base64"])
-        let outcomes = Self.deliver(Array("shared body, more than fifteen bytes".utf8), limit: 1000, to: [text, base64, text, base64])
+        let outcomes = try Self.deliver(Array("shared body, more than fifteen bytes".utf8), limit: 1000, to: [text, base64, text, base64])
         #expect(outcomes.allSatisfy { $0.error == nil })
         #expect(storage(of: outcomes[0].text) != nil && storage(of: outcomes[0].text) == storage(of: outcomes[2].text))
         #expect(storage(of: outcomes[1].base64) != nil && storage(of: outcomes[1].base64) == storage(of: outcomes[3].base64))
@@ -93,7 +94,7 @@ import Testing
         let text = try Self.request(["body": "text"])
         let latin = try Self.request(["body": "text", "textEncoding": "iso-8859-1"])
         let base64 = try Self.request(["body": "base64"])
-        let outcomes = Self.deliver([UInt8](repeating: 1, count: 100), limit: 500, to: [text, latin, base64, text])
+        let outcomes = try Self.deliver([UInt8](repeating: 1, count: 100), limit: 500, to: [text, latin, base64, text])
 
         // Then each text receipt fails too_large, and base64 (136 bytes) is delivered
         for index in [0, 1, 3] {

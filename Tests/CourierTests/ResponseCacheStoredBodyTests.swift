@@ -17,10 +17,10 @@ struct ResponseCacheStoredBodyTests {
         try body(directory)
     }
 
-    private func cache(in directory: String, diskCapacity: Int = 512 << 20) -> ResponseCache {
+    private func cache(in directory: String, diskCapacity: Int = 512 << 20) throws -> ResponseCache {
         var configuration = Configuration(cacheDir: directory + "/cache")
         configuration.diskCapacity = diskCapacity
-        return ResponseCache(configuration: configuration, logger: .init(label: "test"))
+        return ResponseCache(configuration: configuration, root: try CacheRoot(testing: configuration.cacheDir), logger: .init(label: "test"))
     }
 
     private func bytes(_ count: Int, seed: UInt8) -> [UInt8] {
@@ -53,7 +53,7 @@ struct ResponseCacheStoredBodyTests {
     @Test func aStoredBodyIsReadOnItsFirstHitAndThenHeld() throws {
         try withDirectory { directory in
             // Given a body the transfer did not keep, stored by both tiers
-            let cache = cache(in: directory)
+            let cache = try cache(in: directory)
             let body = bytes(300_000, seed: 1)
             let (request, _) = try download(body, url: "http://o/large", into: cache, directory: directory)
             let key = ResponseCache.key(for: request)
@@ -62,7 +62,7 @@ struct ResponseCacheStoredBodyTests {
             let entry = try #require(cache.memory.peek(key))
             let stored = try #require(entry.stored)
             #expect(entry.body.isEmpty)
-            #expect(stored.path == cache.disk?.lookup(key: key)?.bodyPath)
+            #expect(cache.disk.map { $0.directory.path(of: stored.name) } == cache.disk?.lookup(key: key)?.bodyPath)
             #expect(stored.length == body.count)
             #expect(cache.memory.usage >= body.count + MemoryCache.entryOverhead)
             let usage = cache.memory.usage
@@ -71,7 +71,7 @@ struct ResponseCacheStoredBodyTests {
             let hit = try #require(served(cache, request))
 
             // Then the memory tier serves the bytes, and holds them from now on at the same cost
-            #expect(hit.tier == .memory && hit.body == body)
+            #expect(hit.tier == .memory && hit.body.bytes == body)
             let held = try #require(cache.memory.peek(key))
             #expect(held.stored == nil && held.body == body)
             #expect(cache.memory.usage == usage)
@@ -81,14 +81,14 @@ struct ResponseCacheStoredBodyTests {
     @Test func aStoredBodyChangedInPlaceIsNeverServed() throws {
         try withDirectory { directory in
             // Given a stored body linked to the downloaded file, which the client then changes in place
-            let cache = cache(in: directory)
+            let cache = try cache(in: directory)
             let body = bytes(200_000, seed: 2)
             let (request, file) = try download(body, url: "http://o/rewritten", into: cache, directory: directory)
             let key = ResponseCache.key(for: request)
             let stored = try #require(cache.memory.peek(key)?.stored)
             var linked = stat()
             var downloaded = stat()
-            #expect(stat(stored.path, &linked) == 0 && stat(file, &downloaded) == 0)
+            #expect(stat(try #require(cache.disk).directory.path(of: stored.name), &linked) == 0 && stat(file, &downloaded) == 0)
             #expect(linked.st_ino == downloaded.st_ino)
             let fd = open(file, O_WRONLY)
             #expect(fd >= 0)
@@ -104,11 +104,11 @@ struct ResponseCacheStoredBodyTests {
     @Test func aStoredBodyWhoseFileIsGoneIsAMiss() throws {
         try withDirectory { directory in
             // Given a stored body whose disk entry another process deleted
-            let cache = cache(in: directory)
+            let cache = try cache(in: directory)
             let (request, _) = try download(bytes(100_000, seed: 3), url: "http://o/gone", into: cache, directory: directory)
             let key = ResponseCache.key(for: request)
             let stored = try #require(cache.memory.peek(key)?.stored)
-            #expect(unlink(stored.path) == 0)
+            #expect(unlink(try #require(cache.disk).directory.path(of: stored.name)) == 0)
 
             // Then it is a miss, and the memory entry is removed
             #expect(served(cache, request) == nil)
@@ -119,7 +119,7 @@ struct ResponseCacheStoredBodyTests {
     @Test func withoutTheDiskTierTheBodyIsReadWhenStored() throws {
         try withDirectory { directory in
             // Given a disk tier that takes no body
-            let cache = cache(in: directory, diskCapacity: 0)
+            let cache = try cache(in: directory, diskCapacity: 0)
             let body = bytes(150_000, seed: 4)
             let (request, file) = try download(body, url: "http://o/memory-only", into: cache, directory: directory)
 
@@ -127,13 +127,13 @@ struct ResponseCacheStoredBodyTests {
             let entry = try #require(cache.memory.peek(ResponseCache.key(for: request)))
             #expect(entry.stored == nil && entry.body == body)
             #expect(unlink(file) == 0)
-            #expect(served(cache, request)?.body == body)
+            #expect(served(cache, request)?.body.bytes == body)
         }
     }
 
     @Test func keptBytesAreHeldAsTheyAre() throws {
         try withDirectory { directory in
-            let cache = cache(in: directory)
+            let cache = try cache(in: directory)
             let body = bytes(5_000, seed: 5)
             let (request, _) = try download(body, url: "http://o/small", into: cache, directory: directory, kept: true)
             let entry = try #require(cache.memory.peek(ResponseCache.key(for: request)))
@@ -144,7 +144,7 @@ struct ResponseCacheStoredBodyTests {
     @Test func clearingTheDiskTierDropsTheMemoryEntriesStandingForItsFiles() throws {
         try withDirectory { directory in
             // Given one stored and one held memory entry
-            let cache = cache(in: directory)
+            let cache = try cache(in: directory)
             let (large, _) = try download(bytes(100_000, seed: 6), url: "http://o/a", into: cache, directory: directory)
             let small = bytes(1_000, seed: 7)
             let (kept, _) = try download(small, url: "http://o/b", into: cache, directory: directory, kept: true)
@@ -155,7 +155,7 @@ struct ResponseCacheStoredBodyTests {
             // Then the held entry still serves from memory, and the stored one is gone
             #expect(cache.memory.peek(ResponseCache.key(for: large)) == nil)
             #expect(served(cache, kept)?.tier == .memory)
-            #expect(served(cache, kept)?.body == small)
+            #expect(served(cache, kept)?.body.bytes == small)
             #expect(cache.memory.count == 1)
         }
     }

@@ -100,7 +100,8 @@ struct SecurityTests {
     @Test func storedValidatorsThatCouldEndALineAreNeverReplayed() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let cache = ResponseCache(configuration: Configuration(cacheDir: directory), logger: .init(label: "test"))
+        let cache = ResponseCache(
+            configuration: Configuration(cacheDir: directory), root: try CacheRoot(testing: directory), logger: .init(label: "test"))
         let request = try DownloadRequest(Params(["url": "http://o/a"]), defaults: Configuration(cacheDir: directory))
         let old = Date(timeIntervalSince1970: 1_000_000)
         for (etag, replayed) in [("\"good\"", true), ("\"x\"\r\nX-Injected: 1", false), ("\"x\u{0}\"", false)] {

@@ -9,10 +9,12 @@ import Darwin
 /// in an open directory, the length and XXH3-64 of the bytes written, and
 /// those bytes when they were kept. A transfer takes the length and checksum
 /// as the bytes stream into the file, so storing the body never reads the
-/// file back; a file changed between the transfer and a read of the stored
-/// body (in place, or another file renamed over its name before it was
-/// linked) fails the length or checksum check on that read, as a client's
-/// rewrite of its destination does.
+/// file back; the memory tier names a disk tier body file the same way. A
+/// file changed since (in place, or another file renamed over its name)
+/// fails the length or checksum check on every read, as a client's rewrite
+/// of its destination does: the file is opened without following a
+/// symbolic link or blocking on a FIFO, and taken only when it is a regular
+/// file of `length` bytes.
 struct CacheBodyFile: Sendable {
     /// The directory `name` is in; nil when `name` is a path.
     let directory: DirectoryHandle?
@@ -35,8 +37,11 @@ struct CacheBodyFile: Sendable {
     /// whose bytes were not seen as they were written. Nil when it is not a
     /// readable regular file.
     init?(path: String) {
-        guard let (fd, info) = CacheFileIO.openRegular(path) else { return nil }
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         let length = Int64(info.st_size)
         guard let checksum = CacheFileIO.hash(fd, length: length) else { return nil }
         self.init(directory: nil, name: path, length: length, checksum: checksum)
@@ -44,37 +49,43 @@ struct CacheBodyFile: Sendable {
 
     private var directoryFD: Int32 { directory?.fd ?? AT_FDCWD }
 
-    /// Hard-links the file as `target` (never following a symlink at its
-    /// name). False when the link cannot be made (another file system, a file
-    /// system without hard links, a link limit, a file not this user's).
-    func link(to target: String) -> Bool {
-        linkat(directoryFD, name, AT_FDCWD, target, 0) == 0
+    /// Hard-links the file as `target` in `directory` (never following a
+    /// symlink at its name). False when the link cannot be made (another
+    /// file system, a file system without hard links, a link limit, a file
+    /// not this user's).
+    func link(into directory: DirectoryHandle, as target: String) -> Bool {
+        linkat(directoryFD, name, directory.fd, target, 0) == 0
     }
 
     /// The whole body: the kept bytes, else the file's, when they are
-    /// `length` bytes that hash to `checksum`.
+    /// `length` bytes that hash to `checksum`. The caller bounds `length`.
     func read() -> [UInt8]? {
         if let bytes { return bytes }
-        guard length <= Int64(Int32.max) else { return nil }
-        let source = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard source >= 0 else { return nil }
+        guard length <= Int64(Int32.max), let source = openChecked() else { return nil }
         defer { close(source) }
-        var info = stat()
-        guard fstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == length,
-            let read = CacheFileIO.read(source, count: Int(length), at: 0), XXH3.hash(read) == checksum
-        else { return nil }
+        guard let read = CacheFileIO.read(source, count: Int(length), at: 0), XXH3.hash(read) == checksum else { return nil }
         return read
     }
 
-    /// Writes the body to `fd`: the kept bytes, else the file's first
-    /// `length` bytes, which must still hash to `checksum`.
+    /// Writes the body to `fd`: the kept bytes, else the file's `length`
+    /// bytes in bounded chunks, which must hash to `checksum`.
     func copy(to fd: Int32) -> Bool {
         if let bytes { return CacheFileIO.write(fd, bytes) }
-        let source = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard source >= 0 else { return false }
+        guard let source = openChecked() else { return false }
         defer { close(source) }
-        var info = stat()
-        guard fstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
         return CacheFileIO.copy(from: source, offset: 0, length: length, to: fd) == checksum
+    }
+
+    /// The file, opened for reading when it is a regular file of `length`
+    /// bytes. The caller closes it.
+    private func openChecked() -> Int32? {
+        let source = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard source >= 0 else { return nil }
+        var info = stat()
+        guard fstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == length else {
+            close(source)
+            return nil
+        }
+        return source
     }
 }

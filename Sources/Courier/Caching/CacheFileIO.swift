@@ -6,7 +6,8 @@ import Darwin
 #endif
 
 /// Whole-buffer reads and writes on file descriptors, retried on EINTR and
-/// short counts, for the disk cache.
+/// short counts, and copies and checksums of files in chunks of
+/// `chunkSize`, so a file of any length costs one chunk of memory.
 enum CacheFileIO {
     static let chunkSize = 256 * 1024
 
@@ -91,20 +92,6 @@ enum CacheFileIO {
             done += Int64(chunk.count)
         }
         return hasher.finalize()
-    }
-
-    /// Opens `path` for reading without following a symlink and without
-    /// blocking on a FIFO; the descriptor and its `fstat`, or nil (and the
-    /// descriptor closed) when it cannot be opened or is not a regular file.
-    static func openRegular(_ path: String) -> (fd: Int32, info: stat)? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-            close(fd)
-            return nil
-        }
-        return (fd, info)
     }
 
     /// Nanoseconds since 1970 of a file's last status change (a link, a

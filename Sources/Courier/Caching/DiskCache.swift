@@ -10,7 +10,18 @@ import Locking
 
 /// The disk tier: in `<cache dir>/http/`, per key, an entry file named by
 /// the hex SHA-256 of the key and the body file it names, in
-/// `DiskCacheEntry`'s format.
+/// `DiskCacheEntry`'s format. The directory is opened once, from the cache
+/// root, and every file in it is reached relative to that descriptor.
+///
+/// Whatever is in the directory is read as another process's, or an
+/// attacker's, writing: files are opened without following a symbolic link
+/// or blocking on a FIFO and taken only when regular; an entry file is read
+/// only up to its format's limit; an entry is believed only when its body
+/// length is within the share of the capacity this tier ever stores
+/// (`maximumBodyLength`) and its body file is a regular file of exactly that
+/// length, checked before anything is read or allocated. A body is held in
+/// memory only when the caller asks for it up to a bound of its own; larger
+/// ones are checked and copied in bounded chunks.
 ///
 /// A body stored from a downloaded file is a hard link of that file's inode
 /// when the cache directory is on the same file system, so a download to a
@@ -66,7 +77,7 @@ final class DiskCache: Sendable {
     private static let counter = Atomic<Int>(0)
 
     /// `<cache dir>/http`.
-    let path: String
+    let directory: DirectoryHandle
     let capacity: Int64
     let durable: Bool
     let orphanAge: TimeInterval
@@ -90,14 +101,13 @@ final class DiskCache: Sendable {
     /// removals, `usage`, `count` and `removeAll` wait for the sweep to end,
     /// so that its count never misses or repeats this process's changes.
     init(
-        cacheDirectory: String, capacity: Int64, durable: Bool = false, orphanAge: TimeInterval = defaultOrphanAge,
+        root: CacheRoot, capacity: Int64, durable: Bool = false, orphanAge: TimeInterval = defaultOrphanAge,
         firstSweepQueue: DispatchQueue = .global(qos: .utility)
-    ) throws {
-        path = cacheDirectory + "/http"
+    ) throws(Destination.Failure) {
+        directory = try root.directory("http")
         self.capacity = capacity
         self.durable = durable
         self.orphanAge = orphanAge
-        try DirectoryHandle.makePrivateDirectories(path)
         // Claimed here, so that no sweep a store asks for runs before it.
         state.withLock { $0.sweeping = true }
         firstSweep.enter()
@@ -122,74 +132,66 @@ final class DiskCache: Sendable {
         waitForFirstSweep()
         return state.withLock { $0.count }
     }
-    /// The largest body `store` accepts.
+    /// The largest body `store` accepts, and the largest an entry may claim.
     var maximumBodyLength: Int64 { capacity / Self.largestShare }
 
-    func filePath(for key: String) -> String { path + "/" + SHA256.hex(key) }
+    /// `<cache dir>/http`, as reported.
+    var path: String { directory.path }
 
     // MARK: - Reading
 
     /// The entry for `key`, its header and metadata checked and its body
-    /// file's length but not the body's checksum (which `read` and
-    /// `copyBody` check); its recency unchanged.
+    /// file's length but not the body's checksum (which `withEntry`'s loader
+    /// checks); its recency unchanged.
     func lookup(key: String) -> DiskCacheEntry? {
         guard let opened = open(key) else { return nil }
         opened.close()
         return opened.entry
     }
 
-    /// The entry for `key` and its verified body; now the most recently used.
-    func read(key: String) -> (entry: DiskCacheEntry, body: [UInt8])? {
-        guard let opened = open(key) else { return nil }
-        defer { opened.close() }
-        guard let body = readBody(opened) else { return nil }
-        return (opened.entry, body)
-    }
-
     /// Opens `key`'s entry once and hands `visit` the entry, checked as
-    /// `lookup` checks it, and a loader of its verified body (which makes it
-    /// the most recently used, and nil when the body fails its check); both
-    /// are valid only during `visit`. Does not call `visit` on a miss.
-    func withEntry<Result>(key: String, _ visit: (DiskCacheEntry, () -> [UInt8]?) -> Result) -> Result? {
+    /// `lookup` checks it, and a loader of its verified body: `load(limit)`
+    /// gives the bytes when the body is at most `limit` bytes, else the body
+    /// file, read through in bounded chunks for its check and held open. Either makes the
+    /// entry the most recently used, and is nil (the entry deleted) when the
+    /// body fails its check. Both are valid only during `visit`. Does not
+    /// call `visit` on a miss.
+    func withEntry<Result>(
+        key: String, _ visit: (DiskCacheEntry, _ load: (_ inMemoryUpTo: Int64) -> CachedBody?) -> Result
+    ) -> Result? {
         guard let opened = open(key) else { return nil }
         defer { opened.close() }
-        return visit(opened.entry) { readBody(opened) }
+        return visit(opened.entry) { limit in loadBody(opened, inMemoryUpTo: limit) }
     }
 
     /// The verified body of an opened entry, which is now the most recently
-    /// used; nil, and the entry deleted, when the body fails its check.
-    private func readBody(_ opened: Opened) -> [UInt8]? {
-        guard let body = CacheFileIO.read(opened.bodyFD, count: Int(opened.header.bodyLength), at: 0),
-            XXH3.hash(body) == opened.header.bodyChecksum
-        else {
-            discard(opened)
-            return nil
+    /// used: its bytes when there are at most `limit`, else its body file;
+    /// nil, and the entry deleted, when the body fails its check.
+    private func loadBody(_ opened: Opened, inMemoryUpTo limit: Int64) -> CachedBody? {
+        let header = opened.header
+        let body: CachedBody
+        if header.bodyLength <= limit {
+            guard let bytes = CacheFileIO.read(opened.bodyFD, count: Int(header.bodyLength), at: 0),
+                XXH3.hash(bytes) == header.bodyChecksum
+            else {
+                discard(opened)
+                return nil
+            }
+            body = .bytes(bytes)
+        } else {
+            guard CacheFileIO.hash(opened.bodyFD, length: header.bodyLength) == header.bodyChecksum else {
+                discard(opened)
+                return nil
+            }
+            // Held open past `withEntry`, whose descriptors close with it.
+            let held = fcntl(opened.bodyFD, F_DUPFD_CLOEXEC, 0)
+            guard held >= 0 else { return nil }
+            body = .file(StoredBodyFile(
+                fd: held, directory: directory, name: opened.bodyName, length: header.bodyLength,
+                checksum: header.bodyChecksum))
         }
         futimens(opened.entryFD, nil)
         return body
-    }
-
-    /// Writes the body of `key`'s entry to `destination` (through a temporary
-    /// file beside it, renamed into place once the body is verified) and
-    /// returns the entry, whose metadata came from the same file; now the
-    /// most recently used. Nil on a miss, a corrupt entry, or an I/O error.
-    func copyBody(key: String, to destination: String) -> DiskCacheEntry? {
-        guard let opened = open(key) else { return nil }
-        defer { opened.close() }
-        let directory = PathName.directory(of: destination)
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let partial = "\(directory)/.\(PathName.lastComponent(of: destination)).courier-\(Self.uniqueSuffix()).partial"
-        let out = Glibc.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard out >= 0 else { return nil }
-        let sum = CacheFileIO.copy(from: opened.bodyFD, offset: 0, length: opened.header.bodyLength, to: out)
-        close(out)
-        guard let sum, sum == opened.header.bodyChecksum, rename(partial, destination) == 0 else {
-            unlink(partial)
-            if sum != nil, sum != opened.header.bodyChecksum { discard(opened) }
-            return nil
-        }
-        futimens(opened.entryFD, nil)
-        return opened.entry
     }
 
     // MARK: - Writing
@@ -216,8 +218,8 @@ final class DiskCache: Sendable {
         storeBody(key: key, response: response, file: file) != nil
     }
 
-    /// Stores as `store(key:response:file:)` does; the path of the entry's
-    /// body file, or nil when nothing was stored.
+    /// Stores as `store(key:response:file:)` does; the name of the entry's
+    /// body file in `directory`, or nil when nothing was stored.
     func storeBody(key: String, response: CachedResponse, file: CacheBodyFile) -> String? {
         guard file.length <= maximumBodyLength else {
             remove(key: key)
@@ -251,8 +253,7 @@ final class DiskCache: Sendable {
     func remove(key: String) -> Bool {
         waitForFirstSweep()
         let name = SHA256.hex(key)
-        guard let found = peek(name) else { return false }
-        guard unlink(path + "/" + name) == 0 else { return false }
+        guard let found = peek(name), directory.remove(name) else { return false }
         forget(found.entrySize + removeBody(of: name, found.header))
         return true
     }
@@ -262,9 +263,8 @@ final class DiskCache: Sendable {
     func removeAll() {
         // The first sweep's count would otherwise overwrite the one below.
         waitForFirstSweep()
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        where Self.isEntryName(name) || Self.bodyEntryName(name) != nil {
-            unlink(path + "/" + name)
+        directory.forEachName { name in
+            if Self.isEntryName(name[...]) || Self.bodyEntryName(name) != nil { directory.remove(name) }
         }
         state.withLock { state in
             state.usage = 0
@@ -302,16 +302,15 @@ final class DiskCache: Sendable {
         }
         var entries: [String: (size: Int64, used: Int64)] = [:]
         var bodies: [String: [Body]] = [:]
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
-            let file = path + "/" + name
-            var info = stat()
-            guard lstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
-            if Self.isEntryName(name) {
-                entries[name] = (Int64(info.st_size), CacheFileIO.modified(info))
+        directory.forEachName { name in
+            guard let info = directory.status(of: name), info.st_mode & S_IFMT == S_IFREG else { return }
+            if Self.isEntryName(name[...]) {
+                entries[String(decoding: name, as: UTF8.self)] = (Int64(info.st_size), CacheFileIO.modified(info))
             } else if let entry = Self.bodyEntryName(name) {
-                bodies[entry, default: []].append(Body(name: name, size: Int64(info.st_size), changed: CacheFileIO.changed(info)))
+                bodies[entry, default: []].append(
+                    Body(name: String(decoding: name, as: UTF8.self), size: Int64(info.st_size), changed: CacheFileIO.changed(info)))
             } else if CacheFileIO.modified(info) < abandonedBefore || Self.isOrphanedTemporaryName(name) {
-                unlink(file)
+                directory.remove(name)
             }
         }
         // Each entry's cost: its file and the body files beside it. A body
@@ -328,7 +327,7 @@ final class DiskCache: Sendable {
                 }
             }
             for body in files {
-                if body.name != named, body.changed < orphanedBefore, unlink(path + "/" + body.name) == 0 { continue }
+                if body.name != named, body.changed < orphanedBefore, directory.remove(body.name) { continue }
                 total += body.size
                 if entries[entry] != nil { costs[entry, default: 0] += body.size }
             }
@@ -337,8 +336,8 @@ final class DiskCache: Sendable {
         if total > capacity {
             let target = Int64(Double(capacity) * Self.sweepTarget)
             for (name, entry) in entries.sorted(by: { $0.value.used < $1.value.used }) where total > target {
-                guard unlink(path + "/" + name) == 0 || errno == ENOENT else { continue }
-                for body in bodies[name] ?? [] { unlink(path + "/" + body.name) }
+                guard directory.remove(name) || errno == ENOENT else { continue }
+                for body in bodies[name] ?? [] { directory.remove(body.name) }
                 total -= costs[name] ?? entry.size
                 remaining -= 1
             }
@@ -365,11 +364,10 @@ final class DiskCache: Sendable {
     /// Puts the body in place under a fresh body id unless it is there
     /// already, writes the entry file naming it to a temporary file, renames
     /// that over `key`'s entry file, and deletes the body file of the entry
-    /// it replaced. The path of the body file, or nil when nothing was stored.
+    /// it replaced. The name of the body file, or nil when nothing was stored.
     private func write(key: String, response: CachedResponse, body: Body) -> String? {
         waitForFirstSweep()
         let name = SHA256.hex(key)
-        let entryPath = path + "/" + name
         let suffix = Self.uniqueSuffix()
         let placed: (id: UInt64, length: Int64, checksum: UInt64, added: Int64)
         switch body {
@@ -377,41 +375,41 @@ final class DiskCache: Sendable {
             placed = (id, length, checksum, 0)
         case .bytes(let bytes, let checksum):
             let id = Self.bodyID(suffix)
-            guard writeBody(bytes, to: path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)) else { return nil }
+            let created = createBody(DiskCacheEntry.bodyName(entryName: name, bodyID: id)) { CacheFileIO.write($0, bytes) }
+            guard created else { return nil }
             placed = (id, Int64(bytes.count), checksum, Int64(bytes.count))
         case .file(let file):
             let id = Self.bodyID(suffix)
-            let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: id)
-            if file.link(to: bodyPath) {
-                if durable, !Self.sync(bodyPath) {
-                    unlink(bodyPath)
+            let bodyName = DiskCacheEntry.bodyName(entryName: name, bodyID: id)
+            if file.link(into: directory, as: bodyName) {
+                if durable, !sync(bodyName) {
+                    directory.remove(bodyName)
                     return nil
                 }
             } else {
-                guard copyBody(file, to: bodyPath) else { return nil }
+                guard createBody(bodyName, file.copy(to:)) else { return nil }
             }
             placed = (id, file.length, file.checksum, file.length)
         }
-        let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: placed.id)
+        let bodyName = DiskCacheEntry.bodyName(entryName: name, bodyID: placed.id)
         func abandonBody() {
             if case .existing = body { return }
-            unlink(bodyPath)
+            directory.remove(bodyName)
         }
 
         let metadata = DiskCacheEntry.metadata(key: key, response: response)
         let header = DiskCacheEntry.Header(
             metadataLength: metadata.count, bodyLength: placed.length, metadataChecksum: XXH3.hash(metadata),
             bodyChecksum: placed.checksum, bodyID: placed.id)
-        let temporary = "\(path)/\(Self.temporaryPrefix)\(suffix)"
-        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
+        let temporary = Self.temporaryPrefix + suffix
+        guard let fd = try? directory.createFile(temporary, mode: 0o600) else {
             abandonBody()
             return nil
         }
         let written = CacheFileIO.write(fd, header.bytes + metadata) && (!durable || fsync(fd) == 0)
         close(fd)
-        guard written, let replaced = replace(entryPath, with: temporary) else {
-            unlink(temporary)
+        guard written, let replaced = replace(name, with: temporary) else {
+            directory.remove(temporary)
             abandonBody()
             return nil
         }
@@ -420,7 +418,7 @@ final class DiskCache: Sendable {
             freed = replaced.entrySize
             if replaced.header?.bodyID != placed.id { freed += removeBody(of: name, replaced.header) }
         }
-        if durable { syncDirectory() }
+        if durable { fsync(directory.fd) }
         let needsSweep = state.withLock { state in
             state.usage += header.fileLength + placed.added - freed
             if replaced == nil { state.count += 1 }
@@ -431,52 +429,42 @@ final class DiskCache: Sendable {
                     && state.writtenSinceScan >= (capacity - state.usage) / Self.rescanRoomShare)
         }
         if needsSweep { sweep() }
-        return bodyPath
+        return bodyName
     }
 
-    /// Renames `temporary` over `entryPath`; the entry file it replaced, as
-    /// `peek` describes it (nil when there was none), or nil for a failed
-    /// rename. With `renameat2`, a new entry takes one call and a replaced
-    /// one is exactly the file exchanged out, read and deleted from the
-    /// temporary name; elsewhere the entry is peeked at first.
-    private func replace(_ entryPath: String, with temporary: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)?? {
+    /// Renames `temporary` over the entry file `entry`; the entry file it
+    /// replaced, as `peek` describes it (nil when there was none), or nil
+    /// for a failed rename. With `renameat2`, a new entry takes one call and
+    /// a replaced one is exactly the file exchanged out, read and deleted
+    /// from the temporary name; elsewhere the entry is peeked at first.
+    private func replace(_ entry: String, with temporary: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)?? {
+        let fd = directory.fd
         if let renameat2 = Renameat2.function {
-            if renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Renameat2.noReplace) == 0 { return .some(nil) }
-            if errno == EEXIST, renameat2(AT_FDCWD, temporary, AT_FDCWD, entryPath, Renameat2.exchange) == 0 {
-                let old = peek(path: temporary)
-                if unlink(temporary) != 0 { rmdir(temporary) }
+            if renameat2(fd, temporary, fd, entry, Renameat2.noReplace) == 0 { return .some(nil) }
+            if errno == EEXIST, renameat2(fd, temporary, fd, entry, Renameat2.exchange) == 0 {
+                let old = peek(temporary)
+                if !directory.remove(temporary) { unlinkat(fd, temporary, AT_REMOVEDIR) }
                 return .some(old ?? (0, nil))
             }
             guard errno == EINVAL || errno == ENOSYS || errno == EEXIST else { return nil }
         }
-        let old = peek(path: entryPath)
-        return rename(temporary, entryPath) == 0 ? .some(old) : nil
+        let old = peek(entry)
+        return renameat(fd, temporary, fd, entry) == 0 ? .some(old) : nil
     }
 
-    /// Creates the body file `bodyPath` holding `bytes`.
-    private func writeBody(_ bytes: [UInt8], to bodyPath: String) -> Bool {
-        let fd = Glibc.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return false }
-        let written = CacheFileIO.write(fd, bytes) && (!durable || fsync(fd) == 0)
+    /// Creates the body file `name` exclusively and fills it with `fill`;
+    /// nothing is left when that fails.
+    private func createBody(_ name: String, _ fill: (Int32) -> Bool) -> Bool {
+        guard let fd = try? directory.createFile(name, mode: 0o600) else { return false }
+        let written = fill(fd) && (!durable || fsync(fd) == 0)
         close(fd)
-        if !written { unlink(bodyPath) }
+        if !written { directory.remove(name) }
         return written
     }
 
-    /// Creates the body file `bodyPath` as a copy of `file`'s body.
-    private func copyBody(_ file: CacheBodyFile, to bodyPath: String) -> Bool {
-        let fd = Glibc.open(bodyPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return false }
-        let written = file.copy(to: fd) && (!durable || fsync(fd) == 0)
-        close(fd)
-        if !written { unlink(bodyPath) }
-        return written
-    }
-
-    /// Flushes the file at `file` to stable storage.
-    private static func sync(_ file: String) -> Bool {
-        let fd = Glibc.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+    /// Flushes the file `name` to stable storage.
+    private func sync(_ name: String) -> Bool {
+        guard let (fd, _) = directory.openFile(name) else { return false }
         defer { close(fd) }
         return fsync(fd) == 0
     }
@@ -488,6 +476,7 @@ final class DiskCache: Sendable {
         var bodyFD: Int32
         var entry: DiskCacheEntry
         var header: DiskCacheEntry.Header
+        var bodyName: String
 
         func close() {
             Glibc.close(entryFD)
@@ -496,60 +485,62 @@ final class DiskCache: Sendable {
     }
 
     /// Opens `key`'s entry file and the body file it names, and checks the
-    /// header, the metadata and the body file's length; a corrupt entry is
-    /// deleted. The caller closes the result.
+    /// header, the metadata, the body length against `maximumBodyLength`
+    /// and the body file's length against the body length, all before any
+    /// body byte is read; a corrupt entry is deleted. The caller closes the
+    /// result.
     private func open(_ key: String) -> Opened? {
         let name = SHA256.hex(key)
-        let entryPath = path + "/" + name
-        guard let (fd, info) = CacheFileIO.openRegular(entryPath) else { return nil }
+        guard let (fd, info) = directory.openFile(name) else { return nil }
         let size = Int64(info.st_size)
         let bytes = size <= DiskCacheEntry.headerLength + DiskCacheEntry.metadataLimit
             ? CacheFileIO.read(fd, count: Int(size), at: 0) : nil
         // A header that parses names the body file to delete with a corrupt
         // entry; one that does not leaves it to the sweep.
         guard let bytes, let header = DiskCacheEntry.Header(bytes[...]) else {
-            removeIfSame(fd, entryPath, name: name, header: nil)
+            removeIfSame(fd, name: name, header: nil)
             close(fd)
             return nil
         }
         let metadata = bytes[DiskCacheEntry.headerLength...]
-        guard header.fileLength == size, XXH3.hash(Array(metadata)) == header.metadataChecksum,
+        guard header.fileLength == size, header.bodyLength <= maximumBodyLength,
+            XXH3.hash(Array(metadata)) == header.metadataChecksum,
             let (storedKey, response) = DiskCacheEntry.parseMetadata(Array(metadata)), storedKey.isExactly(key)
         else {
-            removeIfSame(fd, entryPath, name: name, header: header)
+            removeIfSame(fd, name: name, header: header)
             close(fd)
             return nil
         }
-        let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: header.bodyID)
-        guard let (bodyFD, bodyInfo) = CacheFileIO.openRegular(bodyPath) else {
-            removeIfSame(fd, entryPath, name: name, header: header)
+        let bodyName = DiskCacheEntry.bodyName(entryName: name, bodyID: header.bodyID)
+        guard let (bodyFD, bodyInfo) = directory.openFile(bodyName) else {
+            removeIfSame(fd, name: name, header: header)
             close(fd)
             return nil
         }
         guard Int64(bodyInfo.st_size) == header.bodyLength else {
             close(bodyFD)
-            removeIfSame(fd, entryPath, name: name, header: header)
+            removeIfSame(fd, name: name, header: header)
             close(fd)
             return nil
         }
         let entry = DiskCacheEntry(
-            key: key, response: response, bodyLength: header.bodyLength, path: entryPath, bodyPath: bodyPath)
-        return Opened(entryFD: fd, bodyFD: bodyFD, entry: entry, header: header)
+            key: key, response: response, bodyLength: header.bodyLength, path: directory.path(of: name),
+            bodyPath: directory.path(of: bodyName))
+        return Opened(entryFD: fd, bodyFD: bodyFD, entry: entry, header: header, bodyName: bodyName)
     }
 
     /// Deletes an entry whose body failed its check.
     private func discard(_ opened: Opened) {
-        removeIfSame(opened.entryFD, opened.entry.path, name: SHA256.hex(opened.entry.key), header: opened.header)
+        removeIfSame(opened.entryFD, name: SHA256.hex(opened.entry.key), header: opened.header)
     }
 
-    /// Deletes the entry file `entryPath` if it is still the file `fd` has
-    /// open (another process may have renamed a good entry over it since),
-    /// and the body file `header` names.
-    private func removeIfSame(_ fd: Int32, _ entryPath: String, name: String, header: DiskCacheEntry.Header?) {
+    /// Deletes the entry file `name` if it is still the file `fd` has open
+    /// (another process may have renamed a good entry over it since), and
+    /// the body file `header` names.
+    private func removeIfSame(_ fd: Int32, name: String, header: DiskCacheEntry.Header?) {
         var opened = stat()
-        var current = stat()
-        guard fstat(fd, &opened) == 0, lstat(entryPath, &current) == 0, opened.st_ino == current.st_ino,
-            opened.st_dev == current.st_dev, unlink(entryPath) == 0
+        guard fstat(fd, &opened) == 0, let current = directory.status(of: name), opened.st_ino == current.st_ino,
+            opened.st_dev == current.st_dev, directory.remove(name)
         else { return }
         forget(Int64(opened.st_size) + removeBody(of: name, header))
     }
@@ -560,20 +551,18 @@ final class DiskCache: Sendable {
     /// shrunk since it was counted), or 0 when no regular file was deleted.
     private func removeBody(of name: String, _ header: DiskCacheEntry.Header?) -> Int64 {
         guard let header else { return 0 }
-        let bodyPath = path + "/" + DiskCacheEntry.bodyName(entryName: name, bodyID: header.bodyID)
-        var info = stat()
-        guard lstat(bodyPath, &info) == 0, info.st_mode & S_IFMT != S_IFDIR, unlink(bodyPath) == 0 else { return 0 }
+        let bodyName = DiskCacheEntry.bodyName(entryName: name, bodyID: header.bodyID)
+        guard let info = directory.status(of: bodyName), info.st_mode & S_IFMT != S_IFDIR,
+            directory.remove(bodyName)
+        else { return 0 }
         return info.st_mode & S_IFMT == S_IFREG ? header.bodyLength : 0
     }
 
-    /// The size of the entry file `name` and its header when it has one;
-    /// nil when there is no regular file by that name.
+    /// The size of the entry file `name` (or a temporary file) and its
+    /// header when it has one; nil when there is no regular file by that
+    /// name.
     private func peek(_ name: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)? {
-        peek(path: path + "/" + name)
-    }
-
-    private func peek(path file: String) -> (entrySize: Int64, header: DiskCacheEntry.Header?)? {
-        guard let (fd, info) = CacheFileIO.openRegular(file) else { return nil }
+        guard let (fd, info) = directory.openFile(name) else { return nil }
         defer { close(fd) }
         let header = CacheFileIO.read(fd, count: DiskCacheEntry.headerLength, at: 0).flatMap { DiskCacheEntry.Header($0[...]) }
         return (Int64(info.st_size), header)
@@ -584,13 +573,6 @@ final class DiskCache: Sendable {
             state.usage = max(0, state.usage - size)
             state.count = max(0, state.count - 1)
         }
-    }
-
-    private func syncDirectory() {
-        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
     }
 
     /// `<pid>-<n>`, unique among this process's temporary files.
@@ -614,24 +596,25 @@ final class DiskCache: Sendable {
     /// A temporary file whose writer no longer runs. A writer in another PID
     /// namespace may look dead; its rename then fails and its store with it,
     /// which costs a cache entry, never a torn one.
-    private static func isOrphanedTemporaryName(_ name: String) -> Bool {
-        guard name.hasPrefix(temporaryPrefix),
-            let pid = name.dropFirst(temporaryPrefix.count).split(separator: "-").first.flatMap({ Int32($0) }), pid > 0
+    private static func isOrphanedTemporaryName(_ name: [UInt8]) -> Bool {
+        let prefix = Array(temporaryPrefix.utf8)
+        guard name.starts(with: prefix),
+            let digits = name[prefix.count...].split(separator: UInt8(ascii: "-")).first, (1...10).contains(digits.count),
+            digits.allSatisfy({ (0x30...0x39).contains($0) }),
+            let pid = Int32(String(decoding: digits, as: UTF8.self)), pid > 0
         else { return false }
         return kill(pid, 0) != 0 && errno == ESRCH
     }
 
     /// 64 lower-case hex digits.
-    private static func isEntryName(_ name: String) -> Bool {
-        name.utf8.count == 64 && name.utf8.allSatisfy(isHexDigit)
+    private static func isEntryName(_ name: ArraySlice<UInt8>) -> Bool {
+        name.count == 64 && name.allSatisfy(isHexDigit)
     }
 
     /// The entry name of a body file's name (64 lower-case hex digits, a
     /// dot, 16 lower-case hex digits); nil for any other name.
-    private static func bodyEntryName(_ name: String) -> String? {
-        let bytes = Array(name.utf8)
-        guard bytes.count == 81, bytes[64] == UInt8(ascii: "."), bytes[..<64].allSatisfy(isHexDigit),
-            bytes[65...].allSatisfy(isHexDigit)
+    private static func bodyEntryName(_ bytes: [UInt8]) -> String? {
+        guard bytes.count == 81, bytes[64] == UInt8(ascii: "."), isEntryName(bytes[..<64]), bytes[65...].allSatisfy(isHexDigit)
         else { return nil }
         return String(decoding: bytes[..<64], as: UTF8.self)
     }

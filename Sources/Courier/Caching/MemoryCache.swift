@@ -36,10 +36,11 @@ final class MemoryCache: Sendable {
         var bodyLength: Int { stored?.length ?? body.count }
     }
 
-    /// A body file of the disk tier that an entry stands for: its path, and
-    /// the length and XXH3-64 the body had when it was stored.
+    /// A body file of the disk tier that an entry stands for: its name in
+    /// the tier's directory, and the length and XXH3-64 the body had when it
+    /// was stored.
     struct StoredBody: Sendable, Equatable {
-        var path: String
+        var name: String
         var length: Int
         var checksum: UInt64
     }

@@ -23,7 +23,7 @@ final class ResponseCache: Sendable {
     struct Hit: Sendable {
         var key: String
         var response: CachedResponse
-        var body: [UInt8]
+        var body: CachedBody
         var tier: Tier
 
         /// Names this stored response (key and the time it was fetched or
@@ -64,13 +64,15 @@ final class ResponseCache: Sendable {
     private let counters = Locked(Counters())
     private let logger: Logger
 
-    init(configuration: Configuration, logger: Logger) {
+    /// The disk tier lives in `root`'s `http` directory; without it (a cache
+    /// directory courier may not write) only the memory tier works.
+    init(configuration: Configuration, root: CacheRoot, logger: Logger) {
         self.logger = logger
         memory = MemoryCache(capacity: configuration.memoryCapacity, afterPurge: configuration.memoryAfterPurge)
         do {
-            disk = try DiskCache(cacheDirectory: configuration.cacheDir, capacity: Int64(configuration.diskCapacity))
+            disk = try DiskCache(root: root, capacity: Int64(configuration.diskCapacity))
         } catch {
-            logger.warning("disk cache unavailable in \(configuration.cacheDir): \(error)")
+            logger.warning("disk cache unavailable in \(root.path): \(error)")
             disk = nil
         }
     }
@@ -144,7 +146,7 @@ final class ResponseCache: Sendable {
         let key = Self.key(for: request)
         let anyAge = request.cachePolicy == .cacheElseLoad || request.cachePolicy == .cacheOnly
 
-        func decide(_ response: CachedResponse, body: () -> (body: [UInt8], response: CachedResponse)?, tier: Tier) -> Lookup? {
+        func decide(_ response: CachedResponse, body: () -> (body: CachedBody, response: CachedResponse)?, tier: Tier) -> Lookup? {
             guard HTTPCachePolicy.matches(response, requestHeaders: request.headers) else { return nil }
             let freshness = HTTPCachePolicy.freshness(of: response, requestHeaders: request.headers, now: now)
             if anyAge || freshness.isFresh {
@@ -158,16 +160,17 @@ final class ResponseCache: Sendable {
         }
 
         if let entry = memory.get(key),
-            let found = decide(entry.response, body: { body(of: entry, key: key).map { ($0, entry.response) } }, tier: .memory)
+            let found = decide(entry.response, body: { body(of: entry, key: key).map { (.bytes($0), entry.response) } }, tier: .memory)
         {
             return found
         }
-        // One opening of the entry serves the decision and the body.
-        let fromDisk = disk?.withEntry(key: key) { entry, loadBody in
+        // One opening of the entry serves the decision and the body; a body
+        // too large for the memory tier is left in its file.
+        let fromDisk = disk?.withEntry(key: key) { entry, load in
             decide(entry.response, body: {
-                guard let body = loadBody() else { return nil }
-                if body.count <= memoryEntryLimit {
-                    memory.set(MemoryCache.Entry(response: entry.response, body: body), for: key)
+                guard let body = load(Int64(memoryEntryLimit)) else { return nil }
+                if case .bytes(let bytes) = body {
+                    memory.set(MemoryCache.Entry(response: entry.response, body: bytes), for: key)
                 }
                 return (body, entry.response)
             }, tier: .disk)
@@ -217,7 +220,7 @@ final class ResponseCache: Sendable {
                 continue
             }
             if bytes == nil, let stored {
-                let reference = MemoryCache.StoredBody(path: stored, length: Int(body.length), checksum: body.checksum)
+                let reference = MemoryCache.StoredBody(name: stored, length: Int(body.length), checksum: body.checksum)
                 memory.set(MemoryCache.Entry(response: response, stored: reference), for: key)
                 continue
             }
@@ -239,8 +242,10 @@ final class ResponseCache: Sendable {
     /// that file is gone or no longer has the length and checksum stored.
     private func body(of entry: MemoryCache.Entry, key: String) -> [UInt8]? {
         guard let stored = entry.stored else { return entry.body }
-        let file = CacheBodyFile(directory: nil, name: stored.path, length: Int64(stored.length), checksum: stored.checksum)
-        guard let bytes = file.read() else {
+        let file = disk.map {
+            CacheBodyFile(directory: $0.directory, name: stored.name, length: Int64(stored.length), checksum: stored.checksum)
+        }
+        guard let bytes = file?.read() else {
             memory.remove(key, ifStill: entry)
             return nil
         }
@@ -255,19 +260,21 @@ final class ResponseCache: Sendable {
         guard let merged = HTTPCachePolicy.merging(
             notModified: head.headers, into: stale.response, requestTime: requestTime, responseTime: responseTime)
         else { return nil }
-        let body: [UInt8]
+        let body: CachedBody
         if let entry = memory.peek(stale.key), let held = self.body(of: entry, key: stale.key) {
-            body = held
-        } else if let read = disk?.read(key: stale.key) {
-            body = read.body
+            body = .bytes(held)
+        } else if let loaded = disk?.withEntry(key: stale.key, { _, load in load(Int64(memoryEntryLimit)) }), let loaded {
+            body = loaded
         } else {
             return nil
         }
-        if body.count <= memoryEntryLimit {
-            memory.set(MemoryCache.Entry(response: merged, body: body), for: stale.key)
+        if case .bytes(let bytes) = body, bytes.count <= memoryEntryLimit {
+            memory.set(MemoryCache.Entry(response: merged, body: bytes), for: stale.key)
         }
-        if let disk, disk.update(key: stale.key, response: merged) == false, disk.lookup(key: stale.key) == nil {
-            disk.store(key: stale.key, response: merged, body: body)
+        if let disk, disk.update(key: stale.key, response: merged) == false, disk.lookup(key: stale.key) == nil,
+            case .bytes(let bytes) = body
+        {
+            disk.store(key: stale.key, response: merged, body: bytes)
         }
         return Hit(key: stale.key, response: merged, body: body, tier: .memory)
     }

@@ -17,7 +17,8 @@ struct Delivery {
     let size: Int64
     let body: BodyFile
     let source: OutcomeSource
-    let downloadsDirectory: String
+    /// `<cache dir>/downloads/<pid>`, where `path` files are kept.
+    let downloads: DirectoryHandle
     /// `--download-root`, which every destination lies inside.
     let downloadRoot: String?
     /// Where partial files beside destinations are noted.
@@ -111,10 +112,11 @@ struct Delivery {
                         outcomes.append(outcome)
                         continue
                     }
-                    let source = try body.file(in: downloadsDirectory)
+                    let source = try body.file(in: downloads)
                     do throws(Destination.Failure) {
-                        try Destination(destination, root: downloadRoot)
-                            .place(from: source, move: isLastConsumer, recordingPartial: leftovers?.record(partial:))
+                        try Destination(destination, root: downloadRoot).place(
+                            from: source.directory.path(of: source.name), move: isLastConsumer,
+                            recordingPartial: leftovers.map { leftovers in { leftovers.record(partial: $1, in: $0) } })
                     } catch {
                         outcome.error = error.transferFailure
                         (outcome.text, outcome.base64) = (nil, nil)
@@ -123,12 +125,11 @@ struct Delivery {
                     }
                     outcome.path = destination
                 } else if request.body == .none {
-                    let name = fileName ?? Self.fileName(for: response.finalURL ?? request.url)
-                    let path = "\(downloadsDirectory)/\(sharedName ?? receipt.id)-\(name)"
-                    if sharedName == nil || Self.fileSize(path) != size {
-                        try place(body.file(in: downloadsDirectory), at: path, move: isLastConsumer, link: true)
+                    let name = "\(sharedName ?? receipt.id)-\(fileName ?? Self.fileName(for: response.finalURL ?? request.url))"
+                    if sharedName == nil || !isKept(name) {
+                        try place(body.file(in: downloads), as: name, move: isLastConsumer)
                     }
-                    outcome.path = path
+                    outcome.path = downloads.path(of: name)
                 }
             } catch {
                 outcome.error = TransferFailure(code: .io, message: "\(error)")
@@ -139,29 +140,26 @@ struct Delivery {
         return outcomes
     }
 
-    /// Puts the body at `path` in courier's own downloads directory: by
-    /// rename when this is its last use, else by a hard link or a copy
+    /// Puts the body at `name` in courier's own downloads directory, all
+    /// relative to the directories' descriptors: by rename when this is its
+    /// last use, else by a hard link, else by a copy in bounded chunks
     /// renamed into place, so the file never holds a partial body.
-    private func place(_ source: String, at path: String, move: Bool, link: Bool = false) throws {
-        let directory = PathName.directory(of: path)
-        if move, rename(source, path) == 0 { return }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        if move, rename(source, path) == 0 { return }
-        if link {
-            unlink(path)
-            if Glibc.link(source, path) == 0 { return }
+    private func place(_ source: (directory: DirectoryHandle, name: String), as name: String, move: Bool) throws {
+        if move, renameat(source.directory.fd, source.name, downloads.fd, name) == 0 { return }
+        downloads.remove(name)
+        if linkat(source.directory.fd, source.name, downloads.fd, name, 0) == 0 { return }
+        let partial = ".\(name).courier-\(getpid()).partial"
+        downloads.remove(partial)
+        func failure() -> PlacementError {
+            let error = PlacementError(path: downloads.path(of: name), reason: Destination.errorText())
+            downloads.remove(partial)
+            return error
         }
-        let partial = "\(directory)/.\(PathName.lastComponent(of: path)).courier-\(getpid()).partial"
-        unlink(partial)
-        do {
-            try FileManager.default.copyItem(atPath: source, toPath: partial)
-            guard rename(partial, path) == 0 else {
-                throw CocoaError(.fileWriteUnknown)
-            }
-        } catch {
-            unlink(partial)
-            throw PlacementError(path: path, reason: String(cString: strerror(errno)))
-        }
+        guard let (input, info) = source.directory.openFile(source.name) else { throw failure() }
+        defer { close(input) }
+        guard let output = try? downloads.createFile(partial, mode: 0o600) else { throw failure() }
+        let copied = CacheFileIO.copy(from: input, offset: 0, length: Int64(info.st_size), to: output) != nil
+        guard close(output) == 0, copied, renameat(downloads.fd, partial, downloads.fd, name) == 0 else { throw failure() }
     }
 
     struct PlacementError: Error, CustomStringConvertible {
@@ -170,9 +168,12 @@ struct Delivery {
         var description: String { "cannot write \(path): \(reason)" }
     }
 
-    private static func fileSize(_ path: String) -> Int64? {
-        var info = stat()
-        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
+    /// Whether `name` in the downloads directory is a regular file of the
+    /// body's size already (a `path` file an earlier hit of the same stored
+    /// response made).
+    private func isKept(_ name: String) -> Bool {
+        guard let info = downloads.status(of: name) else { return false }
+        return info.st_mode & S_IFMT == S_IFREG && Int64(info.st_size) == size
     }
 
     /// A safe file name from a URL's last path component: its letters,
@@ -211,22 +212,40 @@ struct Delivery {
 }
 
 /// A body on disk, in memory, or both: read from disk at most once, written
-/// to disk at most once.
+/// to disk at most once. A body the disk tier kept in its file is never read
+/// whole unless a receipt needs the bytes: a receipt that needs a file gets
+/// it linked or copied in bounded chunks.
 final class BodyFile {
-    private var path: String?
+    /// The body's file, when it has one: where the transfer wrote it (in
+    /// `tmp/` or beside a destination), or where it was put for a receipt.
+    private var file: (directory: DirectoryHandle, name: String)?
     private var loaded: [UInt8]?
     private var prefixBytes: [UInt8]?
     /// The body's file, when it streamed beside a destination.
     private var beside: BodyTarget?
+    /// The disk tier's body file, when the body is a stored one left there.
+    private var stored: StoredBodyFile?
+    /// The body's length, as the transfer or the stored entry gave it.
+    private let length: Int64
 
-    /// A file courier owns; `firstBytes`, when known, spare reading it to
-    /// recognise an image. `beside`: the file was made beside a destination,
-    /// in a directory opened when the transfer started.
-    init(path: String, firstBytes: [UInt8]? = nil, bytes: [UInt8]? = nil, beside: BodyTarget? = nil) {
-        self.path = path
+    /// The file a transfer wrote, `length` bytes; `firstBytes`, when known,
+    /// spare reading it to recognise an image. When the transfer streamed
+    /// beside a destination, `target.destination` says which.
+    init(target: BodyTarget, length: Int64, firstBytes: [UInt8]? = nil, bytes: [UInt8]? = nil) {
+        self.file = (target.directory, target.name)
+        self.length = length
         self.prefixBytes = firstBytes
         self.loaded = bytes
-        self.beside = beside
+        self.beside = target.destination != nil ? target : nil
+    }
+
+    /// A cache hit's body.
+    init(_ body: CachedBody) {
+        length = body.length
+        switch body {
+        case .bytes(let bytes): loaded = bytes
+        case .file(let file): stored = file
+        }
     }
 
     /// Renames the file over `destination` within the directory it streamed
@@ -235,7 +254,7 @@ final class BodyFile {
     /// planted at the destination since is still refused, by the walk
     /// `Destination.place` makes, so this declines.
     func moveBeside(to destination: String, root: String?) -> Bool {
-        guard let beside, let target = beside.destination, target.path.isExactly(destination), path != nil else { return false }
+        guard let beside, let target = beside.destination, target.path.isExactly(destination), file != nil else { return false }
         if root != nil {
             var info = stat()
             if fstatat(beside.directory.fd, target.name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFLNK {
@@ -243,65 +262,78 @@ final class BodyFile {
             }
         }
         guard renameat(beside.directory.fd, beside.name, beside.directory.fd, target.name) == 0 else { return false }
-        path = nil
+        file = nil
         self.beside = nil
         return true
     }
 
-    init(bytes: [UInt8]) { self.loaded = bytes }
-
     /// Why the body could not be read, when it could not.
     private(set) var readError: String?
 
-    /// The whole body, read from its file at most once; nil when the file
-    /// cannot be read.
+    /// The whole body, read from its file at most once (and then only when
+    /// the file is a regular file of the body's length); nil when it cannot
+    /// be read.
     var bytes: [UInt8]? {
         if let loaded { return loaded }
-        guard let path, readError == nil else { return nil }
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else {
-            readError = "cannot open \(path): \(Destination.errorText())"
+        guard readError == nil else { return nil }
+        if let stored {
+            loaded = stored.read()
+            if loaded == nil { readError = "the stored body no longer matches its length or checksum" }
+            return loaded
+        }
+        guard let file else { return nil }
+        guard let (fd, info) = file.directory.openFile(file.name) else {
+            readError = "cannot open \(file.directory.path(of: file.name)): \(Destination.errorText())"
             return nil
         }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, let read = CacheFileIO.read(fd, count: Int(info.st_size), at: 0) else {
-            readError = "cannot read \(path): \(Destination.errorText())"
+        guard Int64(info.st_size) == length, let read = CacheFileIO.read(fd, count: Int(length), at: 0) else {
+            readError = "cannot read \(file.directory.path(of: file.name)): \(Destination.errorText())"
             return nil
         }
         loaded = read
         return read
     }
 
+    /// Up to `count` bytes from the body's start, without reading the rest.
     func prefix(_ count: Int) -> [UInt8] {
         if let prefixBytes { return Array(prefixBytes.prefix(count)) }
-        return Array((bytes ?? []).prefix(count))
+        if let loaded { return Array(loaded.prefix(count)) }
+        if let stored { return stored.prefix(count) }
+        guard let file, let (fd, info) = file.directory.openFile(file.name) else { return [] }
+        defer { close(fd) }
+        return CacheFileIO.read(fd, count: Int(min(Int64(count), Int64(info.st_size))), at: 0) ?? []
     }
 
-    /// The body as a file, written into `directory` if it was only in memory.
-    func file(in directory: String) throws -> String {
-        if let path { return path }
-        let written = "\(directory)/.body-\(UInt64.random(in: 0...UInt64.max)).part"
-        let fd = open(written, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Delivery.PlacementError(path: written, reason: String(cString: strerror(errno))) }
-        defer { close(fd) }
-        path = written
-        let complete = (loaded ?? []).withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let count = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return false }
-                offset += count
-            }
-            return true
+    /// The body as a file: its own, else one made in `directory` (from the
+    /// bytes in memory, or from the disk tier's file, linked or copied and
+    /// checked as `StoredBodyFile.place` does).
+    func file(in directory: DirectoryHandle) throws -> (directory: DirectoryHandle, name: String) {
+        if let file { return file }
+        let name = ".body-\(UInt64.random(in: 0...UInt64.max)).part"
+        func failure(_ reason: String) -> Delivery.PlacementError {
+            Delivery.PlacementError(path: directory.path(of: name), reason: reason)
         }
-        guard complete else { throw Delivery.PlacementError(path: written, reason: String(cString: strerror(errno))) }
-        return written
+        if let stored {
+            guard stored.place(in: directory, as: name) else {
+                throw failure("the stored body no longer matches its length or checksum")
+            }
+        } else {
+            let fd = try directory.createFile(name, mode: 0o600)
+            let written = CacheFileIO.write(fd, loaded ?? [])
+            let reason = Destination.errorText()
+            close(fd)
+            guard written else {
+                directory.remove(name)
+                throw failure(reason)
+            }
+        }
+        file = (directory, name)
+        return (directory, name)
     }
 
     /// Removes the file, if one is left.
     func discard() {
-        if let path { unlink(path) }
+        if let file { file.directory.remove(file.name) }
     }
 }

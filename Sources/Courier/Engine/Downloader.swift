@@ -44,13 +44,12 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// Blocks while the client leaves too much output unread.
     private let awaitOutputRoom: @Sendable () -> Void
     private let logger: Logger
-    /// `<cache dir>/tmp`, where bodies stream when not beside a destination.
-    private let temporaryDirectory: DirectoryHandle
-    private let downloadsDirectory: String
     /// Set at start-up: every destination lies inside it.
     private let downloadRoot: String?
     private let redirectPolicy: RedirectPolicy
-    /// This process's files outside the cache entries, for removal after a crash.
+    /// This process's files outside the cache entries (bodies in transit in
+    /// `tmp/`, `path` files in `downloads/<pid>`, partial files beside
+    /// destinations), for removal after a crash.
     private let leftovers: Leftovers
     private let transferDefaults: EasyOptions
     /// Turns finished transfers into outcomes (file moves, cache writes, text
@@ -64,14 +63,15 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// engine's thread.
     static var streamCopyLimit: Int { 64 << 10 }
 
-    /// `answer` and `notify` receive what the scheduler says, in order;
-    /// `batch` runs a turn of the transfer engine, or a run of actions, with
-    /// the messages it causes sent as one burst; `awaitOutputRoom` blocks
-    /// while the client leaves too much output unread, and is called before
-    /// a body is made into text or base64, so outcomes that carry one (each
-    /// up to `maxMemoryBody`) never pile up for a client that does not read.
+    /// Keeps its files under `root`. `answer` and `notify` receive what the
+    /// scheduler says, in order; `batch` runs a turn of the transfer engine,
+    /// or a run of actions, with the messages it causes sent as one burst;
+    /// `awaitOutputRoom` blocks while the client leaves too much output
+    /// unread, and is called before a body is made into text or base64, so
+    /// outcomes that carry one (each up to `maxMemoryBody`) never pile up for
+    /// a client that does not read.
     init(
-        settings: Configuration, cache: ResponseCache, indicator: ActivityIndicator? = nil,
+        settings: Configuration, root: CacheRoot, cache: ResponseCache, indicator: ActivityIndicator? = nil,
         answer: @escaping @Sendable (Waiter, Answer) -> Void, notify: @escaping @Sendable (Notice) -> Void,
         batch: @escaping @Sendable (() -> Void) -> Void = { $0() }, awaitOutputRoom: @escaping @Sendable () -> Void = {},
         logger: Logger
@@ -85,14 +85,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         self.batch = batch
         self.awaitOutputRoom = awaitOutputRoom
         self.logger = logger
-        downloadsDirectory = settings.cacheDir + "/downloads/\(getpid())"
-        for directory in [settings.cacheDir + "/tmp", settings.cacheDir + "/journals", downloadsDirectory] {
-            try DirectoryHandle.makePrivateDirectories(directory)
-        }
-        temporaryDirectory = try DirectoryHandle(opening: settings.cacheDir + "/tmp")
-        leftovers = try Leftovers(
-            journals: settings.cacheDir + "/journals", temporaryDirectory: temporaryDirectory.path,
-            downloadsDirectory: downloadsDirectory)
+        leftovers = try Leftovers(root: root)
         downloadRoot = settings.downloadRoot
         redirectPolicy = RedirectPolicy(allowsInsecure: settings.allowInsecureRedirects)
         var defaults = EasyOptions(url: "")
@@ -177,7 +170,6 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         guard first else { return }
         engine.shutdown(timeout: 5)
         deliveries.sync {}
-        try? FileManager.default.removeItem(atPath: downloadsDirectory)
         leftovers.finish()
     }
 
@@ -309,12 +301,12 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
                 let target = BodyTarget(
                     directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name))
-                leftovers.record(partial: target.path)
+                leftovers.record(partial: target.name, in: directory)
                 return target
             }
         }
         let name = "\(leftovers.owner)-\(order.id.task)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
-        return BodyTarget(directory: temporaryDirectory, name: name, mode: 0o600)
+        return BodyTarget(directory: leftovers.temporary, name: name, mode: 0o600)
     }
 
     // MARK: - Delivery, on the delivery queue
@@ -324,8 +316,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     private func serve(_ hit: ResponseCache.Hit, to receipt: String, request: DownloadRequest) {
         if request.body != .none { awaitOutputRoom() }
         let outcome = Delivery(
-            response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body),
-            source: hit.tier == .memory ? .memory : .disk, downloadsDirectory: downloadsDirectory,
+            response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),
+            source: hit.tier == .memory ? .memory : .disk, downloads: leftovers.downloads,
             downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: settings.withLock { $0.maxMemoryBody }, logger: logger,
             sharedName: hit.sharedName, fileName: hit.response.fileName, headerObject: hit.response.headerObject
         ).deliver(to: [(receipt, request)])[0]
@@ -337,10 +329,10 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         if order.receipts.contains(where: { $0.request.body != .none }) { awaitOutputRoom() }
         let result = order.result
         let outcomes: [Outcome]
-        if let response = result.response, let bodyPath = result.bodyPath, result.failure == nil {
+        if let response = result.response, let target = result.body, result.failure == nil {
             let responseDate = Date()
             if response.status == 304, let stale = order.revalidation {
-                unlink(bodyPath)
+                target.remove()
                 guard let hit = cache.revalidated(stale, notModified: response, requestTime: requestDate, responseTime: responseDate)
                 else {
                     cache.countMiss()
@@ -348,13 +340,13 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                     return
                 }
                 outcomes = delivery(
-                    response: hit.response.head, size: Int64(hit.body.count), body: BodyFile(bytes: hit.body), source: .revalidated
+                    response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body), source: .revalidated
                 ).deliver(to: order.receipts)
             } else {
                 let keys = ResponseCache.storageKeys(
                     for: order.receipts.map(\.request), redirects: result.redirects, finalURL: response.finalURL)
                 var bytes = result.bytes
-                if (200...299).contains(response.status), let target = result.body {
+                if (200...299).contains(response.status) {
                     let file = CacheBodyFile(
                         directory: target.directory, name: target.name, length: result.size, checksum: result.checksum,
                         bytes: result.bytes)
@@ -365,8 +357,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                 }
                 outcomes = delivery(
                     response: response, size: result.size,
-                    body: BodyFile(path: bodyPath, firstBytes: result.head, bytes: bytes, beside: result.body?.destination != nil ? result.body : nil),
-                    source: .network
+                    body: BodyFile(target: target, length: result.size, firstBytes: result.head, bytes: bytes), source: .network
                 ).deliver(to: order.receipts)
             }
         } else {
@@ -380,7 +371,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         response: ResponseHead, size: Int64, body: BodyFile, source: OutcomeSource, sharedName: String? = nil
     ) -> Delivery {
         Delivery(
-            response: response, size: size, body: body, source: source, downloadsDirectory: downloadsDirectory,
+            response: response, size: size, body: body, source: source, downloads: leftovers.downloads,
             downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: currentSettings.maxMemoryBody, logger: logger,
             sharedName: sharedName)
     }

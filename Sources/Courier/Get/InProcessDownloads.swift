@@ -158,8 +158,10 @@ public final class InProcessDownloads: Sendable {
                 break
             }
         }
-        let cache = ResponseCache(configuration: configuration, logger: logger)
-        downloader = try Downloader(settings: configuration, cache: cache, answer: answer, notify: notify, logger: logger)
+        let root = try CacheRoot(opening: configuration.cacheDir, logger: logger)
+        let cache = ResponseCache(configuration: configuration, root: root, logger: logger)
+        downloader = try Downloader(
+            settings: configuration, root: root, cache: cache, answer: answer, notify: notify, logger: logger)
         self.configuration = configuration
         self.state = state
         self.events = events

@@ -5,38 +5,6 @@ import Glibc
 import Darwin
 #endif
 
-/// An open directory, closed when the last reference goes.
-final class DirectoryHandle: Sendable {
-    let fd: Int32
-    /// The path it was opened by, for messages and for reading files back.
-    let path: String
-
-    init(fd: Int32, path: String) {
-        self.fd = fd
-        self.path = path
-    }
-
-    /// Opens the directory at `path`, following symlinks (a path courier
-    /// chose or was configured with).
-    convenience init(opening path: String) throws(Destination.Failure) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw .io("cannot open \(path): \(Destination.errorText())") }
-        self.init(fd: fd, path: path)
-    }
-
-    deinit { close(fd) }
-
-    /// Creates `name` here exclusively: never through a symlink, never over
-    /// an existing file. The caller closes the descriptor.
-    func createFile(_ name: String, mode: mode_t) throws(Destination.Failure) -> Int32 {
-        let fd = openat(self.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw .io("cannot create \(path)/\(name): \(Destination.errorText())") }
-        return fd
-    }
-
-    func remove(_ name: String) { unlinkat(fd, name, 0) }
-}
-
 /// Where a download's `destination` may go, and how its body gets there.
 ///
 /// Under `--download-root` the path is walked from the root one component
@@ -145,8 +113,11 @@ struct Destination: Sendable {
     /// Puts the file at `source` (a file courier owns) at the destination:
     /// renamed when `move` and on the same file system, else copied into an
     /// exclusively created file beside it and renamed into place.
-    /// `recordingPartial` hears of the partial file before it is made.
-    func place(from source: String, move: Bool, recordingPartial: ((String) -> Void)? = nil) throws(Failure) {
+    /// `recordingPartial` hears of the partial file (its directory and
+    /// name) before it is made.
+    func place(
+        from source: String, move: Bool, recordingPartial: ((DirectoryHandle, String) -> Void)? = nil
+    ) throws(Failure) {
         guard let (directory, name) = try openParent(create: true) else {
             throw .io("cannot create the directories of \(path)")
         }
@@ -158,7 +129,7 @@ struct Destination: Sendable {
         guard input >= 0 else { throw .io("cannot read \(source): \(Self.errorText())") }
         defer { close(input) }
         let partial = Self.temporaryName(for: name)
-        recordingPartial?(directory.path + "/" + partial)
+        recordingPartial?(directory, partial)
         let output = try directory.createFile(partial, mode: 0o666)
         let copied = Self.copy(from: input, to: output)
         let closed = close(output) == 0
@@ -275,21 +246,6 @@ struct Destination: Sendable {
                 if written < 0, errno == EINTR { continue }
                 if written <= 0 { return false }
                 done += written
-            }
-        }
-    }
-}
-
-extension DirectoryHandle {
-    /// Makes `path` and any missing parents with mode 0700 (directories of
-    /// fetched data are private to the user); existing ones are left as
-    /// they are.
-    static func makePrivateDirectories(_ path: String) throws(Destination.Failure) {
-        var built = path.isAbsolutePath ? "" : "."
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            built += "/" + component
-            if mkdir(built, 0o700) != 0, errno != EEXIST {
-                throw .io("cannot create \(built): \(Destination.errorText())")
             }
         }
     }

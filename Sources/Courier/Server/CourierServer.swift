@@ -49,13 +49,14 @@ public final class CourierServer: Sendable {
             let (method, params) = Self.notification(notice)
             emit(method, params)
         }
-        self.cache = ResponseCache(configuration: configuration, logger: logger)
+        let root = try CacheRoot(opening: configuration.cacheDir, logger: logger)
+        self.cache = ResponseCache(configuration: configuration, root: root, logger: logger)
         let indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
             completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
         self.indicator = indicator
         self.downloader = try Downloader(
-            settings: configuration, cache: cache, indicator: indicator,
+            settings: configuration, root: root, cache: cache, indicator: indicator,
             answer: { reply, answer in
                 hold.answering(reply, about: answer.subject)
                 reply.success(Self.json(answer))

@@ -1,0 +1,164 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An open directory, closed when the last reference goes.
+///
+/// Names in it are reached relative to its descriptor (`openat`,
+/// `unlinkat`, `fstatat`, `mkdirat`), one name at a time, never following a
+/// symbolic link at that name: whatever its path comes to name meanwhile,
+/// and whatever is planted in it, the directory opened is the one used and
+/// nothing outside it is reached. A name given as bytes (read from a
+/// directory or a file) is used only when it is one name: not empty, not
+/// `.` or `..`, without a slash or a NUL byte.
+final class DirectoryHandle: Sendable {
+    let fd: Int32
+    /// The path it was opened by, for messages and for what courier reports.
+    let path: String
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    /// Opens the directory at `path`, following symlinks (a path courier
+    /// chose or was configured with).
+    convenience init(opening path: String) throws(Destination.Failure) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .io("cannot open \(path): \(Destination.errorText())") }
+        self.init(fd: fd, path: path)
+    }
+
+    deinit { close(fd) }
+
+    /// The path of `name` here, for messages and for what courier reports.
+    func path(of name: String) -> String { path.endsWithSlash ? path + name : path + "/" + name }
+
+    /// Creates `name` here exclusively: never through a symlink, never over
+    /// an existing file. The caller closes the descriptor.
+    func createFile(_ name: String, mode: mode_t) throws(Destination.Failure) -> Int32 {
+        let fd = openat(self.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw .io("cannot create \(path(of: name)): \(Destination.errorText())") }
+        return fd
+    }
+
+    /// Removes the name `name` (a symbolic link itself, never what it points
+    /// at; never a directory). False when nothing was removed.
+    @discardableResult
+    func remove(_ name: some Collection<UInt8>) -> Bool {
+        Self.withName(name, refused: false) { unlinkat(fd, $0, 0) == 0 }
+    }
+
+    /// The status of `name` itself (a symbolic link is not followed); nil
+    /// when there is nothing by that name.
+    func status(of name: some Collection<UInt8>) -> stat? {
+        Self.withName(name, refused: nil) { name in
+            var info = stat()
+            return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        }
+    }
+
+    /// Opens `name` for reading when it is a regular file: never through a
+    /// symbolic link, never blocking on a FIFO or a device. The descriptor
+    /// (the caller closes it) and its status, or nil when `name` is anything
+    /// else or cannot be opened.
+    func openFile(_ name: some Collection<UInt8>) -> (fd: Int32, info: stat)? {
+        let opened = Self.withName(name, refused: Int32(-1)) { openat(fd, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        guard opened >= 0 else { return nil }
+        var info = stat()
+        guard fstat(opened, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(opened)
+            return nil
+        }
+        return (opened, info)
+    }
+
+    /// Opens the directory `name` here, never through a symbolic link; nil
+    /// (with `errno` set) when it is not a directory or cannot be opened.
+    func openDirectory(_ name: some Collection<UInt8>) -> DirectoryHandle? {
+        let opened = Self.withName(name, refused: Int32(-1)) {
+            openat(fd, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        }
+        return opened >= 0 ? DirectoryHandle(fd: opened, path: path(of: String(decoding: name, as: UTF8.self))) : nil
+    }
+
+    /// Calls `body` with each name here (`.` and `..` left out), as bytes,
+    /// as the directory is read: none are held, however many there are.
+    /// Names may be removed meanwhile. Reads through a descriptor of its own,
+    /// so listings on several threads do not share a position.
+    func forEachName(_ body: ([UInt8]) -> Void) {
+        let listing = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard listing >= 0 else { return }
+        guard let stream = fdopendir(listing) else {
+            close(listing)
+            return
+        }
+        defer { closedir(stream) }
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+            if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
+            body(name)
+        }
+    }
+
+    /// Removes `name` here and, when it is a directory, everything in it:
+    /// each directory is opened with `O_NOFOLLOW` relative to its parent and
+    /// emptied with `unlinkat` relative to its own descriptor, so a symbolic
+    /// link anywhere below is removed itself and never followed. Directories
+    /// nested deeper than `depth` are left, with those that hold them.
+    func removeTree(_ name: some Collection<UInt8>, depth: Int = 16) {
+        guard let info = status(of: name) else { return }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            remove(name)
+            return
+        }
+        guard depth > 0, let directory = openDirectory(name) else { return }
+        directory.forEachName { directory.removeTree($0, depth: depth - 1) }
+        _ = Self.withName(name, refused: Int32(-1)) { unlinkat(fd, $0, AT_REMOVEDIR) }
+    }
+
+    // The same, for names courier gives.
+
+    @discardableResult
+    func remove(_ name: String) -> Bool { remove(name.utf8) }
+
+    func status(of name: String) -> stat? { status(of: name.utf8) }
+
+    func openFile(_ name: String) -> (fd: Int32, info: stat)? { openFile(name.utf8) }
+
+    func openDirectory(_ name: String) -> DirectoryHandle? { openDirectory(name.utf8) }
+
+    func removeTree(_ name: String) { removeTree(name.utf8) }
+
+    /// Calls `body` with `name` as a C string when it is one name in a
+    /// directory; else returns `refused`.
+    private static func withName<Result>(
+        _ name: some Collection<UInt8>, refused: Result, _ body: (UnsafePointer<CChar>) -> Result
+    ) -> Result {
+        let dot = UInt8(ascii: ".")
+        guard !name.isEmpty, !name.elementsEqual([dot]), !name.elementsEqual([dot, dot]),
+            !name.contains(0), !name.contains(UInt8(ascii: "/"))
+        else { return refused }
+        let bytes = Array(name) + [0]
+        return bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
+        }
+    }
+}
+
+extension DirectoryHandle {
+    /// Makes `path` and any missing parents with mode 0700 (directories of
+    /// fetched data are private to the user); existing ones are left as
+    /// they are.
+    static func makePrivateDirectories(_ path: String) throws(Destination.Failure) {
+        var built = path.isAbsolutePath ? "" : "."
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            built += "/" + component
+            if mkdir(built, 0o700) != 0, errno != EEXIST {
+                throw .io("cannot create \(built): \(Destination.errorText())")
+            }
+        }
+    }
+}
