@@ -29,7 +29,7 @@ enum FuzzDispatcher {
 public func fuzzDispatcher(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     let sink = Sink()
-    dispatcher.receive(bytes, send: { sink.append($0) })
+    dispatcher.receive(bytes, to: sink)
     let sent = sink.messages
     let parsed = try? JSONCodec.decode(bytes)
 
@@ -139,9 +139,29 @@ private func validResponse(_ response: JSON) -> String? {
     return nil
 }
 
-private final class Sink: Sendable {
+/// Keeps what the dispatcher sends. Answers waiting for their batch may take
+/// 64 KiB, so large batches also reach the answers that stand in for those
+/// past the room.
+private final class Sink: AnswerSink {
     private let sent = Mutex<[JSON]>([])
-    func append(_ message: JSON) { sent.withLock { $0.append(message) } }
+    private let held = Mutex(0)
+    let batchRoom = 64 << 10
+
+    func send(_ message: JSON) { sent.withLock { $0.append(message) } }
+
+    func holdBatchAnswer(_ count: Int) -> Bool {
+        held.withLock { held in
+            guard held <= batchRoom - count else { return false }
+            held += count
+            return true
+        }
+    }
+
+    func sendBatch(_ answers: [[UInt8]], held count: Int) {
+        held.withLock { $0 -= count }
+        send(.array(answers.map { try! JSONCodec.decode($0) }))
+    }
+
     var messages: [JSON] { sent.withLock { $0 } }
 }
 
