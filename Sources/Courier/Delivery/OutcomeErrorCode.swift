@@ -17,6 +17,7 @@ enum OutcomeErrorCode: String, Sendable, CaseIterable {
     case notCached = "not_cached"
     case destinationNotAllowed = "destination_not_allowed"
     case io
+    case integrityMismatch = "integrity_mismatch"
     case network
 
     init(_ failure: CurlFailure) {
