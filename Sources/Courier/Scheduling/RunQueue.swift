@@ -1,37 +1,62 @@
-/// Tasks waiting to run: higher priority first, then first-in-first-out or
-/// last-in-first-out within a priority. Entries are removed lazily: an entry
-/// whose generation is no longer its task's (the task started, was
-/// cancelled, suspended or re-prioritized) is skipped when it comes up.
+/// Tasks waiting to run: higher priority first; within a priority, tasks
+/// that ran before (a retry whose wait has ended) first in the order they
+/// came back, then the others first-in-first-out or last-in-first-out.
+/// Entries are removed lazily: an entry whose generation is no longer its
+/// task's (the task started, was cancelled, suspended or re-prioritized) is
+/// skipped when it comes up.
 struct RunQueue: Sendable {
     private struct Entry: Sendable {
         let task: String
         let generation: Int
     }
 
-    private var lanes: [[Entry]] = Array(repeating: [], count: Priority.allCases.count)
-    private var heads: [Int] = Array(repeating: 0, count: Priority.allCases.count)
+    /// One priority's waiting tasks, as a queue with a moving head.
+    private struct Lane: Sendable {
+        var entries: [Entry] = []
+        var head = 0
 
-    mutating func enqueue(_ task: String, priority: Priority, generation: Int) {
-        lanes[priority.rank].append(Entry(task: task, generation: generation))
+        mutating func append(_ entry: Entry) { entries.append(entry) }
+
+        /// The entry at the head (`last` false) or the tail, removed.
+        mutating func take(last: Bool) -> Entry? {
+            guard head < entries.count else { return nil }
+            let entry: Entry
+            if last {
+                entry = entries.removeLast()
+            } else {
+                entry = entries[head]
+                head += 1
+            }
+            if head == entries.count {
+                entries.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            return entry
+        }
+    }
+
+    private var lanes = Array(repeating: Lane(), count: Priority.allCases.count)
+    private var returning = Array(repeating: Lane(), count: Priority.allCases.count)
+
+    /// Queues `task`; `ranBefore` puts it before every task of its priority
+    /// that never started.
+    mutating func enqueue(_ task: String, priority: Priority, generation: Int, ranBefore: Bool = false) {
+        let entry = Entry(task: task, generation: generation)
+        if ranBefore {
+            returning[priority.rank].append(entry)
+        } else {
+            lanes[priority.rank].append(entry)
+        }
     }
 
     /// The next entry for which `isCurrent(task, generation)` holds, removed
     /// from the queue with every stale entry before it.
     mutating func next(_ prioritization: Prioritization, isCurrent: (String, Int) -> Bool) -> String? {
-        for lane in lanes.indices {
-            while heads[lane] < lanes[lane].count {
-                let entry: Entry
-                switch prioritization {
-                case .fifo:
-                    entry = lanes[lane][heads[lane]]
-                    heads[lane] += 1
-                case .lifo:
-                    entry = lanes[lane].removeLast()
-                }
-                if heads[lane] == lanes[lane].count {
-                    lanes[lane].removeAll(keepingCapacity: true)
-                    heads[lane] = 0
-                }
+        for rank in lanes.indices {
+            while let entry = returning[rank].take(last: false) {
+                if isCurrent(entry.task, entry.generation) { return entry.task }
+            }
+            while let entry = lanes[rank].take(last: prioritization == .lifo) {
                 if isCurrent(entry.task, entry.generation) { return entry.task }
             }
         }
@@ -39,9 +64,7 @@ struct RunQueue: Sendable {
     }
 
     mutating func removeAll() {
-        for lane in lanes.indices {
-            lanes[lane].removeAll()
-            heads[lane] = 0
-        }
+        lanes = Array(repeating: Lane(), count: Priority.allCases.count)
+        returning = lanes
     }
 }
