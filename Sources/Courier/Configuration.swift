@@ -56,6 +56,16 @@ public struct Configuration: Sendable {
     public let logLevels = LogLevelSetting(.info)
     public var maxMessageBytes = 16 << 20
     public var indicatorEnabled = true
+    /// How many attempts may follow a download's first after transient
+    /// failures, unless its `retries` says otherwise; 0 turns retrying off.
+    public var retries = Configuration.defaultRetries
+    /// Seconds before the second attempt, doubling for each one after it.
+    public var retryDelay = 0.5
+    /// The longest wait before an attempt; a `Retry-After` beyond it is not
+    /// waited for.
+    public var retryMaxDelay = 30.0
+    /// No attempt starts later than this many seconds after a receipt's first.
+    public var retryMaxTime = 60.0
 
     public init(cacheDir: String? = nil) {
         self.cacheDir = cacheDir ?? Configuration.defaultCacheDir()
@@ -148,6 +158,10 @@ public struct Configuration: Sendable {
             "logLevel": .string(logLevel.rawValue),
             "maxMessageBytes": JSON(maxMessageBytes),
             "indicatorEnabled": .bool(indicatorEnabled),
+            "retries": JSON(retries),
+            "retryDelay": .double(retryDelay),
+            "retryMaxDelay": .double(retryMaxDelay),
+            "retryMaxTime": .double(retryMaxTime),
         ]
     }
 
@@ -196,6 +210,11 @@ public struct Configuration: Sendable {
             case "lowSpeedTime": lowSpeedTime = Int(try options.optionalInteger(name, range: Self.lowSpeedTimeRange) ?? Int64(lowSpeedTime))
             case "maxMemoryBody": maxMemoryBody = try options.optionalInteger(name, range: 0...Int64.max) ?? maxMemoryBody
             case "indicatorEnabled": indicatorEnabled = try options.optionalBool(name) ?? indicatorEnabled
+            case "retries": retries = Int(try options.optionalInteger(name, range: Self.retriesRange) ?? Int64(retries))
+            case "retryDelay": retryDelay = try options.optionalNumber(name, range: Self.retryDelayRange) ?? retryDelay
+            case "retryMaxDelay":
+                retryMaxDelay = try options.optionalNumber(name, range: Self.retryMaxDelayRange) ?? retryMaxDelay
+            case "retryMaxTime": retryMaxTime = try options.optionalNumber(name, range: Self.retryMaxTimeRange) ?? retryMaxTime
             case "logLevel":
                 guard let parsed = try options.optionalString(name).flatMap(Logger.Level.init(rawValue:)) else {
                     throw .invalidParams("option 'logLevel' must be one of \(Logger.Level.allCases.map(\.rawValue))", param: name)
@@ -215,6 +234,17 @@ extension Configuration {
     public static let timeoutRange: ClosedRange<Double> = 0.001...31_536_000
     /// Seconds `lowSpeedTime` may be: none (0, no check) to a day.
     public static let lowSpeedTimeRange: ClosedRange<Int64> = 0...86_400
+
+    /// `retries` by default.
+    public static let defaultRetries = 3
+    /// What `retries` may be: none to a thousand.
+    public static let retriesRange: ClosedRange<Int64> = 0...1000
+    /// Seconds `retryDelay` may be: none to an hour.
+    public static let retryDelayRange: ClosedRange<Double> = 0...3600
+    /// Seconds `retryMaxDelay` may be: none to a day.
+    public static let retryMaxDelayRange: ClosedRange<Double> = 0...86_400
+    /// Seconds `retryMaxTime` may be: none to a year.
+    public static let retryMaxTimeRange: ClosedRange<Double> = 0...31_536_000
 }
 
 /// The least severity courier logs, one for the whole process: the

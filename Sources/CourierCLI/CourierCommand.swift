@@ -74,6 +74,8 @@ struct CourierCommand: ParsableCommand {
 
     @OptionGroup var transfers: TransferOptions
 
+    @OptionGroup var retry: RetryOptions
+
     @Option(help: "Largest body held in memory for a text or base64 outcome, in decoded bytes (default: 64MiB).", transform: parseSize)
     var maxMemoryBody: Int64 = defaults.maxMemoryBody
 
@@ -92,7 +94,8 @@ struct CourierCommand: ParsableCommand {
 
     var settings: ServerSettings {
         ServerSettings(
-            cache: cache.settings, transfers: transfers.settings, maxActive: maxActive, prioritization: prioritization,
+            cache: cache.settings, transfers: transfers.settings, retry: retry.settings, maxActive: maxActive,
+            prioritization: prioritization,
             activationDelay: activationDelay, completionDelay: completionDelay, noIndicator: noIndicator,
             progressInterval: progressInterval, downloadRoot: downloadRoot, maxMemoryBody: maxMemoryBody,
             framing: framing, maxMessageBytes: maxMessageBytes, logLevel: logLevel)

@@ -124,6 +124,10 @@ enum ServerCommandLine {
         case "framing": settings.framing = value
         case "max-message-bytes": return assign(ByteSize.parse(value), to: &settings.maxMessageBytes)
         case "log-level": settings.logLevel = value
+        case "retries": return assign(Int(value), to: &settings.retry.retries)
+        case "retry-delay": return assign(Double(value), to: &settings.retry.retryDelay)
+        case "retry-max-delay": return assign(Double(value), to: &settings.retry.retryMaxDelay)
+        case "retry-max-time": return assign(Double(value), to: &settings.retry.retryMaxTime)
         default: return false
         }
         return true

@@ -71,10 +71,38 @@ struct TransferSettings: Sendable {
     }
 }
 
+/// How downloads are retried after transient failures.
+struct RetrySettings: Sendable {
+    var retries = Configuration.defaultRetries
+    var retryDelay = 0.5
+    var retryMaxDelay = 30.0
+    var retryMaxTime = 60.0
+
+    var problem: String? {
+        guard Configuration.retriesRange.contains(Int64(retries)) else { return "--retries must be 0 to 1000" }
+        guard Configuration.retryDelayRange.contains(retryDelay) else { return "--retry-delay must be 0 to 3600 seconds" }
+        guard Configuration.retryMaxDelayRange.contains(retryMaxDelay) else {
+            return "--retry-max-delay must be 0 to 86400 seconds"
+        }
+        guard Configuration.retryMaxTimeRange.contains(retryMaxTime) else {
+            return "--retry-max-time must be 0 to 31536000 seconds"
+        }
+        return nil
+    }
+
+    func apply(to config: inout Configuration) {
+        config.retries = retries
+        config.retryDelay = retryDelay
+        config.retryMaxDelay = retryMaxDelay
+        config.retryMaxTime = retryMaxTime
+    }
+}
+
 /// Every setting of the server's command line (`courier [<options>]`).
 struct ServerSettings: Sendable {
     var cache = CacheSettings()
     var transfers = TransferSettings()
+    var retry = RetrySettings()
     var maxActive = 4
     var prioritization = "fifo"
     var activationDelay = 1.0
@@ -102,12 +130,13 @@ struct ServerSettings: Sendable {
     }
 
     /// True when nothing at all is wrong.
-    var isValid: Bool { problem == nil && cache.problem == nil && transfers.problem == nil }
+    var isValid: Bool { problem == nil && cache.problem == nil && transfers.problem == nil && retry.problem == nil }
 
     /// The configuration to serve with; the settings must be valid.
     var configuration: Configuration {
         var config = cache.configuration
         transfers.apply(to: &config)
+        retry.apply(to: &config)
         config.maxActive = maxActive
         config.prioritization = Prioritization(rawValue: prioritization)!
         config.activationDelay = activationDelay

@@ -5,12 +5,13 @@ import Testing
 private func request(
     _ url: String = "http://origin/a", headers: [(name: String, value: String)] = [], slot: String? = nil,
     priority: Priority = .normal, cachePolicy: CachePolicy = .default, body: BodyKind = .none,
-    destination: String? = nil, maxBytes: Int64? = nil, timeout: Double = 60, wait: Bool = false
+    destination: String? = nil, maxBytes: Int64? = nil, timeout: Double = 60, wait: Bool = false, retries: Int = 3,
+    mirrors: [String] = []
 ) -> DownloadRequest {
     DownloadRequest(
         url: url, scheme: String(url.prefix { $0 != ":" }), hasUserInfo: false, headers: headers, slot: slot,
         priority: priority, cachePolicy: cachePolicy, accept: nil, body: body, textEncoding: nil, destination: destination,
-        maxBytes: maxBytes, timeout: timeout, cacheKey: nil, wait: wait)
+        maxBytes: maxBytes, timeout: timeout, cacheKey: nil, wait: wait, retries: retries, mirrors: mirrors)
 }
 
 private func response(_ status: Int = 200, length: Int64? = nil) -> ResponseHead {
@@ -37,13 +38,22 @@ private struct Harness {
     /// `download/finished` per receipt, in order.
     var finished: [(receipt: String, outcome: Outcome)] = []
     var indicator: Set<String> = []
+    /// `download/retrying`, in order.
+    var retrying: [RetryNotice] = []
+    /// Moments `wake(at:)` asked for, in order.
+    var wakes: [Double] = []
 
-    init(maxActive: Int = 4, prioritization: Prioritization = .fifo, progressInterval: Double = 0.1) {
+    /// Waits before retries are `retry`'s, scaled by `random`.
+    init(
+        maxActive: Int = 4, prioritization: Prioritization = .fifo, progressInterval: Double = 0.1,
+        retry: RetryPolicy = RetryPolicy(delay: 1, maxDelay: 30, maxTime: 60), random: Double = 1
+    ) {
         var settings = SchedulerSettings()
         settings.maxActive = maxActive
         settings.prioritization = prioritization
         settings.progressInterval = progressInterval
-        scheduler = DownloadScheduler(settings: settings)
+        settings.retry = retry
+        scheduler = DownloadScheduler(settings: settings, random: { random })
     }
 
     mutating func take() -> [SchedulerAction<Int>] {
@@ -52,6 +62,7 @@ private struct Harness {
             switch action {
             case .answer(let waiter, let answer): answers[waiter] = answer
             case .notify(.finished(let receipt, _, let outcome)): finished.append((receipt, outcome))
+            case .notify(.retrying(let notice)): retrying.append(notice)
             case .notify: break
             case .start(let order):
                 #expect(transfers[order.id.task] == nil, "one transfer per task")
@@ -67,6 +78,7 @@ private struct Harness {
             case .discard: break
             case .transferStarted(let task): indicator.insert(task)
             case .transferStopped(let task): indicator.remove(task)
+            case .wake(let moment): wakes.append(moment)
             }
         }
         log += actions
@@ -114,11 +126,18 @@ private struct Harness {
         _ = take()
     }
 
-    /// Delivers every pending order with a success for each receipt.
+    /// Delivers every pending order: a success for each receipt, or the
+    /// transfer's failure.
     mutating func deliverAll() {
         let orders = delivering
         delivering = []
         for order in orders {
+            guard order.result.failure == nil else {
+                let failures = Delivery.failures(of: order.result, for: order.receipts.map(\.request))
+                scheduler.delivered(zip(order.receipts, failures).map { ($0.0.id, $0.1) }, now: now)
+                _ = take()
+                continue
+            }
             let outcomes = order.receipts.map { receipt -> (receipt: String, outcome: Outcome) in
                 var outcome = Outcome(url: receipt.request.url)
                 outcome.size = order.result.size
@@ -129,7 +148,48 @@ private struct Harness {
         }
     }
 
+    /// Ends `task`'s transfer with `code`, before or after its response.
+    mutating func fail(_ task: String, _ code: OutcomeErrorCode, response: ResponseHead? = nil) {
+        guard let id = transfers[task] else {
+            Issue.record("\(task) has no transfer")
+            return
+        }
+        let failure = TransferFailure(code: code, message: "\(code)")
+        scheduler.transferEnded(id, TransferResult(response: response, size: 0, bodyPath: nil, failure: failure), now: now)
+        _ = take()
+    }
+
+    /// `task`'s response has status `status`: whether the transfer goes on.
+    @discardableResult
+    mutating func respond(_ task: String, status: Int, retryAfter: Int64? = nil) -> Bool {
+        guard let id = transfers[task] else {
+            Issue.record("\(task) has no transfer")
+            return false
+        }
+        let goesOn = scheduler.responseArrived(id, response(status), retryAfter: retryAfter, now: now)
+        _ = take()
+        return goesOn
+    }
+
+    /// The clock reaches `moment` and the scheduler hears of it.
+    mutating func tick(at moment: Double) {
+        now = moment
+        scheduler.tick(now: moment)
+        _ = take()
+    }
+
+    /// What `progress` says of `receipt`'s state.
+    mutating func state(of receipt: String) -> String? {
+        let now = self.now
+        guard case .receipt(let progress)? = try? answer({ s, w throws(SchedulerError) in try s.progress(receipt: receipt, waiter: w, now: now) })
+        else { return nil }
+        return progress.state
+    }
+
     var started: [String] { log.compactMap { if case .start(let order) = $0 { order.id.task } else { nil } } }
+
+    /// The URL each started transfer asked, in order.
+    var startedURLs: [String] { log.compactMap { if case .start(let order) = $0 { order.url } else { nil } } }
 
     func finishedCount(_ receipt: String) -> Int { finished.filter { $0.receipt == receipt }.count }
 
@@ -592,17 +652,294 @@ private struct Harness {
         #expect(h.transfers.isEmpty && h.indicator.isEmpty && h.scheduler.running == 0)
     }
 
+    // MARK: retries
+
+    @Test func aTransientFailureWaitsWithoutAPlaceThenTriesTheSameTaskAgain() {
+        // Given a running download
+        var h = Harness(maxActive: 1)
+        let a = h.download(request())
+        h.download(request("http://origin/b"))
+        // When its connection is reset at 10 s
+        h.now = 10
+        h.fail("t1", .network)
+        // Then it waits 1 s, told, without a transfer, a place or the indicator's count
+        #expect(h.retrying.map(\.attempt) == [2] && h.retrying.map(\.delay) == [1])
+        #expect(h.retrying.first?.receipts == [a.receipt] && h.retrying.first?.error.code == .network)
+        #expect(h.wakes == [11])
+        #expect(h.finished.isEmpty && h.delivering.isEmpty)
+        #expect(h.state(of: a.receipt) == "retrying")
+        #expect(!h.indicator.contains("t1") && h.transfers["t1"] == nil)
+        #expect(h.started == ["t1", "t2"], "its place went to the queued task")
+        // When the clock passes the moment a little early, then on time
+        h.tick(at: 10.5)
+        #expect(h.scheduler.tasks["t1"]?.state == .retrying(until: 11))
+        h.complete("t2")
+        h.tick(at: 11)
+        // Then attempt 2 of the same task starts, and late events of attempt 1 are ignored
+        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
+        let lateEvent = h.scheduler.dataArrived(TransferID(task: "t1", attempt: 1), received: 5, expected: nil, now: 11)
+        #expect(!lateEvent)
+        h.complete("t1")
+        h.deliverAll()
+        #expect(h.outcome(a.receipt)?.ok == true && h.outcome(a.receipt)?.attempts == 2)
+    }
+
+    @Test(arguments: [OutcomeErrorCode.timeout, .connectFailed, .network])
+    func transientTransferFailuresAreRetried(_ code: OutcomeErrorCode) {
+        var h = Harness()
+        h.download(request())
+        h.fail("t1", code)
+        #expect(h.retrying.map(\.error.code) == [code])
+        #expect(h.finished.isEmpty)
+    }
+
+    @Test(arguments: [OutcomeErrorCode.dnsFailed, .tlsFailed, .tooManyRedirects, .insecureRedirect, .schemeNotAllowed, .tooLarge, .io])
+    func otherTransferFailuresEndAtOnce(_ code: OutcomeErrorCode) {
+        var h = Harness()
+        let a = h.download(request())
+        h.fail("t1", code)
+        h.deliverAll()
+        #expect(h.retrying.isEmpty)
+        #expect(h.outcome(a.receipt)?.error?.code == code && h.outcome(a.receipt)?.attempts == 1)
+    }
+
+    @Test(arguments: [408, 429, 500, 502, 503, 504, 522, 524])
+    func transientStatusesAreRetried(_ status: Int) {
+        var h = Harness()
+        let a = h.download(request())
+        let goesOn = h.respond("t1", status: status)
+        #expect(!goesOn, "the failed response's body is not read")
+        #expect(h.stopped == [TransferID(task: "t1", attempt: 1)])
+        #expect(h.retrying.first?.httpStatus == status && h.retrying.first?.error.code == .httpStatus)
+        #expect(h.finishedCount(a.receipt) == 0)
+    }
+
+    @Test(arguments: [400, 401, 403, 404, 410, 501, 505, 599, 302])
+    func otherStatusesEndAtOnce(_ status: Int) {
+        var h = Harness()
+        let a = h.download(request())
+        h.respond("t1", status: status, retryAfter: 1)
+        #expect(h.retrying.isEmpty)
+        #expect(h.outcome(a.receipt)?.error?.code == .httpStatus && h.outcome(a.receipt)?.status == status)
+        #expect(h.outcome(a.receipt)?.retryAfter == nil)
+    }
+
+    @Test func theWaitDoublesIsScaledByTheRandomFactorAndCapped() {
+        var h = Harness(retry: RetryPolicy(delay: 1, maxDelay: 5, maxTime: 600), random: 0.75)
+        h.download(request(retries: 5))
+        for attempt in 1...5 {
+            h.fail("t1", .timeout)
+            h.tick(at: h.wakes.last!)
+            #expect(h.transfers["t1"]?.attempt == attempt + 1)
+        }
+        #expect(h.retrying.map(\.delay) == [0.75, 1.5, 3, 5, 5])
+    }
+
+    @Test func retryAfterMakesTheWaitAtLeastThatLong() {
+        var h = Harness()
+        h.download(request())
+        h.respond("t1", status: 503, retryAfter: 7)
+        #expect(h.retrying.map(\.delay) == [7] && h.wakes == [7])
+    }
+
+    @Test func aRetryAfterBeyondTheLongestWaitEndsTheReceiptAtOnceWithIt() {
+        var h = Harness()
+        let a = h.download(request())
+        h.respond("t1", status: 429, retryAfter: 31)
+        #expect(h.retrying.isEmpty && h.scheduler.running == 0)
+        #expect(h.outcome(a.receipt)?.error?.code == .httpStatus && h.outcome(a.receipt)?.retryAfter == 31)
+    }
+
+    @Test func noAttemptWaitsPastTheMaxTimeFromTheReceiptsFirst() {
+        // Given a receipt whose first attempt began at 0, failing at 50
+        var h = Harness(retry: RetryPolicy(delay: 20, maxDelay: 30, maxTime: 60))
+        let asked = h.download(request("http://origin/asked"))
+        let backedOff = h.download(request("http://origin/backed-off"))
+        h.now = 50
+        // When one origin asks for 11 s and the other's backoff is 20 s
+        h.respond("t1", status: 503, retryAfter: 11)
+        h.respond("t2", status: 503)
+        // Then neither waits; only the one whose Retry-After passed the limit names it
+        #expect(h.retrying.isEmpty)
+        #expect(h.outcome(asked.receipt)?.retryAfter == 11)
+        #expect(h.outcome(backedOff.receipt)?.error?.code == .httpStatus && h.outcome(backedOff.receipt)?.retryAfter == nil)
+    }
+
+    @Test func noAttemptStartsAfterTheMaxTimeWhileWaitingForAPlace() {
+        // Given a task waiting to retry while another holds the only place
+        var h = Harness(maxActive: 1, retry: RetryPolicy(delay: 1, maxDelay: 30, maxTime: 60))
+        let a = h.download(request())
+        h.fail("t1", .connectFailed)
+        let b = h.download(request("http://origin/b"))
+        h.tick(at: 1)
+        #expect(h.started == ["t1", "t2"] && h.state(of: a.receipt) == "queued")
+        // When the place comes free after the receipt's max time
+        h.now = 61
+        h.complete("t2")
+        // Then it ends with its last failure instead of starting
+        #expect(h.started == ["t1", "t2"])
+        #expect(h.outcome(a.receipt)?.error?.code == .connectFailed && h.outcome(a.receipt)?.attempts == 1)
+        h.deliverAll()
+        #expect(h.outcome(b.receipt)?.ok == true)
+        #expect(h.scheduler.tasks.isEmpty && h.scheduler.running == 0)
+    }
+
+    @Test func retriesZeroTurnsRetryingOff() {
+        var h = Harness()
+        let a = h.download(request(retries: 0))
+        h.respond("t1", status: 503)
+        #expect(h.retrying.isEmpty && h.outcome(a.receipt)?.error?.code == .httpStatus)
+    }
+
+    @Test func budgetsArePerReceiptOnACoalescedTask() {
+        // Given receipts of one task with 0, 1 and 2 retries
+        var h = Harness()
+        let none = h.download(request(retries: 0))
+        let one = h.download(request(retries: 1))
+        let two = h.download(request(retries: 2))
+        // When attempt 1 fails after its response
+        h.fail("t1", .network, response: response())
+        // Then the receipt without retries ends with that failure and the others wait
+        #expect(h.retrying.last?.receipts == [one.receipt, two.receipt])
+        #expect(h.delivering.map { $0.receipts.map(\.id) } == [[none.receipt]])
+        #expect(h.delivering.first?.result.failure?.code == .network)
+        h.deliverAll()
+        #expect(h.outcome(none.receipt)?.error?.code == .network && h.outcome(none.receipt)?.attempts == 1)
+        // When attempts 2 and 3 fail
+        h.tick(at: h.wakes.last!)
+        h.respond("t1", status: 500)
+        #expect(h.outcome(one.receipt)?.error?.code == .httpStatus && h.outcome(one.receipt)?.attempts == 2)
+        #expect(h.retrying.last?.receipts == [two.receipt])
+        h.tick(at: h.wakes.last!)
+        h.respond("t1", status: 500)
+        // Then each ends once its own budget is spent
+        #expect(h.outcome(two.receipt)?.attempts == 3)
+        #expect(h.retrying.map(\.attempt) == [2, 3])
+        #expect(h.scheduler.tasks.isEmpty && h.scheduler.running == 0)
+    }
+
+    @Test func aReceiptThatJoinsCountsTheAttemptsItSaw() {
+        var h = Harness()
+        let first = h.download(request())
+        h.fail("t1", .timeout)
+        let waiting = h.download(request())
+        h.tick(at: 1)
+        h.fail("t1", .timeout)
+        h.tick(at: h.wakes.last!)
+        let running = h.download(request())
+        h.complete("t1")
+        h.deliverAll()
+        #expect(waiting.task == "t1" && running.task == "t1")
+        #expect([first, waiting, running].map { h.outcome($0.receipt)?.attempts } == [3, 2, 1])
+        let hit = h.download(request("http://origin/cached"), cache: .hit(.memory))
+        h.scheduler.delivered([(hit.receipt, Outcome(url: "http://origin/cached"))], now: h.now)
+        _ = h.take()
+        #expect(h.outcome(hit.receipt)?.attempts == 0)
+    }
+
+    @Test(arguments: [(Prioritization.fifo, ["t2", "t3"]), (.lifo, ["t3", "t2"])])
+    func aRetryGoesBeforeTheTasksOfItsPriorityThatNeverStarted(_ prioritization: Prioritization, _ others: [String]) {
+        // Given a task that fails while others of its priority and a higher one wait
+        var h = Harness(maxActive: 1, prioritization: prioritization)
+        h.download(request("http://origin/1"))
+        h.download(request("http://origin/2"))
+        h.download(request("http://origin/3"))
+        h.download(request("http://origin/high", priority: .high))
+        h.fail("t1", .network)
+        #expect(h.started == ["t1", "t4"])
+        // When its wait ends while the higher one runs
+        h.tick(at: 1)
+        for task in ["t4", "t1"] + others { h.complete(task) }
+        // Then it starts next, before the tasks of its priority that never started
+        #expect(h.started == ["t1", "t4", "t1"] + others)
+    }
+
+    @Test func boundViewsKeepAnimatingWhileATaskWaitsAndStopWhenItIsCancelled() throws {
+        var h = Harness()
+        let a = h.download(request())
+        _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "spinner", to: .task(a.task), kind: .animating, waiter: w) }
+        h.fail("t1", .network)
+        _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "late", to: .task(a.task), kind: .animating, waiter: w) }
+        let animating = { (h: Harness) in
+            h.log.compactMap { action -> ViewNotice? in if case .notify(.view(let notice)) = action { notice } else { nil } }
+        }
+        #expect(animating(h) == [.animating(view: "spinner", animating: true), .animating(view: "late", animating: true)])
+        #expect(h.cancel(.receipt(a.receipt)) == 1)
+        #expect(h.outcome(a.receipt)?.error?.code == .cancelled)
+        #expect(animating(h).suffix(2) == [.animating(view: "spinner", animating: false), .animating(view: "late", animating: false)])
+        #expect(h.scheduler.tasks.isEmpty && h.indicator.isEmpty && h.scheduler.running == 0)
+        h.tick(at: 5)
+        #expect(h.started == ["t1"], "a cancelled wait starts nothing")
+    }
+
+    @Test func shutdownEndsAWaitingReceiptAtOnce() {
+        var h = Harness()
+        let a = h.download(request())
+        h.respond("t1", status: 503, retryAfter: 20)
+        h.scheduler.shutdown(now: 1)
+        _ = h.take()
+        #expect(h.outcome(a.receipt)?.error?.code == .shutdown && h.outcome(a.receipt)?.attempts == 1)
+        h.tick(at: 20)
+        #expect(h.started == ["t1"])
+    }
+
+    @Test func aSuspendedWaitResumesAsARetry() throws {
+        var h = Harness(maxActive: 1)
+        let a = h.download(request())
+        h.download(request("http://origin/b"))
+        h.fail("t1", .network)
+        let suspended = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 0) }
+        guard case .task(_, let state)? = suspended else { Issue.record("no answer"); return }
+        #expect(state == "suspended")
+        h.tick(at: 1)
+        #expect(h.scheduler.tasks["t1"]?.state == .suspended)
+        _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task(a.task), waiter: w, now: 2) }
+        h.complete("t2")
+        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
+    }
+
+    @Test func anIntegrityMismatchIsRetriedOncePerTask() {
+        var h = Harness()
+        let a = h.download(request())
+        h.fail("t1", .integrityMismatch, response: response())
+        #expect(h.retrying.map(\.error.code) == [.integrityMismatch])
+        h.tick(at: 1)
+        h.fail("t1", .network, response: response())
+        h.tick(at: h.wakes.last!)
+        h.fail("t1", .integrityMismatch, response: response())
+        h.deliverAll()
+        #expect(h.retrying.count == 2)
+        #expect(h.outcome(a.receipt)?.error?.code == .integrityMismatch && h.outcome(a.receipt)?.attempts == 3)
+    }
+
+    // MARK: mirrors
+
+    @Test func attemptsGoToTheURLThenEachMirrorOfEveryReceiptInTurn() {
+        var h = Harness(retry: RetryPolicy(delay: 0, maxDelay: 0, maxTime: 60))
+        let a = h.download(request(retries: 4, mirrors: ["http://m1/a", "http://origin/a"]))
+        h.download(request(retries: 4, mirrors: ["http://m2/a", "http://m1/a"]))
+        for _ in 1...4 {
+            h.fail("t1", .connectFailed)
+            h.tick(at: h.now)
+        }
+        #expect(h.startedURLs == ["http://origin/a", "http://m1/a", "http://m2/a", "http://origin/a", "http://m1/a"])
+        h.fail("t1", .connectFailed)
+        h.deliverAll()
+        #expect(h.outcome(a.receipt)?.url == "http://origin/a")
+        #expect(h.outcome(a.receipt)?.finalURL == "http://m1/a", "a failure without a response names the URL it asked last")
+    }
+
     /// Random interleavings of every event: each receipt ends with exactly
     /// one `download/finished`, never more than `maxActive` transfers run,
     /// and when everything has ended nothing is left running or counted.
     @Test(arguments: 1...20)
     func everyReceiptEndsExactlyOnceWhateverHappens(seed: UInt64) throws {
         var random = SplitMix(seed: seed)
-        var h = Harness(maxActive: 3)
+        var h = Harness(maxActive: 3, retry: RetryPolicy(delay: 0.1, maxDelay: 1, maxTime: 5))
         var issued: Set<String> = []
         for step in 0..<400 {
             h.now = Double(step) / 10
-            switch random.next() % 9 {
+            switch random.next() % 10 {
             case 0, 1, 2:
                 let url = "http://origin/\(random.next() % 6)"
                 let slot = random.next() % 3 == 0 ? "s\(random.next() % 2)" : nil
@@ -635,6 +972,15 @@ private struct Harness {
                 }
             case 7:
                 if let task = h.transfers.keys.sorted().randomElement(using: &random) { h.complete(task) }
+            case 8:
+                if let task = h.transfers.keys.sorted().randomElement(using: &random) {
+                    if random.next() % 2 == 0 {
+                        h.respond(task, status: [200, 404, 503][Int(random.next() % 3)], retryAfter: Int64(random.next() % 3))
+                    } else {
+                        h.fail(task, [.network, .timeout, .dnsFailed][Int(random.next() % 3)])
+                    }
+                }
+                h.tick(at: h.now)
             default:
                 h.deliverAll()
             }

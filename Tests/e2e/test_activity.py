@@ -291,7 +291,7 @@ def test_failures_and_fast_transfers_leave_count_zero(activity, origin):
     outcome = session.fetch(origin.url("/bytes/5000"), maxBytes=10)
     assert outcome["error"]["code"] == "too_large"
     assert state(session)["activityCount"] == 0
-    outcome = session.fetch(refused_url())
+    outcome = session.fetch(refused_url(), retries=0)
     assert outcome["error"]["code"] == "connect_failed"
     assert state(session)["activityCount"] == 0
     for _ in range(2):  # the second may be served from a cache: hits do not count
@@ -609,7 +609,7 @@ def test_animating_follows_suspend_resume_and_every_ending(activity, origin):
     session.cancel(paused["receipt"])
     assert animating(session, "p") == [True, False]
 
-    failed, _ = start(session, stall(origin, "f"), timeout=0.5)
+    failed, _ = start(session, stall(origin, "f"), timeout=0.5, retries=0)
     session.bind("f", task=failed["task"])
     outcome = session.wait(failed["receipt"])
     assert outcome["error"]["code"] == "timeout"

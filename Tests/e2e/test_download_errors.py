@@ -1,5 +1,6 @@
 """End-to-end tests of failed downloads: every outcome error code the
-downloader produces, each from the real condition."""
+downloader produces, each from the real condition, in one attempt
+(`retries: 0`; what is retried is in test_retries.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def failed(out: dict, code: str) -> dict:
 @pytest.mark.parametrize("status", [404, 500])
 def test_http_status_outside_2xx(courier, origin, status):
     c = courier()
-    out = c.fetch(origin.url(f"/status/{status}"), body="text")
+    out = c.fetch(origin.url(f"/status/{status}"), body="text", retries=0)
     error = failed(out, "http_status")
     assert error["httpStatus"] == status
     assert out["status"] == status
@@ -39,7 +40,7 @@ def test_http_status_outside_2xx(courier, origin, status):
 
 def test_closed_port_is_connect_failed(courier):
     c = courier()
-    out = c.fetch(f"http://127.0.0.1:{closed_port()}/bytes/10")
+    out = c.fetch(f"http://127.0.0.1:{closed_port()}/bytes/10", retries=0)
     error = failed(out, "connect_failed")
     assert error["curlCode"] == 7
     assert out["status"] is None
@@ -54,7 +55,7 @@ def test_invalid_host_is_dns_failed(courier):
 
 def test_stalled_origin_is_timeout(courier, origin):
     c = courier()
-    out = c.fetch(origin.url("/stall?after=1000"), transfer_timeout=0.5)
+    out = c.fetch(origin.url("/stall?after=1000"), transfer_timeout=0.5, retries=0)
     error = failed(out, "timeout")
     assert error["curlCode"] == 28
     assert 450 <= out["durationMs"] < 5000
@@ -152,7 +153,7 @@ def test_unwritable_destination_is_io(courier, origin):
 
 def test_truncated_body_is_network(courier, origin):
     c = courier()
-    out = c.fetch(origin.url("/truncate?size=10000&send=4000"))
+    out = c.fetch(origin.url("/truncate?size=10000&send=4000"), retries=0)
     error = failed(out, "network")
     assert error["curlCode"] == 18
 

@@ -456,7 +456,7 @@ def test_coalesced_receipts_each_get_their_destination(courier, origin, tmp_path
 
 @pytest.mark.parametrize("case", ["truncated", "timeout", "http_status"])
 def test_failed_download_leaves_no_file(courier, origin, tmp_path, cache_dir, case):
-    c = courier()
+    c = courier("--retries", "0")
     folder = tmp_path / "dest"
     folder.mkdir()
     target = folder / "body.bin"
@@ -563,7 +563,7 @@ def test_max_bytes_flag_is_the_default_limit(courier, origin):
 
 
 def test_timeout_flag_is_the_default_transfer_timeout(courier, origin):
-    c = courier("--timeout", "0.5")
+    c = courier("--timeout", "0.5", "--retries", "0")
     out = c.fetch(origin.url("/stall?after=100"))
     assert out["ok"] is False and out["error"]["code"] == "timeout"
     assert 400 <= out["durationMs"] < 5000
@@ -581,7 +581,7 @@ def test_connect_timeout_flag(courier):
         # The accept queue of a listener that never accepts holds one connection;
         # later handshakes get no answer.
         filler = socket.create_connection(("127.0.0.1", port), timeout=5)
-        c = courier("--connect-timeout", "0.5")
+        c = courier("--connect-timeout", "0.5", "--retries", "0")
         out = c.fetch(f"http://127.0.0.1:{port}/", timeout=30)
         assert out["ok"] is False and out["error"]["code"] == "timeout", out
         assert 400 <= out["durationMs"] < 5000

@@ -21,7 +21,8 @@ METHODS = [
     "cache/stats", "cache/lookup", "cache/remove", "cache/clear",
     "indicator/configure", "indicator/state", "indicator/increment", "indicator/decrement",
 ]
-NOTIFICATIONS = ["download/progress", "download/finished", "indicator/visibility", "view/animating", "view/progress"]
+NOTIFICATIONS = ["download/progress", "download/retrying", "download/finished", "indicator/visibility", "view/animating",
+                 "view/progress"]
 OUTCOME_ERROR_CODES = [
     "cancelled", "shutdown", "http_status", "unacceptable_content_type", "too_large", "timeout",
     "dns_failed", "connect_failed", "tls_failed", "too_many_redirects", "scheme_not_allowed",
@@ -195,7 +196,7 @@ def test_enums_match_design(design):
     assert enum_of("DownloadState") == quoted_after(design, "where `state`\nis")
     states = re.findall(r"`(notActive|delayingStart|active|delayingEnd)`", design)
     assert enum_of("IndicatorStateName") == list(dict.fromkeys(states))
-    assert enum_of("TaskState") == enum_of("DownloadState")[:2] + ["suspended", "finished"]
+    assert enum_of("TaskState") == enum_of("DownloadState")[:2] + ["suspended", "retrying", "finished"]
 
 
 # ---------------------------------------------------------------- examples and helpers

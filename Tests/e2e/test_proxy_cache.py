@@ -315,7 +315,7 @@ def failed(outcome: dict, code: str) -> dict:
 def test_a_proxy_nobody_listens_on_is_connect_failed_at_once(courier, origin):
     c = courier("--proxy", f"http://127.0.0.1:{closed_port()}")
     started = time.monotonic()
-    failed(c.fetch(origin.url("/bytes/10"), transfer_timeout=30), "connect_failed")
+    failed(c.fetch(origin.url("/bytes/10"), transfer_timeout=30, retries=0), "connect_failed")
     assert time.monotonic() - started < 5
     assert origin.hits("/bytes/10") == 0
 
@@ -329,14 +329,14 @@ def test_a_proxy_that_goes_down_is_connect_failed_and_cached_copies_still_serve(
         assert c.fetch(kept)["ok"]
         assert c.fetch(origin.url("/bytes/10?before=1"))["ok"]  # a connection to reuse
     started = time.monotonic()
-    failed(c.fetch(origin.url("/bytes/10?after=1"), transfer_timeout=30), "connect_failed")
+    failed(c.fetch(origin.url("/bytes/10?after=1"), transfer_timeout=30, retries=0), "connect_failed")
     assert time.monotonic() - started < 5
     assert c.fetch(kept)["source"] in ("memory", "disk")
 
 
 def test_an_origin_the_proxy_cannot_reach_is_its_503(courier, squid):
     c = courier("--proxy", squid.url)
-    outcome = c.fetch(f"http://127.0.0.1:{closed_port()}/x", body="text", transfer_timeout=30)
+    outcome = c.fetch(f"http://127.0.0.1:{closed_port()}/x", body="text", transfer_timeout=30, retries=0)
     assert failed(outcome, "http_status")["httpStatus"] == 503
     assert outcome["headers"]["x-squid-error"].startswith("ERR_CONNECT_FAIL"), outcome["headers"]
 

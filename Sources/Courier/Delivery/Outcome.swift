@@ -22,6 +22,11 @@ struct Outcome: Sendable {
     var durationMs = 0.0
     var image: ImageInfo?
     var error: TransferFailure?
+    /// Requests to origins this outcome took: 0 for a cache hit.
+    var attempts = 0
+    /// With `error`: the seconds the origin's `Retry-After` asked for, when
+    /// waiting that long is why courier did not try again.
+    var retryAfter: Int64?
 
     var ok: Bool { error == nil }
 

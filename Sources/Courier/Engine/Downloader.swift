@@ -55,6 +55,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// Turns finished transfers into outcomes (file moves, cache writes, text
     /// decoding) off the engine's thread, so no transfer waits on that I/O.
     private let deliveries = DispatchQueue(label: "courier.deliveries")
+    /// Ends the scheduler's waits before retries (its `wake(at:)`).
+    private let retryTimer = WakeTimer(scheduler: DispatchIndicatorScheduler(label: "courier.retries"))
     /// Bodies up to this size are kept in memory as they stream, for the
     /// memory tier; for larger ones the memory tier names the disk tier's
     /// body file, read (and checked against the streamed checksum) on its
@@ -168,6 +170,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             return true
         }
         guard first else { return }
+        retryTimer.cancel()
         engine.shutdown(timeout: 5)
         deliveries.sync {}
         leftovers.finish()
@@ -183,7 +186,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     @_specialize(where Waiter == Reply)
     @_specialize(where Waiter == Int)
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool {
-        step { scheduler, now in scheduler.responseArrived(transfer.id, response, now: now) }
+        let retryAfter = response.header("retry-after").flatMap { RetryAfter.seconds($0, now: Date()) }
+        return step { scheduler, now in scheduler.responseArrived(transfer.id, response, retryAfter: retryAfter, now: now) }
     }
 
     @_specialize(where Waiter == Reply)
@@ -272,13 +276,15 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             indicator?.transferStarted(task)
         case .transferStopped(let task):
             indicator?.transferStopped(task)
+        case .wake(let moment):
+            retryTimer.wake(at: moment) { [weak self] in self?.step { scheduler, now in scheduler.tick(now: now) } }
         }
     }
 
     private func start(_ order: TransferOrder) {
         let settings = currentSettings
         var options = transferDefaults
-        options.url = order.request.url
+        options.url = order.url
         options.headers = order.request.headers + (order.revalidation?.conditionalHeaders ?? [])
         options.timeoutMilliseconds = Int(order.request.timeout * 1000)
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)

@@ -154,7 +154,7 @@ public final class InProcessDownloads: Sendable {
                     handler(.finished(request: request, Completion(outcome: placed.json, name: name)))
                     unfinished.leave()
                 }
-            case .view:
+            case .view, .retrying:
                 break
             }
         }

@@ -46,6 +46,11 @@ struct DownloadRequest: Sendable {
     var timeout: Double
     var cacheKey: String?
     var wait: Bool
+    /// How many attempts may follow the first after transient failures.
+    var retries = Configuration.defaultRetries
+    /// More http or https URLs of the same resource, asked in turn after
+    /// `url` when attempts fail. Not part of the request's identity.
+    var mirrors: [String] = []
 
     /// Header names whose values identify the user: a response to a request
     /// carrying one is never stored, and none follows a redirect to another

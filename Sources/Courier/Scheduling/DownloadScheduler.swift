@@ -6,6 +6,8 @@ struct SchedulerSettings: Sendable {
     /// `--max-memory-body`: the limit of receipts asking for `text` or `base64`.
     var maxMemoryBody: Int64 = 64 << 20
     var allowedSchemes: Set<String> = ["http", "https"]
+    /// `--retry-delay`, `--retry-max-delay`, `--retry-max-time`.
+    var retry = RetryPolicy()
 
     init() {}
 
@@ -15,6 +17,8 @@ struct SchedulerSettings: Sendable {
         progressInterval = configuration.progressInterval
         maxMemoryBody = configuration.maxMemoryBody
         allowedSchemes = configuration.allowedSchemes
+        retry = RetryPolicy(
+            delay: configuration.retryDelay, maxDelay: configuration.retryMaxDelay, maxTime: configuration.retryMaxTime)
     }
 }
 
@@ -57,15 +61,16 @@ enum TaskTarget: Sendable {
 
 /// AFImageDownloader's bookkeeping as a value: receipts, coalescing of
 /// identical requests into tasks, slots, a bounded run queue with
-/// priorities, suspend and resume, progress, the history of finished
-/// receipts, and the views bound to tasks.
+/// priorities, suspend and resume, retries, progress, the history of
+/// finished receipts, and the views bound to tasks.
 ///
 /// It does no I/O and keeps no time of its own: each event names the moment
 /// it happened (`now`, in seconds of a monotonic clock), and what the world
 /// must do about it — answers, notifications, transfers to start or stop,
-/// bodies to deliver — piles up as actions that `takeActions()` hands over
-/// in the order they happened. Every receipt ends with exactly one
-/// `download/finished`. `Waiter` is whatever answers a request.
+/// bodies to deliver, a wake-up when a wait ends — piles up as actions that
+/// `takeActions()` hands over in the order they happened. Every receipt
+/// ends with exactly one `download/finished`. `Waiter` is whatever answers
+/// a request.
 struct DownloadScheduler<Waiter> {
     var settings: SchedulerSettings
     private(set) var tasks: [String: TaskRecord] = [:]
@@ -82,9 +87,14 @@ struct DownloadScheduler<Waiter> {
     private(set) var isShutDown = false
     private(set) var bindings = ViewBindings()
     private var actions: [SchedulerAction<Waiter>] = []
+    /// The random factor of each wait before a retry, in 0.5...1.
+    private let random: @Sendable () -> Double
 
-    init(settings: SchedulerSettings = SchedulerSettings()) {
+    init(
+        settings: SchedulerSettings = SchedulerSettings(), random: @escaping @Sendable () -> Double = { .random(in: 0.5...1) }
+    ) {
         self.settings = settings
+        self.random = random
     }
 
     /// What the events since the last call ask for, oldest first.
@@ -150,9 +160,9 @@ struct DownloadScheduler<Waiter> {
 
         let admission: Admission
         if let existing, tasks[existing] != nil {
-            if request.priority > tasks[existing]!.priority, tasks[existing]!.state == .queued {
+            if request.priority > tasks[existing]!.priority {
                 tasks[existing]!.priority = request.priority
-                enqueue(existing)
+                if tasks[existing]!.state == .queued { enqueue(existing) }
             }
             admission = .joined
         } else {
@@ -165,6 +175,9 @@ struct DownloadScheduler<Waiter> {
         }
         tasks[taskID]!.receipts.append(receiptID)
         receipts[receiptID]!.attached = true
+        if tasks[taskID]!.started, let url = tasks[taskID]!.attemptURL {
+            receipts[receiptID]!.countAttempt(url: url, now: now)
+        }
         pump(now: now)
         if !request.wait { answer(waiter, .download(reply(for: receipts[receiptID]!))) }
         return admission
@@ -201,10 +214,14 @@ struct DownloadScheduler<Waiter> {
             views { $0.taskStateChanged(task: id, running: false) }
         case .queued:
             tasks[id]!.state = .suspended
+        case .retrying:
+            // Its wait is dropped: resumed, it goes back to the run queue.
+            tasks[id]!.state = .suspended
+            views { $0.taskStateChanged(task: id, running: false) }
         case .suspended:
             break
         }
-        answer(waiter, .task(id: id, state: tasks[id]!.state.rawValue))
+        answer(waiter, .task(id: id, state: tasks[id]!.state.name))
     }
 
     mutating func resume(_ target: TaskTarget, waiter: Waiter, now: Double) throws(SchedulerError) {
@@ -224,7 +241,7 @@ struct DownloadScheduler<Waiter> {
                 pump(now: now)
             }
         }
-        answer(waiter, .task(id: id, state: tasks[id]?.state.rawValue ?? "finished"))
+        answer(waiter, .task(id: id, state: tasks[id]?.state.name ?? "finished"))
     }
 
     /// `progress`: every task, or one receipt (finished ones from the history).
@@ -241,7 +258,7 @@ struct DownloadScheduler<Waiter> {
             let state: String
             if receipt.attached, let task = tasks[receipt.taskID] {
                 figures = task.progress(now: now)
-                state = task.state.rawValue
+                state = task.state.name
             } else {
                 figures = receipt.finalProgress ?? .none(task: receipt.taskID)
                 state = receipt.finalProgress == nil ? "queued" : "running"
@@ -280,7 +297,7 @@ struct DownloadScheduler<Waiter> {
             task = tasks[taskID]
             if task == nil, !hasEnded(task: taskID) { throw .unknownTask(taskID) }
         }
-        let snapshot = task.map { TaskSnapshot(running: $0.state == .running, received: $0.received, expected: $0.expected) }
+        let snapshot = task.map { TaskSnapshot(running: $0.state.isAnimating, received: $0.received, expected: $0.expected) }
         answer(waiter, .bound(view: view, snapshot != nil))
         views { $0.bind(view: view, task: id, kind: kind, snapshot: snapshot) }
     }
@@ -302,19 +319,40 @@ struct DownloadScheduler<Waiter> {
     // MARK: - Transfer events
 
     /// The final response's headers are in: receipts that cannot take it end
-    /// now. False when none is left and the transfer should stop.
-    mutating func responseArrived(_ transfer: TransferID, _ response: ResponseHead, now: Double) -> Bool {
+    /// now, unless its status is one to retry, the task is not suspended, and
+    /// the retry policy lets them wait for another attempt. `retryAfter` is what its `Retry-After` asks
+    /// for (`RetryAfter.seconds`). False when none is left, or all wait, and
+    /// the transfer should stop.
+    mutating func responseArrived(
+        _ transfer: TransferID, _ response: ResponseHead, retryAfter: Int64? = nil, now: Double
+    ) -> Bool {
         guard let task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
         if response.status == 304, task.revalidation != nil { return true }
         tasks[transfer.task]!.expected = response.announcedLength
         tasks[transfer.task]!.contentType = response.contentType
-        let refused = task.receipts.compactMap { id -> (String, Outcome)? in
+        var refused = task.receipts.compactMap { id -> (String, Outcome)? in
             guard let request = receipts[id]?.request,
                 let failure = request.refusal(of: response, size: response.announcedLength, memoryBodyLimit: settings.maxMemoryBody)
             else { return nil }
             var outcome = Outcome(url: request.url, response: response)
             outcome.error = failure
             return (id, outcome)
+        }
+        // A status outside 200–299 refuses every receipt alike.
+        if task.state == .running, let failure = refused.first?.1.error, failure.code == .httpStatus {
+            let plan = retryPlan(transfer.task, after: failure, status: response.status, retryAfter: retryAfter, now: now)
+            let retryAfters = Dictionary(plan.ending.map { ($0.receipt, $0.retryAfter) }, uniquingKeysWith: { first, _ in first })
+            refused = refused.compactMap { id, outcome in
+                guard let retryAfter = retryAfters[id] else { return nil }
+                var outcome = outcome
+                outcome.retryAfter = retryAfter
+                return (id, outcome)
+            }
+            if !plan.waiting.isEmpty {
+                for (id, outcome) in refused { finish(id, outcome, now: now) }
+                waitToRetry(transfer.task, plan, after: failure, response: response, now: now)
+                return false
+            }
         }
         return end(refused, of: transfer.task, now: now)
     }
@@ -344,9 +382,10 @@ struct DownloadScheduler<Waiter> {
     }
 
     /// The transfer ended: its receipts wait for their outcomes, which the
-    /// `deliver` action prepares. A suspended task's body that was complete
-    /// before the engine paused it is held until the task is resumed; a
-    /// failure (its `timeout`) ends it at once.
+    /// `deliver` action prepares. A running task's transient failure is
+    /// retried for the receipts the retry policy lets wait. A suspended
+    /// task's body that was complete before the engine paused it is held
+    /// until the task is resumed; a failure (its `timeout`) ends it at once.
     mutating func transferEnded(_ transfer: TransferID, _ result: TransferResult, now: Double) {
         guard let task = tasks[transfer.task], task.attempt == transfer.attempt else {
             if let path = result.bodyPath { actions.append(.discard(path: path)) }
@@ -355,6 +394,20 @@ struct DownloadScheduler<Waiter> {
         if task.state == .suspended, result.failure == nil {
             tasks[transfer.task]!.held = result
             return
+        }
+        if task.state == .running, let failure = result.failure {
+            let plan = retryPlan(transfer.task, after: failure, status: result.response?.status, now: now)
+            if !plan.waiting.isEmpty {
+                let ending = Set(plan.ending.map(\.receipt))
+                if !ending.isEmpty {
+                    let order = DeliveryOrder(
+                        id: transfer, request: task.request, revalidation: task.revalidation,
+                        receipts: claim(ending, of: transfer.task, now: now), result: result)
+                    actions.append(.deliver(order))
+                }
+                waitToRetry(transfer.task, plan, after: failure, response: result.response, now: now)
+                return
+            }
         }
         ended(transfer, result, now: now)
     }
@@ -398,6 +451,136 @@ struct DownloadScheduler<Waiter> {
         pump(now: now)
     }
 
+    // MARK: - Retries
+
+    /// The clock has reached a moment asked for with `wake(at:)`: tasks
+    /// whose wait has ended go back to the run queue, before the tasks of
+    /// their priority that never started.
+    mutating func tick(now: Double) {
+        let due = tasks.values.compactMap { task -> (until: Double, id: String)? in
+            guard case .retrying(let until) = task.state, until <= now else { return nil }
+            return (until, task.id)
+        }
+        for (_, id) in due.sorted(by: { ($0.until, $0.id.numericSuffix) < ($1.until, $1.id.numericSuffix) }) {
+            tasks[id]!.state = .queued
+            enqueue(id)
+        }
+        pump(now: now)
+        if let next = tasks.values.compactMap({ task -> Double? in
+            if case .retrying(let until) = task.state { until } else { nil }
+        }).min() {
+            actions.append(.wake(at: next))
+        }
+    }
+
+    /// What the retry policy makes of a failed attempt of task `id` for each
+    /// of its receipts.
+    private struct RetryPlan {
+        /// The wait before the next attempt, the same for every receipt.
+        var delay = 0.0
+        var waiting: [String] = []
+        /// Receipts that end now, each with the `Retry-After` its outcome names.
+        var ending: [(receipt: String, retryAfter: Int64?)] = []
+    }
+
+    private func retryPlan(
+        _ id: String, after failure: TransferFailure, status: Int?, retryAfter: Int64? = nil, now: Double
+    ) -> RetryPlan {
+        let task = tasks[id]!
+        let attempt = AttemptFailure(
+            code: failure.code, httpStatus: status, attempt: task.attempt, retryAfter: retryAfter,
+            followsIntegrityMismatch: task.hadIntegrityMismatch)
+        var plan = RetryPlan()
+        guard RetryPolicy.isTransient(attempt) else {
+            plan.ending = task.receipts.map { ($0, nil) }
+            return plan
+        }
+        let random = self.random()
+        for receiptID in task.receipts {
+            guard let receipt = receipts[receiptID] else { continue }
+            let budget = RetryBudget(
+                retries: receipt.request.retries, attempts: receipt.attempts, elapsed: now - (receipt.firstAttemptAt ?? now))
+            switch settings.retry.decision(after: attempt, budget: budget, random: random) {
+            case .retry(let delay):
+                plan.delay = delay
+                plan.waiting.append(receiptID)
+            case .fail(let retryAfter):
+                plan.ending.append((receiptID, retryAfter))
+            }
+        }
+        return plan
+    }
+
+    /// Running task `id`'s attempt failed with `failure` and `plan.waiting`
+    /// are its receipts now: it lets its transfer and its run-queue place go
+    /// and waits `plan.delay` seconds, its bound views still animating.
+    private mutating func waitToRetry(
+        _ id: String, _ plan: RetryPlan, after failure: TransferFailure, response: ResponseHead?, now: Double
+    ) {
+        let failed = tasks[id]!.transferID
+        let until = now + plan.delay
+        tasks[id]!.activeSeconds += now - (tasks[id]!.runningSince ?? now)
+        tasks[id]!.runningSince = nil
+        tasks[id]!.started = false
+        tasks[id]!.attempt += 1
+        tasks[id]!.state = .retrying(until: until)
+        tasks[id]!.lastFailure = (failure, response)
+        if failure.code == .integrityMismatch { tasks[id]!.hadIntegrityMismatch = true }
+        running -= 1
+        actions.append(.stop(failed, discardBody: false))
+        actions.append(.transferStopped(task: id))
+        let notice = RetryNotice(
+            task: id, receipts: tasks[id]!.receipts, attempt: tasks[id]!.attempt, delay: plan.delay, error: failure,
+            httpStatus: failure.code == .httpStatus ? response?.status : nil)
+        actions.append(.notify(.retrying(notice)))
+        actions.append(.wake(at: until))
+        pump(now: now)
+    }
+
+    /// Takes `ending` off task `id`: their outcomes are being prepared from
+    /// the task's last figures.
+    private mutating func claim(_ ending: Set<String>, of id: String, now: Double) -> [(id: String, request: DownloadRequest)] {
+        let figures = tasks[id]!.progress(now: now)
+        tasks[id]!.receipts.removeAll { ending.contains($0) }
+        return ending.sorted { $0.numericSuffix < $1.numericSuffix }.compactMap { receiptID in
+            guard receipts[receiptID] != nil else { return nil }
+            receipts[receiptID]!.phase = .completing
+            receipts[receiptID]!.attached = false
+            receipts[receiptID]!.finalProgress = figures
+            return (receiptID, receipts[receiptID]!.request)
+        }
+    }
+
+    /// Before a retried task `id` starts again: its receipts past
+    /// `--retry-max-time` end with the last attempt's failure, since no
+    /// attempt starts after it. False when none is left and the task has
+    /// ended.
+    private mutating func endExpiredRetries(_ id: String, now: Double) -> Bool {
+        guard let (failure, response) = tasks[id]!.lastFailure else { return true }
+        let expired = tasks[id]!.receipts.compactMap { receiptID -> (String, Outcome)? in
+            guard let receipt = receipts[receiptID], now - (receipt.firstAttemptAt ?? now) > settings.retry.maxTime else {
+                return nil
+            }
+            let result = TransferResult(response: response, size: 0, bodyPath: nil, failure: failure)
+            return (receiptID, Delivery.failures(of: result, for: [receipt.request])[0])
+        }
+        guard !expired.isEmpty else { return true }
+        let none = expired.count == tasks[id]!.receipts.count
+        if none { detach(id, completed: false, now: now) }
+        for (receiptID, outcome) in expired { finish(receiptID, outcome, now: now) }
+        return !none
+    }
+
+    /// Where attempt `attempt` of `task` goes: its `url`, then each mirror
+    /// its receipts name (in the order they were given, each once), in turn.
+    private func url(ofAttempt attempt: Int, of task: TaskRecord) -> String {
+        let mirrors = task.receipts.flatMap { receipts[$0]?.request.mirrors ?? [] }
+        guard !mirrors.isEmpty else { return task.request.url }
+        var seen: Set<ExactString> = [ExactString(task.request.url)]
+        let urls = [task.request.url] + mirrors.filter { seen.insert(ExactString($0)).inserted }
+        return urls[(attempt - 1) % urls.count]
+    }
+
     // MARK: - Bookkeeping
 
     private mutating func answer(_ waiter: Waiter, _ answer: Answer) {
@@ -412,7 +595,8 @@ struct DownloadScheduler<Waiter> {
 
     private mutating func enqueue(_ id: String) {
         tasks[id]!.queueGeneration += 1
-        queue.enqueue(id, priority: tasks[id]!.priority, generation: tasks[id]!.queueGeneration)
+        queue.enqueue(
+            id, priority: tasks[id]!.priority, generation: tasks[id]!.queueGeneration, ranBefore: tasks[id]!.attempt > 1)
     }
 
     /// Starts queued tasks while fewer than `maxActive` run.
@@ -427,24 +611,24 @@ struct DownloadScheduler<Waiter> {
             }
             self.queue = queue
             guard let id = next else { return }
-            start(id, now: now)
+            if endExpiredRetries(id, now: now) { start(id, now: now) }
         }
     }
 
     private mutating func start(_ id: String, now: Double) {
+        let url = url(ofAttempt: tasks[id]!.attempt, of: tasks[id]!)
         tasks[id]!.queueGeneration += 1
-        tasks[id]!.started = true
-        tasks[id]!.state = .running
-        tasks[id]!.runningSince = now
+        tasks[id]!.beginAttempt(url: url, now: now)
         running += 1
         let task = tasks[id]!
+        for receipt in task.receipts { receipts[receipt]?.countAttempt(url: url, now: now) }
         let destination = task.receipts.first.flatMap { receipts[$0]?.request.destination }
         let countsText = task.receipts.contains { receipts[$0]?.request.body == .text }
         actions.append(
             .start(
                 TransferOrder(
-                    id: task.transferID, request: task.request, revalidation: task.revalidation, destination: destination,
-                    countsText: countsText)))
+                    id: task.transferID, request: task.request, url: url, revalidation: task.revalidation,
+                    destination: destination, countsText: countsText)))
         actions.append(.transferStarted(task: id))
         views { $0.taskStateChanged(task: id, running: true) }
     }
@@ -504,6 +688,8 @@ struct DownloadScheduler<Waiter> {
         }
         var outcome = outcome
         outcome.durationMs = (now - receipt.createdAt) * 1000
+        outcome.attempts = receipt.attempts
+        if !outcome.ok, outcome.status == nil, let url = receipt.attemptURL { outcome.finalURL = url }
         if outcome.ok { figures.received = outcome.size }
         history.add(ReceiptProgress(receipt: id, figures: figures, state: "finished"))
 

@@ -20,7 +20,7 @@ struct TaskProgress: Hashable, Sendable {
 struct ReceiptProgress: Hashable, Sendable {
     var receipt: String
     var figures: TaskProgress
-    /// `queued`, `running`, `suspended` or `finished`.
+    /// `queued`, `running`, `suspended`, `retrying` or `finished`.
     var state: String
 }
 
@@ -60,12 +60,29 @@ enum Notice: Sendable {
     case progress(TaskProgress, receipts: [String])
     case finished(receipt: String, task: String, outcome: Outcome)
     case view(ViewNotice)
+    case retrying(RetryNotice)
+}
+
+/// `download/retrying`: a task's attempt failed, and its receipts wait
+/// `delay` seconds for attempt number `attempt`.
+struct RetryNotice: Sendable {
+    var task: String
+    /// The receipts that wait; those whose budget was spent have finished.
+    var receipts: [String]
+    var attempt: Int
+    var delay: Double
+    var error: TransferFailure
+    /// The failed response's status, for an `http_status` error.
+    var httpStatus: Int?
 }
 
 /// What a started transfer needs.
 struct TransferOrder: Sendable {
     var id: TransferID
     var request: DownloadRequest
+    /// What this attempt asks: the request's `url`, or one of its task's
+    /// mirrors.
+    var url: String
     var revalidation: ResponseCache.Stale?
     /// The first receipt's destination, beside which the body may stream.
     var destination: String?
@@ -98,6 +115,10 @@ enum SchedulerAction<Waiter> {
     /// For the network activity indicator.
     case transferStarted(task: String)
     case transferStopped(task: String)
+    /// Call `tick(now:)` once the clock reaches this moment: a task's wait
+    /// before its next attempt ends then. Asking again for a later moment
+    /// does not put off an earlier one.
+    case wake(at: Double)
 }
 
 extension SchedulerAction: Sendable where Waiter: Sendable {}

@@ -18,9 +18,10 @@ struct TaskKey: Hashable, Sendable {
     }
 }
 
-/// One attempt at a task's transfer: a task fetched again after a 304 that
-/// no stored body fits keeps its id and gets a new attempt, so events of
-/// the old transfer are told apart.
+/// One attempt at a task's transfer: a task retried after a transient
+/// failure, or fetched again after a 304 that no stored body fits, keeps
+/// its id and gets a new attempt, so events of the old transfer are told
+/// apart.
 struct TransferID: Hashable, Sendable {
     var task: String
     var attempt: Int
@@ -28,14 +29,37 @@ struct TransferID: Hashable, Sendable {
 
 /// One transfer from the origin, shared by every receipt that asked for it.
 struct TaskRecord: Sendable {
-    enum State: String, Sendable {
+    enum State: Hashable, Sendable {
         case queued
         case running
         case suspended
+        /// An attempt failed and the next waits until `until` (seconds of
+        /// the scheduler's clock): no transfer and no run-queue place, but
+        /// bound views keep animating.
+        case retrying(until: Double)
+
+        /// As `progress` reports it.
+        var name: String {
+            switch self {
+            case .queued: "queued"
+            case .running: "running"
+            case .suspended: "suspended"
+            case .retrying: "retrying"
+            }
+        }
+
+        /// Bound views animate: the task transfers, or waits to try again.
+        var isAnimating: Bool {
+            switch self {
+            case .running, .retrying: true
+            case .queued, .suspended: false
+            }
+        }
     }
 
     let id: String
-    let attempt: Int
+    /// The number of the attempt under way or to come, 1 for the first.
+    var attempt: Int
     let key: TaskKey
     let request: DownloadRequest
     /// Receipt ids, oldest first.
@@ -52,6 +76,13 @@ struct TaskRecord: Sendable {
     /// The transfer's result when its last bytes arrived as it was being
     /// suspended: the task stays suspended and finishes when resumed.
     var held: TransferResult?
+    /// How the last attempt failed, while the next one waits: a receipt
+    /// past `--retry-max-time` when it would start ends with it.
+    var lastFailure: (failure: TransferFailure, response: ResponseHead?)?
+    /// An attempt has failed `integrity_mismatch`: another one is not retried.
+    var hadIntegrityMismatch = false
+    /// The URL the attempt under way asks.
+    var attemptURL: String?
 
     var received: Int64 = 0
     var expected: Int64?
@@ -73,6 +104,23 @@ struct TaskRecord: Sendable {
     }
 
     var transferID: TransferID { TransferID(task: id, attempt: attempt) }
+
+    /// Its transfer starts, asking `url`: the figures start again from
+    /// nothing (what a continued body already holds comes with its first
+    /// bytes).
+    mutating func beginAttempt(url: String, now: Double) {
+        started = true
+        state = .running
+        runningSince = now
+        attemptURL = url
+        lastFailure = nil
+        received = 0
+        expected = nil
+        contentType = nil
+        activeSeconds = 0
+        lastProgressAt = -.infinity
+        lastProgressReceived = -1
+    }
 
     func bytesPerSecond(now: Double) -> Double {
         let seconds = activeSeconds + (runningSince.map { now - $0 } ?? 0)
@@ -108,6 +156,20 @@ struct ReceiptRecord<Waiter> {
     /// The `download`s with `wait: true` that made or reused this receipt:
     /// each is answered with the outcome when it finishes.
     var waiters: [(waiter: Waiter, reused: Bool)] = []
+    /// Requests to origins made for it: its outcome's `attempts`.
+    var attempts = 0
+    /// When its first attempt began (its task's, or the one it joined).
+    var firstAttemptAt: Double?
+    /// The URL of its last attempt: a failed outcome without a response
+    /// names it as `finalUrl`.
+    var attemptURL: String?
+
+    /// An attempt asking `url` began for it.
+    mutating func countAttempt(url: String, now: Double) {
+        attempts += 1
+        firstAttemptAt = firstAttemptAt ?? now
+        attemptURL = url
+    }
 }
 
 extension ReceiptRecord: Sendable where Waiter: Sendable {}

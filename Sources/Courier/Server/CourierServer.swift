@@ -165,6 +165,7 @@ public final class CourierServer: Sendable {
 
     static let notifications = [
         "download/progress", "download/finished", "indicator/visibility", "view/animating", "view/progress",
+        "download/retrying",
     ]
 
     /// Ends every unfinished piece of work and refuses requests from now on.

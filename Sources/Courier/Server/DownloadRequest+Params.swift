@@ -7,6 +7,7 @@ extension DownloadRequest {
     static let paramNames: Set<String> = [
         "url", "headers", "slot", "priority", "cachePolicy", "accept", "body", "textEncoding", "destination",
         "maxBytes", "timeout", "cacheKey", "wait",
+        "retries", "mirrors",
     ]
 
     /// The params of a `download`, checked.
@@ -57,6 +58,9 @@ extension DownloadRequest {
         timeout = try named.optionalNumber("timeout", range: Configuration.timeoutRange) ?? defaults.timeout
         cacheKey = try named.optionalString("cacheKey")
         wait = try named.optionalBool("wait") ?? false
+        retries = Int(try named.optionalInteger("retries", range: Configuration.retriesRange) ?? Int64(defaults.retries))
+        mirrors = try named.optionalStringArray("mirrors") ?? []
+        for mirror in mirrors { try Self.checkMirror(mirror) }
     }
 
     /// What `download` needs of a URL it has checked.
@@ -84,6 +88,20 @@ extension DownloadRequest {
         let checked = CheckedURL(url: url, scheme: parsed.scheme, hasUserInfo: parsed.hasUserInfo)
         lastURL.withLock { $0 = checked }
         return checked
+    }
+
+    /// A `mirrors` entry checked as `url` is, and http or https whatever
+    /// `--allow-scheme` allows.
+    static func checkMirror(_ mirror: String) throws(RPCError) {
+        let scheme: String
+        do throws(RPCError) {
+            scheme = try checkedURL(mirror).scheme
+        } catch {
+            throw .invalidParams("a 'mirrors' entry is not a valid absolute URL with a host", param: "mirrors")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw .invalidParams("a 'mirrors' entry must be an http or https URL", param: "mirrors")
+        }
     }
 
 }

@@ -8,8 +8,9 @@ import Locking
 /// A batch's array is written only once every request in it is answered,
 /// and a download may finish before that.
 ///
-/// Notices about anything else go out at once; a progress notice naming
-/// both kinds of receipt is split, so no receipt's notices change order.
+/// Notices about anything else go out at once; a progress or retrying
+/// notice naming both kinds of receipt is split, so no receipt's notices
+/// change order.
 final class NoticeHold: Sendable {
     enum Subject: Hashable, Sendable {
         case receipt(String)
@@ -43,16 +44,17 @@ final class NoticeHold: Sendable {
         state.withLock { state in
             guard !state.pending.isEmpty else { return emit(notice) }
             switch notice {
-            case .progress(let figures, let receipts):
+            case .progress, .retrying:
+                let receipts = notice.receipts
                 var free: [String] = []
                 for receipt in receipts {
                     if state.pending[.receipt(receipt)] != nil {
-                        state.queued[.receipt(receipt), default: []].append(.progress(figures, receipts: [receipt]))
+                        state.queued[.receipt(receipt), default: []].append(notice.naming([receipt]))
                     } else {
                         free.append(receipt)
                     }
                 }
-                if !free.isEmpty { emit(free.count == receipts.count ? notice : .progress(figures, receipts: free)) }
+                if !free.isEmpty { emit(free.count == receipts.count ? notice : notice.naming(free)) }
             case .finished(let receipt, _, _):
                 hold(notice, about: .receipt(receipt), in: &state)
             case .view(let view):
@@ -89,6 +91,32 @@ extension Answer {
         case .download(let reply): .receipt(reply.receipt)
         case .bound(let view, _): .view(view)
         case .cancelled, .task, .tasks, .receipt: nil
+        }
+    }
+}
+
+extension Notice {
+    /// The receipts it names.
+    var receipts: [String] {
+        switch self {
+        case .progress(_, let receipts): receipts
+        case .retrying(let retry): retry.receipts
+        case .finished(let receipt, _, _): [receipt]
+        case .view: []
+        }
+    }
+
+    /// A task's notice (progress, retrying) naming only `receipts` of its
+    /// receipts; any other notice as it is.
+    func naming(_ receipts: [String]) -> Notice {
+        switch self {
+        case .progress(let figures, _):
+            return .progress(figures, receipts: receipts)
+        case .retrying(var retry):
+            retry.receipts = receipts
+            return .retrying(retry)
+        case .finished, .view:
+            return self
         }
     }
 }

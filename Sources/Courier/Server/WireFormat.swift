@@ -26,7 +26,7 @@ extension CourierServer {
                 "tasks": .array(reports.map { report in
                     var object = report.figures.fields
                     object["receipts"] = .array(report.receipts.map(JSON.string))
-                    object["state"] = .string(report.state.rawValue)
+                    object["state"] = .string(report.state.name)
                     return .object(object)
                 })
             ]
@@ -46,6 +46,8 @@ extension CourierServer {
             return ("download/finished", ["receipt": .string(receipt), "task": .string(task), "outcome": outcome.json])
         case .view(let notice):
             return notice.notification
+        case .retrying(let notice):
+            return ("download/retrying", notice.params)
         }
     }
 
@@ -95,6 +97,26 @@ extension ViewNotice {
     }
 }
 
+extension RetryNotice {
+    var params: JSON {
+        [
+            "task": .string(task), "receipts": .array(receipts.map(JSON.string)), "attempt": JSON(attempt),
+            "delay": .double(delay), "error": .object(error.fields(httpStatus: httpStatus)),
+        ]
+    }
+}
+
+extension TransferFailure {
+    /// The members of an outcome's `error`; `httpStatus` is the response's
+    /// status, named for an `http_status` error.
+    func fields(httpStatus: Int?) -> [String: JSON] {
+        var detail: [String: JSON] = ["code": .string(code.rawValue), "message": .string(message)]
+        if code == .httpStatus, let httpStatus { detail["httpStatus"] = JSON(httpStatus) }
+        if let curlCode { detail["curlCode"] = .integer(Int64(curlCode)) }
+        return detail
+    }
+}
+
 extension ImageInfo {
     var json: JSON { ["format": .string(format), "width": JSON(width), "height": JSON(height)] }
 }
@@ -112,15 +134,15 @@ extension Outcome {
             "size": .integer(size),
             "source": .string(source.rawValue),
             "durationMs": .double((durationMs * 1000).rounded() / 1000),
+            "attempts": JSON(attempts),
         ]
         if let path { object["path"] = .string(path) }
         if let text { object["text"] = .string(text) }
         if let base64 { object["base64"] = .string(base64) }
         if let image { object["image"] = image.json }
         if let error {
-            var detail: [String: JSON] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
-            if error.code == .httpStatus, let status { detail["httpStatus"] = JSON(status) }
-            if let curlCode = error.curlCode { detail["curlCode"] = .integer(Int64(curlCode)) }
+            var detail = error.fields(httpStatus: status)
+            if let retryAfter { detail["retryAfter"] = .integer(retryAfter) }
             object["error"] = .object(detail)
         }
         return .object(object)
