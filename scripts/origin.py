@@ -1291,3 +1291,78 @@ def _dispatch_with_gzip_fill(self: _Handler) -> None:
 
 
 _Handler._dispatch = _dispatch_with_gzip_fill  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------
+# Flaky resources, for tests of retries and mirrors. Origin.hits("/flaky/KEY")
+# is the number of requests KEY saw.
+#
+# /flaky/KEY?statuses=503,503,200&retry-after=V&retry-after-in=S&size=N&seed=SEED
+#     the n-th request for /flaky/KEY answers the n-th status of `statuses`
+#     (the last one again once the list is spent; default 200); with
+#     `hold=1` the first response waits for Origin.release("flaky/KEY")
+#     (Origin.wait_held("flaky/KEY") waits for it to arrive). A status
+#     outside 200-299 has the body "status CODE" and, when asked for,
+#     `Retry-After: V` exactly as given, or an HTTP date S seconds from now
+#     (`retry-after-in`, which may be negative); a 2xx status sends N bytes
+#     (default 1000) of pattern(N, SEED), SEED defaulting to KEY, so
+#     several keys can serve one resource.
+# /cut/KEY?times=T&size=N&send=M&seed=SEED
+#     the first T requests for /cut/KEY announce N bytes (default 100000),
+#     send the first M (default N/2) and close the connection cleanly: a
+#     body shorter than its Content-Length. Later ones send all N bytes.
+
+
+def _flaky(self: _Handler, key: str) -> None:
+    statuses = [int(s) for s in self.q.get("statuses", "200").split(",") if s.strip()] or [200]
+    count = self.origin.hits(f"/flaky/{key}")
+    status = statuses[min(count, len(statuses)) - 1]
+    if count == 1 and self.q.get("hold") == "1":
+        holds = _holds(self.origin)
+        with holds.changed:
+            holds.started[f"flaky/{key}"] = holds.started.get(f"flaky/{key}", 0) + 1
+            holds.changed.notify_all()
+            stopping = self.origin._stopping
+            holds.changed.wait_for(lambda: f"flaky/{key}" in holds.released or stopping.is_set(), 60)
+    if 200 <= status <= 299:
+        size = self._int("size", 1000)
+        self._send(status, pattern(size, self.q.get("seed", key)), "application/octet-stream")
+        return
+    headers = []
+    if "retry-after" in self.q:
+        headers.append(("Retry-After", self.q["retry-after"]))
+    elif "retry-after-in" in self.q:
+        headers.append(("Retry-After", http_date(time.time() + float(self.q["retry-after-in"]))))
+    self._send(status, f"status {status}".encode(), "text/plain; charset=utf-8", headers)
+
+
+def _cut(self: _Handler, key: str) -> None:
+    size = self._int("size", 100_000)
+    send = min(self._int("send", size // 2), size)
+    body = pattern(size, self.q.get("seed", key))
+    if self.origin.hits(f"/cut/{key}") > self._int("times", 1):
+        self._send(200, body, "application/octet-stream")
+        return
+    self._start(200, [("Content-Type", "application/octet-stream"), ("Content-Length", str(size))])
+    self.close_connection = True
+    self._write(body[:send])
+
+
+_dispatch_without_flaky = _Handler._dispatch
+
+
+def _dispatch_with_flaky(self: _Handler) -> None:
+    parts = urlsplit(self.path)
+    for prefix, route in (("/flaky/", _flaky), ("/cut/", _cut)):
+        if parts.path.startswith(prefix) and len(parts.path) > len(prefix) and self.origin._resource(parts.path) is None:
+            self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+            self.origin._record(parts.path, self.path, self.headers)
+            try:
+                route(self, parts.path[len(prefix):])
+            except ValueError as exc:
+                self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+            return
+    _dispatch_without_flaky(self)
+
+
+_Handler._dispatch = _dispatch_with_flaky  # type: ignore[method-assign]
