@@ -25,6 +25,7 @@ public final class Connection: AnswerSink {
 
     public let maxMessageBytes: Int
     private let input: Int32
+    private let outputFD: Int32
     private let output: OutputChannel
     private let mode: FramingMode
     private let detected: Locked<Framing?>
@@ -38,6 +39,7 @@ public final class Connection: AnswerSink {
         outputHighWater: Int = Connection.defaultOutputHighWater, outputLowWater: Int? = nil, logger: Logger
     ) {
         self.input = input
+        self.outputFD = output
         self.output = OutputChannel(fd: output, highWater: outputHighWater, lowWater: outputLowWater)
         self.mode = mode
         self.detected = Locked(mode.forced)
@@ -55,6 +57,24 @@ public final class Connection: AnswerSink {
         startThread(named: "courier.input", stackSize: 16 << 20) { [self] in
             readLoop(dispatcher: dispatcher)
             onEndOfInput()
+        }
+    }
+
+    /// Calls `body` once, on a thread of its own, when nobody can read the
+    /// output any more: its reading end is closed (`POLLERR` on a pipe, as a
+    /// write would fail with `EPIPE`), or hung up (`POLLHUP` on a socket or a
+    /// terminal). A file, which can always be written, never calls it.
+    public func whenOutputCloses(_ body: @escaping @Sendable () -> Void) {
+        startThread(named: "courier.output-watch") { [outputFD] in
+            // No event asked for: poll reports only the errors and hang-ups
+            // it always reports.
+            var watch = pollfd(fd: outputFD, events: 0, revents: 0)
+            while true {
+                let ready = poll(&watch, 1, -1)
+                if ready < 0, errno == EINTR { continue }
+                if ready != 0 { break }
+            }
+            body()
         }
     }
 

@@ -188,13 +188,15 @@ def test_shutdown_ends_every_receipt_before_its_result(courier, origin):
     assert c.wait_exit(10) == 0
 
 
-def test_end_of_input_ends_receipts_with_shutdown(courier, origin):
+def test_end_of_input_lets_a_download_under_way_end_as_it_would(courier, origin):
     c = courier()
-    result = c.download(origin.url("/stall?after=100"))
-    c.wait_progress(result["task"])
+    result = c.download(origin.url("/status/404?delay=0"), body="text")
+    stalled = c.download(origin.url("/stall?after=100&hold=1"), timeout=0.5)
+    c.wait_progress(stalled["task"])
     c.close_stdin()
     assert c.wait_exit(10) == 0
-    failed(c.outcomes[result["receipt"]][0], "shutdown")
+    failed(c.outcomes[result["receipt"]][0], "http_status")
+    failed(c.outcomes[stalled["receipt"]][0], "timeout")
 
 
 @pytest.fixture

@@ -272,6 +272,47 @@ def test_end_of_input_without_any_message_exits_0():
     assert done.stdout == b""
 
 
+def test_end_of_input_lets_every_download_finish_then_exits_0(spawn, origin):
+    # Given two downloads under way, one waiting in the queue behind them and
+    # one sent with wait: true
+    c = spawn("--max-active", "2")
+    urls = [origin.url(f"/drip?size=60000&chunks=6&interval=0.05&n={n}") for n in range(4)]
+    receipts = [c.download(url)["receipt"] for url in urls[:3]]
+    waiting = c.send_request("download", {"url": urls[3], "body": "text", "wait": True})
+    c.wait_until(lambda: len(c.progress_by_task) >= 2, what="two downloads running")
+
+    # When the client closes courier's stdin: no more requests
+    c.close_stdin()
+
+    # Then each download runs to its end, its outcome and the waiting answer
+    # are written, and courier exits with 0
+    assert c.wait_exit(30) == 0
+    outcomes = c.wait_all(receipts, timeout=5)
+    assert all(o["ok"] and o["size"] == 60000 for o in outcomes.values()), outcomes
+    answer = c.wait_response(waiting, timeout=5)
+    assert answer["result"]["outcome"]["ok"] and answer["result"]["outcome"]["size"] == 60000
+
+
+def test_end_of_input_ends_a_suspended_download_with_shutdown_once_the_rest_is_done(spawn, origin):
+    # Given a suspended download beside one that runs
+    c = spawn()
+    held = c.download(origin.url("/drip?size=60000&chunks=6&interval=0.2&held=1"))
+    c.request("suspend", {"receipt": held["receipt"]})
+    running = c.download(origin.url("/drip?size=30000&chunks=6&interval=0.05&run=1"))
+
+    # When input ends: no request can resume the suspended one any more
+    c.close_stdin()
+
+    # Then the running one finishes, the suspended one ends with shutdown,
+    # in that order, and courier exits with 0
+    assert c.wait_exit(30) == 0
+    outcomes = c.wait_all([running["receipt"], held["receipt"]], timeout=5)
+    assert outcomes[running["receipt"]]["ok"], outcomes
+    assert outcomes[held["receipt"]]["error"]["code"] == "shutdown", outcomes
+    assert c.finished_order == [running["receipt"], held["receipt"]]
+
+
+
 # ---------------------------------------------------------------- rpc.discover
 
 

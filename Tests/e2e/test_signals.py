@@ -2,7 +2,8 @@
 `shutdown` then `exit` (every unfinished receipt ends `shutdown`, nothing
 temporary is left in the cache directory, exit code 0); a second signal ends
 courier at once, even while the first shutdown waits for a client that does
-not read; end of stdin acts the same way."""
+not read; a client that is gone (stdin and stdout closed) gets the same end
+at once. (End of stdin alone lets the downloads finish: test_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -87,19 +88,36 @@ def test_a_download_waiting_for_its_outcome_gets_shutdown_on_sigterm(courier, or
     assert c.wait_exit(20) == 0
 
 
-def test_end_of_stdin_ends_unfinished_receipts_with_shutdown(courier, origin, cache_dir):
-    # Given downloads that hang
-    c = courier()
-    results = start_stalled_downloads(c, origin)
+def test_a_client_that_is_gone_ends_the_downloads_at_once(origin, cache_dir):
+    # Given downloads that hang, each seen running
+    env = {name: value for name, value in os.environ.items() if name not in PROXY_VARIABLES}
+    proc = subprocess.Popen([COURIER, "--cache-dir", str(cache_dir)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        for n in range(2):
+            proc.stdin.write(frame({"jsonrpc": "2.0", "id": n, "method": "download",
+                                    "params": {"url": origin.url(f"/stall?after=1000&hold=60&gone={n}")}}))
+        proc.stdin.flush()
+        seen = b""
+        while seen.count(b'"download/progress"') < 2:
+            readable, _, _ = select.select([proc.stdout], [], [], 20)
+            assert readable, f"no progress within 20 s: {seen!r}"
+            seen += os.read(proc.stdout.fileno(), 1 << 16)
 
-    # When the client closes courier's stdin
-    c.close_stdin()
+        # When the client goes away: its ends of both pipes close
+        closed = time.monotonic()
+        proc.stdout.close()
+        proc.stdin.close()
 
-    # Then each receipt ends with shutdown and courier exits with 0
-    outcomes = c.wait_all([r["receipt"] for r in results], timeout=20)
-    assert all(o["error"]["code"] == "shutdown" for o in outcomes.values()), outcomes
-    assert c.wait_exit(20) == 0
-    assert leftovers(cache_dir) == []
+        # Then courier ends the stalled downloads at once and exits with 0,
+        # leaving nothing temporary behind
+        assert proc.wait(10) == 0
+        assert time.monotonic() - closed < 5, "courier waited on downloads nobody can hear about"
+        assert leftovers(cache_dir) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 class Unread:

@@ -32,6 +32,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
 
     private let state: Locked<DownloadScheduler<Waiter>>
     private let outbox = Locked(Outbox())
+    /// What `whenSettled` runs, until it has run.
+    private let onSettled = Locked<(@Sendable () -> Void)?>(nil)
     /// Transfers handed to the engine, until they end or are stopped.
     private let transfers = Locked<[TransferID: Transfer]>([:])
     private let settings: Locked<Configuration>
@@ -237,9 +239,38 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                 if actions.isEmpty { outbox.draining = false }
                 return actions
             }
-            if actions.isEmpty { return }
+            if actions.isEmpty { break }
             batch { for action in actions { perform(action) } }
         }
+        runIfSettled()
+    }
+
+    // MARK: - Settling
+
+    /// Runs `body` once, as soon as no download runs, waits in the queue or
+    /// has its outcome made (suspended ones may be left) and the answers and
+    /// notifications that led there have been handed on; at once when that
+    /// is so already. What end of input waits for: every request has come.
+    func whenSettled(_ body: @escaping @Sendable () -> Void) {
+        onSettled.withLock { $0 = body }
+        runIfSettled()
+    }
+
+    /// Every step ends by draining the outbox, which calls this once the
+    /// outbox is empty, so the last step that settles the scheduler is seen.
+    private func runIfSettled() {
+        guard onSettled.withLock({ $0 != nil }) else { return }
+        let settled = state.withLock { scheduler in
+            scheduler.receipts.values.allSatisfy { receipt in
+                receipt.phase == .active && scheduler.tasks[receipt.taskID]?.state == .suspended
+            }
+        }
+        guard settled, outbox.withLock({ !$0.draining && $0.actions.isEmpty }) else { return }
+        let body = onSettled.withLock { body in
+            defer { body = nil }
+            return body
+        }
+        body?()
     }
 
     private func perform(_ action: Action) {

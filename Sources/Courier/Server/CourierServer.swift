@@ -71,11 +71,25 @@ public final class CourierServer: Sendable {
 
     /// Starts serving; returns at once.
     public func start() {
-        connection.start(dispatcher: dispatcher) { [self] in
-            logger.debug("end of input")
-            shutDown()
-            finish(code: 0)
+        connection.start(dispatcher: dispatcher) { [self] in finishAfterEndOfInput() }
+    }
+
+    /// End of input means no more requests, not the end of the work asked
+    /// for: downloads that run or wait in the queue go on to their end and
+    /// their notifications and answers are written, then what is left
+    /// (suspended downloads, which no request can resume now) ends with
+    /// `shutdown` and courier exits with 0. A client that can no longer
+    /// read its output ends everything with `shutdown` at once.
+    private func finishAfterEndOfInput() -> Never {
+        logger.debug("end of input: finishing the downloads under way")
+        let finished = DispatchSemaphore(value: 0)
+        connection.whenOutputCloses { [logger] in
+            logger.debug("the client closed its end of the output")
+            finished.signal()
         }
+        downloader.whenSettled { finished.signal() }
+        finished.wait()
+        finish(code: 0)
     }
 
     public var currentConfiguration: Configuration { configuration.withLock { $0 } }
