@@ -48,12 +48,12 @@ public struct Configuration: Sendable {
     public var framing = FramingMode.auto
     /// Least severity logged. Setting it also sets `logLevels`, which the
     /// log handlers made by `LiveLevelLogHandler` follow.
-    public var logLevel = Logger.Level.info {
+    public var logLevel = Logger.Level.warning {
         didSet { logLevels.level = logLevel }
     }
     /// The level in effect for the log handlers, shared by every copy of
     /// this configuration: `initialize` changes it while courier runs.
-    public let logLevels = LogLevelSetting(.info)
+    public let logLevels = LogLevelSetting(.warning)
     public var maxMessageBytes = 16 << 20
     public var indicatorEnabled = true
     /// How many attempts may follow a download's first after transient

@@ -127,6 +127,11 @@ struct CourierCommand: ParsableCommand {
         let protocolOutput = dup(STDOUT_FILENO)
         dup2(STDERR_FILENO, STDOUT_FILENO)
 
+        if isatty(STDIN_FILENO) == 1 {
+            // A person who typed `courier` gets told what it waits for.
+            let hint = "courier: reading JSON-RPC 2.0 requests on stdin (see courier --help); to download files yourself, run: courier get URL\n"
+            _ = hint.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        }
         let connection = Connection(
             input: STDIN_FILENO, output: protocolOutput, mode: config.framing,
             maxMessageBytes: config.maxMessageBytes, logger: logger)

@@ -113,7 +113,7 @@ struct ServerSettings: Sendable {
     var maxMemoryBody: Int64 = 64 << 20
     var framing = "auto"
     var maxMessageBytes: Int64 = 16 << 20
-    var logLevel = "info"
+    var logLevel = "warning"
 
     /// What is wrong with the server's own values (the cache's and the
     /// transfers' are checked apart), as the command line says it.

@@ -312,6 +312,19 @@ def test_end_of_input_ends_a_suspended_download_with_shutdown_once_the_rest_is_d
     assert c.finished_order == [running["receipt"], held["receipt"]]
 
 
+def test_a_normal_run_writes_nothing_on_stderr(origin):
+    # Given courier spawned by a program with the default settings
+    with Session(COURIER, []) as c:
+        # When the program does what programs do
+        c.initialize(clientInfo={"name": "an editor", "version": "1"})
+        assert c.fetch(origin.url("/bytes/1000"))["ok"]
+        assert c.fetch(origin.url("/status/404"))["error"]["code"] == "http_status"
+        c.shutdown()
+        c.exit()
+        assert c.wait_exit(10) == 0
+    # Then its stderr stays empty (read to its end when the session closed)
+    assert c.stderr_text == ""
+
 
 # ---------------------------------------------------------------- rpc.discover
 

@@ -51,7 +51,7 @@ def start_stalled_downloads(c, origin, count: int = 2) -> list[dict]:
 @pytest.mark.parametrize("name", SIGNALS)
 def test_a_signal_acts_as_shutdown_and_exit(courier, origin, cache_dir, name):
     # Given downloads that hang with part of their body received
-    c = courier()
+    c = courier("--log-level", "notice")
     stored = c.download(origin.url("/cache?max-age=600&body=kept"), body="text", wait=True)
     assert stored["outcome"]["ok"]
     results = start_stalled_downloads(c, origin)
@@ -126,7 +126,8 @@ class Unread:
 
     def __init__(self, cache_dir: Path):
         env = {name: value for name, value in os.environ.items() if name not in PROXY_VARIABLES}
-        self.proc = subprocess.Popen([COURIER, "--cache-dir", str(cache_dir)], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([COURIER, "--cache-dir", str(cache_dir), "--log-level", "notice"],
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.stderr = b""
         self._cv = threading.Condition()
