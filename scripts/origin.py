@@ -1366,3 +1366,41 @@ def _dispatch_with_flaky(self: _Handler) -> None:
 
 
 _Handler._dispatch = _dispatch_with_flaky  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------
+# Files under any name, for `courier get`'s naming: /files/<anything>?size=N
+# sends N bytes (default 100) of pattern(N, <the raw path>), whatever the
+# path holds (escapes, `..`, a trailing `/`); ?disposition=V adds a
+# Content-Disposition header of V, sent as its bytes (latin-1 maps each byte
+# of the decoded query to one character).
+
+
+def _files(self: _Handler) -> None:
+    raw_path = urlsplit(self.path).path
+    size = self._int("size", 100)
+    if not 0 <= size <= 1 << 30:
+        raise ValueError("size must be within 0..2^30")
+    query = urlsplit(self.path).query
+    disposition = parse_qs(query, encoding="latin-1").get("disposition", [""])[-1]
+    headers = [("Content-Disposition", disposition)] if disposition else []
+    self._send(200, pattern(size, raw_path), "application/octet-stream", headers)
+
+
+_dispatch_without_files = _Handler._dispatch
+
+
+def _dispatch_with_files(self: _Handler) -> None:
+    parts = urlsplit(self.path)
+    if not parts.path.startswith("/files/") or self.origin._resource(parts.path) is not None:
+        _dispatch_without_files(self)
+        return
+    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    self.origin._record(parts.path, self.path, self.headers)
+    try:
+        _files(self)
+    except ValueError as exc:
+        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+
+_Handler._dispatch = _dispatch_with_files  # type: ignore[method-assign]

@@ -43,7 +43,16 @@ struct CourierCommand: ParsableCommand {
                 exit(withError: error)
             }
         } else {
-            main(nil)
+            do {
+                var command = try parseAsRoot(nil)
+                do {
+                    try command.run()
+                } catch let error as ValidationError where command is GetCommand {
+                    GetCommand.exit(withUsageError: error.message)
+                }
+            } catch {
+                exit(withError: error)
+            }
         }
     }
 

@@ -9,86 +9,167 @@ import Darwin
 import Logging
 import Synchronization
 
-/// `courier get URL...`: downloads files into a directory for a person at a
-/// terminal, with the engine and cache that serving uses, in-process.
+/// `courier get URL...`: downloads files for a person at a terminal, with
+/// the engine and cache that serving uses, in-process; its flags are
+/// curl's and aria2c's names for the same things.
 struct GetCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
-        abstract: "Download URLs into a directory, with progress on a terminal.",
+        abstract: "Download URLs into files, with progress on a terminal.",
+        usage: """
+            courier get [<options>] <url> ...
+            courier get [<options>] -i <file>
+            courier get [<options>] -o <file> <url>
+            """,
         discussion: """
-            Each file is named after its URL's last path component; a name already taken, in the \
-            directory, by an earlier URL or by a file that appears there while the download runs (one \
-            of another run, say), gets a numeric suffix (name-1.ext), so nothing is overwritten. On a \
-            terminal, a line per running download and a total show bytes, rate and ETA; otherwise each \
-            finished download prints one line. Failures go to stderr as `URL: error_code: message`, \
-            and the exit status is 1 if any download failed. Ctrl-C cancels every download, leaves no \
-            partial file and exits with 130; a second Ctrl-C exits at once.
+            Each file is named after its URL's last path segment, percent-decoded (my%20file.txt is \
+            saved as 'my file.txt'), with '/', control characters and bidirectional marks made '_'; \
+            a decoded name that is not UTF-8 keeps those bytes escaped (caf%E9.txt); a URL ending in \
+            '/', or with a query alone, gives index.html. With --remote-header-name the response's \
+            Content-Disposition filename, made safe the same way, comes first. A URL without a \
+            scheme is taken as http://, as curl does.
+
+            A file already at a download's name is never replaced or renamed around: by default the \
+            download fails with file_exists before any transfer; --no-clobber skips it instead, and \
+            --overwrite replaces it once the new body is complete. The body streams into a hidden \
+            file beside its name, so no partial file ever has the name. Two URLs of one run that \
+            come to one name: the second fails with file_exists.
+
+            Results go to stdout: `URL -> FILE (SIZE, TIME)` for each file saved (`from cache` when \
+            the cache served it) and `URL -> FILE (exists, skipped)`, or with --json each outcome as \
+            a JSON line. Progress and messages go to stderr: on a terminal a line per running \
+            download and a total (bytes, rate, ETA) fitted to its width, `URL: error_code: message` \
+            for each failure, and a closing summary (files ok, from cache, skipped, failed; bytes \
+            from the network with their time and rate, cache hits left out).
+
+            Exit status: 0 when every URL was saved or skipped, 1 when any failed, 64 for a bad \
+            command line, 130 after Ctrl-C, which cancels every download and leaves no partial \
+            file (a second Ctrl-C exits at once).
+
+            Examples:
+              courier get https://example.org/logo.png
+              courier get -o logo.png example.org/logo.png
+              courier get -d downloads -j 8 URL1 URL2 URL3
+              courier get -i urls.txt -d downloads --no-clobber
+              printf '%s\\n' URL1 URL2 | courier get -i - -d downloads
+              courier get --json URL > outcomes.jsonl
             """)
 
-    @Argument(help: "The http or https URLs to download.")
-    var urls: [String]
+    @Argument(help: ArgumentHelp("URLs to download (http:// is assumed when there is no scheme).", valueName: "url"))
+    var urls: [String] = []
 
-    @Option(name: [.customShort("o"), .long], help: "Directory the files go into (created if missing; default: the current directory).")
+    @Option(
+        name: [.customShort("o"), .long],
+        help: "Save the one URL as this file (inside --output-dir when relative).",
+        completion: .file())
+    var output: String?
+
+    @Option(
+        name: [.customShort("d"), .long],
+        help: "Directory the files go into, made when missing (default: the current directory).",
+        completion: .directory)
     var outputDir: String?
+
+    @Option(
+        name: [.customShort("i"), .long],
+        help: "Read URLs from this file, one a line ('-': stdin; blank lines and lines starting with # are skipped).",
+        completion: .file())
+    var inputFile: String?
+
+    @Flag(
+        name: [.customShort("J"), .long],
+        help: "Name each file after its response's Content-Disposition filename, when it has one.")
+    var remoteHeaderName = false
+
+    @Flag(help: "Skip a URL whose file exists (default: fail it with file_exists).")
+    var noClobber = false
+
+    @Flag(help: "Replace a file that exists once the new body is complete.")
+    var overwrite = false
 
     @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
     var jobs: Int = 4
 
-    @Flag(help: "Print each outcome as a JSON line instead of text and progress.")
+    @Flag(name: [.customShort("q"), .long], help: "No progress and no summary; failures are still printed.")
+    var quiet = false
+
+    @Flag(help: "Print each outcome as a JSON line on stdout instead of a result line.")
     var json = false
 
     @OptionGroup var cache: CacheOptions
 
     @OptionGroup var transfers: TransferOptions
 
-    @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.")
+    @Option(
+        help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.",
+        completion: .list(Logger.Level.allCases.map(\.rawValue)))
     var logLevel: String = "warning"
 
     func validate() throws {
-        guard !urls.isEmpty else { throw ValidationError("give at least one URL") }
+        guard !urls.isEmpty || inputFile != nil else { throw ValidationError("give a URL, or -i FILE with URLs") }
         guard (1...10_000).contains(jobs) else { throw ValidationError("--jobs must be 1 to 10000") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
+        guard !(noClobber && overwrite) else { throw ValidationError("--no-clobber and --overwrite exclude each other") }
+        if let output {
+            guard urls.count == 1, inputFile == nil else {
+                throw ValidationError("-o names one file: give one URL (-d DIR saves several)")
+            }
+            guard !remoteHeaderName else { throw ValidationError("-o names the file: --remote-header-name does not apply") }
+            guard output != "-" else { throw ValidationError("-o - (stdout) is not supported: give a file name") }
+            guard let name = Self.split(output).name, name != ".", name != ".." else {
+                throw ValidationError("-o '\(output)' names a directory, not a file (-d DIR saves into a directory)")
+            }
+        }
     }
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
 
-        let directory = outputDir ?? "."
-        if let failure = Self.makeDirectories(directory) {
-            throw ValidationError("cannot create the output directory \(directory): \(String(cString: strerror(failure)))")
+        var all = urls
+        if let inputFile {
+            do throws(URLList.ReadFailure) {
+                all += URLList.urls(in: try URLList.read(inputFile))
+            } catch {
+                throw ValidationError(error.message)
+            }
+            guard !all.isEmpty else { throw ValidationError("no URL in \(inputFile == "-" ? "stdin" : inputFile)") }
         }
-        guard let root = realpath(directory, nil) else {
-            throw ValidationError("cannot open the output directory \(directory): \(String(cString: strerror(errno)))")
+        all = all.map(URLList.withScheme)
+
+        // The directory as the user wrote it (for what is shown), and the
+        // name -o gives.
+        var directory = outputDir
+        var fixedName: String?
+        if let output {
+            let (parent, name) = Self.split(output)
+            fixedName = name
+            if output.hasPrefix("/") {
+                directory = parent
+            } else if let parent {
+                directory = directory.map { Self.joined($0, parent) } ?? parent
+            }
         }
-        let rootPath = String(cString: root)
-        free(root)
+        let destination = try Self.open(directory ?? ".")
 
         var config = cache.settings.configuration
         transfers.settings.apply(to: &config)
         config.maxActive = jobs
         // Every file lies in the output directory: no symbolic link inside
         // leads a download out of it.
-        config.downloadRoot = rootPath
+        config.downloadRoot = destination.path
         config.logLevel = Logger.Level(rawValue: logLevel)!
         let logLevels = config.logLevels
         LoggingSystem.bootstrap { label in
             LiveLevelLogHandler(RedactingLogHandler(StreamLogHandler.standardError(label: label)), level: logLevels)
         }
 
-        let output: OutputDirectory
-        do throws(OutputDirectory.OpenFailure) {
-            output = try OutputDirectory(path: rootPath)
-        } catch {
-            throw ValidationError(error.description)
-        }
-        // A file's name as the user wrote its directory.
-        let shown: @Sendable (String) -> String = { name in outputDir.map { Self.joined($0, name) } ?? name }
-        let style: ProgressReport.Style = json ? .json : isatty(STDOUT_FILENO) == 1 ? .terminal : .lines
-        let report = ProgressReport(style: style, urls: urls)
+        let shownDirectory = directory
+        let shown: @Sendable (String) -> String = { name in shownDirectory.map { Self.joined($0, name) } ?? name }
+        let report = ProgressReport(urls: all, json: json, quiet: quiet, shown: shown)
         let downloads = try InProcessDownloads(configuration: config, logger: Logger(label: "courier")) { event in
             switch event {
             case .progress(let request, let progress): report.progress(request - 1, progress)
-            case .finished(let request, let completion): report.finished(request - 1, completion, name: completion.name.map(shown))
+            case .finished(let request, let completion): report.finished(request - 1, completion)
             }
         }
 
@@ -101,11 +182,17 @@ struct GetCommand: ParsableCommand {
             },
             again: { _ in report.abandon() })
 
-        for (index, url) in urls.enumerated() {
+        let existing: ExistingFile = noClobber ? .skip : overwrite ? .replace : .refuse
+        for (index, url) in all.enumerated() {
             guard interrupted.signal.load(ordering: .relaxed) == 0 else { break }
+            let request = InProcessDownloads.Request(
+                url: url, directory: destination, name: fixedName ?? RemoteFileName.forURL(url),
+                nameFromResponse: remoteHeaderName, existing: existing)
             do throws(InProcessDownloads.RequestError) {
-                let request = InProcessDownloads.Request(url: url, directory: output, name: InProcessDownloads.fileName(for: url))
-                report.started(index, name: shown(try downloads.start(request).name))
+                switch try downloads.start(request) {
+                case .started(_, let name): report.started(index, name: shown(name))
+                case .skipped(let name): report.skipped(index, name: name, path: destination.path + "/" + name)
+                }
             } catch {
                 report.refused(index, error)
             }
@@ -124,6 +211,46 @@ struct GetCommand: ParsableCommand {
 
     private final class Interruption: Sendable {
         let signal = Atomic<Int32>(0)
+    }
+
+    /// Prints `message` as ArgumentParser prints a usage error, with `get`'s
+    /// usage, and exits with 64: for what only running finds wrong with the
+    /// command line (a directory that cannot be made, an `-i` file that
+    /// cannot be read).
+    static func exit(withUsageError message: String) -> Never {
+        let usage = CourierCommand.usageString(for: GetCommand.self)
+            .split(separator: "\n", omittingEmptySubsequences: false)
+            .enumerated().map { $0.offset == 0 ? "Usage: " + $0.element : "       " + $0.element.drop { $0 == " " } }
+            .joined(separator: "\n")
+        let text = "Error: \(message)\n\(usage)\n  See 'courier get --help' for more information.\n"
+        _ = text.withCString { Glibc.write(STDERR_FILENO, $0, strlen($0)) }
+        Glibc.exit(64)
+    }
+
+    /// The output directory at `path`, made with its parents when missing,
+    /// opened by its real path.
+    private static func open(_ path: String) throws -> OutputDirectory {
+        if let failure = makeDirectories(path) {
+            throw ValidationError("cannot create the output directory \(path): \(String(cString: strerror(failure)))")
+        }
+        guard let real = realpath(path, nil) else {
+            throw ValidationError("cannot open the output directory \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { free(real) }
+        do throws(OutputDirectory.OpenFailure) {
+            return try OutputDirectory(path: String(cString: real))
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    /// `path`'s directory part (nil when it has none) and its last
+    /// component (nil when it ends with `/` or is empty).
+    static func split(_ path: String) -> (parent: String?, name: String?) {
+        guard let slash = path.lastIndex(of: "/") else { return (nil, path.isEmpty ? nil : path) }
+        let name = String(path[path.index(after: slash)...])
+        let parent = slash == path.startIndex ? "/" : String(path[..<slash])
+        return (parent, name.isEmpty ? nil : name)
     }
 
     /// `name` in `directory`, as the user wrote the directory, with one

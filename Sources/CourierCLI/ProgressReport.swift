@@ -9,20 +9,27 @@ import Darwin
 import JSON
 import Locking
 
-/// What `courier get` shows as downloads run and end. On a terminal: a line
-/// per running download and a total (bytes, rate, ETA), redrawn in place at
-/// most ten times a second, with each finished download's line printed above
-/// them, and cleared at the end. Otherwise one line per finished download,
-/// or with `--json` its outcome as a JSON line. Failures always go to stderr
-/// as `URL: error_code: message`.
+/// What `courier get` shows as downloads run and end.
+///
+/// Results go to stdout: a line per file saved or skipped
+/// (`URL -> FILE (SIZE, TIME)`), or with `--json` every outcome as a JSON
+/// line. The rest goes to stderr: failures (`URL: error_code: message`) and,
+/// unless quiet, a closing summary. When stderr is a terminal (and not
+/// quiet), a live display there shows a line per running download and a
+/// total — bytes, rate, ETA, fitted to the terminal's width — redrawn in
+/// place at most ten times a second, with each result and message printed
+/// above it; it is cleared at the end. Cache hits are shown as such, and
+/// their bytes count in no rate.
 ///
 /// Events arrive from the downloads' queue and ticks from a timer: every
 /// method takes `lock`, so what is written never interleaves.
 final class ProgressReport: @unchecked Sendable {
-    enum Style {
-        case terminal
-        case lines
-        case json
+    /// How an item ended.
+    private enum End {
+        case saved(fromCache: Bool)
+        case skipped
+        case failed
+        case cancelled
     }
 
     private struct Item {
@@ -30,30 +37,42 @@ final class ProgressReport: @unchecked Sendable {
         /// The file's name as shown: the one it started with, then the one
         /// it finished under.
         var name = ""
+        /// Bytes from the network so far.
         var received: Int64 = 0
         var expected: Int64?
         /// Some progress came, so the transfer runs.
         var running = false
-        var done = false
+        var end: End?
         var meter = RateMeter()
     }
 
     private let lock = Locked(())
-    private let style: Style
+    /// A file's name as the user wrote its directory.
+    private let shown: (String) -> String
+    private let json: Bool
+    private let live: Bool
+    private let summarizes: Bool
     private var items: [Item]
     private var total = RateMeter()
+    /// Bytes the cache tiers served.
+    private var cachedBytes: Int64 = 0
+    private let started = ProgressReport.now()
+    private var wasInterrupted = false
     /// Lines of the live display now on the screen, above the cursor.
     private var drawnLines = 0
-    private var finishedCount = 0
-    private var failureCount = 0
     private var timer: (any DispatchSourceTimer)?
     /// The terminal's settings before the display changed them.
     private let savedMode: termios?
 
-    init(style: Style, urls: [String]) {
-        self.style = style
+    /// `quiet` leaves out the display and the summary; `shown` gives a
+    /// file's name as the user wrote its directory.
+    init(urls: [String], json: Bool, quiet: Bool, shown: @escaping (String) -> String) {
+        self.shown = shown
+        self.json = json
+        live = !quiet && isatty(STDERR_FILENO) == 1
+        summarizes = !quiet
         items = urls.map { Item(url: $0) }
-        savedMode = style == .terminal ? Self.quietTerminal() : nil
+        savedMode = live ? Self.quietTerminal() : nil
     }
 
     /// Keeps typed keys and `^C` off the display, and keeps the terminal
@@ -62,102 +81,157 @@ final class ProgressReport: @unchecked Sendable {
     /// to restore.
     private static func quietTerminal() -> termios? {
         var mode = termios()
-        guard tcgetattr(STDOUT_FILENO, &mode) == 0 else { return nil }
+        guard tcgetattr(STDERR_FILENO, &mode) == 0 else { return nil }
         let saved = mode
         mode.c_lflag &= ~tcflag_t(ECHO | ECHOCTL)
         mode.c_lflag |= tcflag_t(NOFLSH)
-        tcsetattr(STDOUT_FILENO, TCSANOW, &mode)
+        tcsetattr(STDERR_FILENO, TCSANOW, &mode)
         return saved
     }
 
     private func restoreTerminal() {
         guard var mode = savedMode else { return }
-        tcsetattr(STDOUT_FILENO, TCSANOW, &mode)
+        tcsetattr(STDERR_FILENO, TCSANOW, &mode)
     }
 
-    var failures: Int { lock.withLock { _ in failureCount } }
+    /// Failed and cancelled items.
+    var failures: Int {
+        lock.withLock { _ in
+            items.count { item in
+                switch item.end {
+                case .failed, .cancelled: true
+                default: false
+                }
+            }
+        }
+    }
 
     // MARK: - Events
 
     /// The download of URL `index` has started, into the file `name`.
     func started(_ index: Int, name: String) {
         lock.withLock { _ in
-            guard items.indices.contains(index), !items[index].done else { return }
+            guard items.indices.contains(index), items[index].end == nil else { return }
             items[index].name = name
         }
     }
 
     func progress(_ index: Int, _ progress: InProcessDownloads.Progress) {
         lock.withLock { _ in
-            guard items.indices.contains(index), !items[index].done else { return }
+            guard items.indices.contains(index), items[index].end == nil else { return }
             items[index].received = max(items[index].received, progress.received)
             items[index].expected = progress.expected ?? items[index].expected
             items[index].running = true
         }
     }
 
-    /// The download of URL `index` has ended; `name` is the file it made.
-    func finished(_ index: Int, _ completion: InProcessDownloads.Completion, name: String?) {
+    /// The download of URL `index` has ended.
+    func finished(_ index: Int, _ completion: InProcessDownloads.Completion) {
         lock.withLock { _ in
             guard items.indices.contains(index) else { return }
-            items[index].done = true
-            if let name { items[index].name = name }
-            finishedCount += 1
-            if completion.ok {
-                items[index].received = completion.size
-                items[index].expected = completion.size
-            } else {
-                failureCount += 1
-            }
+            if let name = completion.name { items[index].name = shown(name) }
             let item = items[index]
-            switch style {
-            case .json:
-                Self.write(STDOUT_FILENO, completion.json.description + "\n")
-            case .lines, .terminal:
-                if completion.ok { Self.write(STDOUT_FILENO, clearing() + Self.summary(item, completion) + "\n") }
+            if completion.skipped {
+                end(index, .skipped, result: "\(item.url) -> \(item.name) (exists, skipped)", json: completion.json)
+            } else if completion.ok {
+                if completion.fromCache {
+                    cachedBytes += completion.size
+                } else {
+                    items[index].received = completion.size
+                }
+                items[index].expected = completion.size
+                end(
+                    index, .saved(fromCache: completion.fromCache),
+                    result: "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(Self.how(completion)))",
+                    json: completion.json)
+            } else {
+                let code = completion.errorCode ?? "failed"
+                let message = failure(code: code, message: completion.errorMessage, conflict: completion.conflict)
+                end(index, code == "cancelled" ? .cancelled : .failed, failure: "\(item.url): \(message)", json: completion.json)
             }
-            if let code = completion.errorCode {
-                if style == .terminal { Self.write(STDOUT_FILENO, clearing()) }
-                Self.write(STDERR_FILENO, "\(item.url): \(code): \(completion.errorMessage ?? "")\n")
-            }
-            if style == .terminal { draw(now: Self.now()) }
         }
     }
 
-    /// A URL the downloader refused before any transfer.
+    /// URL `index` was not fetched: the file `name`, at `path`, exists and
+    /// is kept.
+    func skipped(_ index: Int, name: String, path: String) {
+        lock.withLock { _ in
+            guard items.indices.contains(index) else { return }
+            items[index].name = shown(name)
+            let url = items[index].url
+            let line: JSON = ["ok": true, "url": .string(url), "path": .string(path), "skipped": true]
+            end(index, .skipped, result: "\(url) -> \(shown(name)) (exists, skipped)", json: line)
+        }
+    }
+
+    /// A URL refused before any transfer.
     func refused(_ index: Int, _ error: InProcessDownloads.RequestError) {
         lock.withLock { _ in
             guard items.indices.contains(index) else { return }
-            items[index].done = true
-            finishedCount += 1
-            failureCount += 1
             let url = items[index].url
-            if style == .json {
-                let line: JSON = [
-                    "ok": false, "url": .string(url),
-                    "error": ["code": .string(error.code), "message": .string(error.message)],
-                ]
-                Self.write(STDOUT_FILENO, line.description + "\n")
-            }
-            Self.write(STDERR_FILENO, "\(url): \(error.code): \(error.message)\n")
+            let message = failure(code: error.code, message: error.message, conflict: error.conflict)
+            let line: JSON = [
+                "ok": false, "url": .string(url),
+                "error": ["code": .string(error.code), "message": .string(error.message)],
+            ]
+            end(index, .failed, failure: "\(url): \(message)", json: line)
         }
+    }
+
+    /// Records how item `index` ended and prints its result (stdout) or
+    /// failure (stderr); called with the lock held.
+    private func end(_ index: Int, _ end: End, result: String? = nil, failure: String? = nil, json line: JSON) {
+        items[index].end = end
+        var out = ""
+        if json {
+            out = line.description + "\n"
+        } else if let result {
+            out = TerminalText.printable(result) + "\n"
+        }
+        let err = failure.map { TerminalText.printable($0) + "\n" } ?? ""
+        let clear = clearing()
+        if !clear.isEmpty { Self.write(STDERR_FILENO, clear) }
+        if !out.isEmpty { Self.write(STDOUT_FILENO, out) }
+        if !err.isEmpty { Self.write(STDERR_FILENO, err) }
+        draw(now: Self.now())
+    }
+
+    /// `code: message`, or the code alone when the message adds nothing
+    /// (`cancelled`); a taken name says where it is and what to do.
+    private func failure(code: String, message: String?, conflict: InProcessDownloads.NameConflict?) -> String {
+        switch conflict {
+        case .exists(let name):
+            return "\(code): \(shown(name)) exists (--no-clobber skips it, --overwrite replaces it)"
+        case .claimed(let name):
+            return "\(code): another URL of this run is saved as \(shown(name))"
+        case nil:
+            guard let message, !message.isEmpty, message != code else { return code }
+            return "\(code): \(message)"
+        }
+    }
+
+    /// How a saved file came: its transfer's time, or the cache.
+    private static func how(_ completion: InProcessDownloads.Completion) -> String {
+        if completion.fromCache { return "from cache" }
+        if completion.source == "revalidated" { return "revalidated" }
+        return Units.format("%.1f s", completion.durationMs / 1000)
     }
 
     // MARK: - The live display
 
     /// Redraws ten times a second from now on, on a terminal.
     func startTicking() {
-        guard style == .terminal else { return }
+        guard live else { return }
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "courier.get.display"))
         timer.schedule(deadline: .now(), repeating: .milliseconds(100))
         timer.setEventHandler { [self] in
             lock.withLock { _ in
                 let now = Self.now()
-                for index in items.indices where items[index].running && !items[index].done {
+                for index in items.indices where items[index].running && items[index].end == nil {
                     items[index].meter.add(items[index].received, at: now)
                 }
-                total.add(items.reduce(0) { $0 + $1.received }, at: now)
-                Self.write(STDOUT_FILENO, clearing())
+                total.add(networkBytes, at: now)
+                Self.write(STDERR_FILENO, clearing())
                 draw(now: now)
             }
         }
@@ -165,23 +239,24 @@ final class ProgressReport: @unchecked Sendable {
         timer.resume()
     }
 
-    /// Stops the display and clears it; the finished lines stay.
+    /// Stops the display and clears it, then prints the summary.
     func end() {
         let timer = lock.withLock { _ in self.timer }
         timer?.cancel()
         lock.withLock { _ in
             self.timer = nil
-            if style == .terminal { Self.write(STDOUT_FILENO, clearing() + Self.showCursor) }
+            if live { Self.write(STDERR_FILENO, clearing() + Self.showCursor) }
             restoreTerminal()
+            if summarizes { Self.write(STDERR_FILENO, summary(now: Self.now()).map { $0 + "\n" }.joined()) }
         }
     }
 
     /// The first Ctrl-C: what is left is being cancelled.
     func interrupted() {
-        guard style == .terminal else { return }
         lock.withLock { _ in
-            Self.write(STDOUT_FILENO, clearing())
-            Self.write(STDERR_FILENO, "interrupted: cancelling (Ctrl-C again exits at once)\n")
+            wasInterrupted = true
+            guard live else { return }
+            Self.write(STDERR_FILENO, clearing() + "interrupted: cancelling (Ctrl-C again exits at once)\n")
             draw(now: Self.now())
         }
     }
@@ -189,7 +264,7 @@ final class ProgressReport: @unchecked Sendable {
     /// The second Ctrl-C: the process ends now, without waiting for the
     /// lock; the cursor must not stay hidden.
     func abandon() {
-        if style == .terminal { Self.write(STDOUT_FILENO, "\n" + Self.showCursor) }
+        if live { Self.write(STDERR_FILENO, "\n" + Self.showCursor) }
         restoreTerminal()
     }
 
@@ -198,7 +273,7 @@ final class ProgressReport: @unchecked Sendable {
     /// to the end of the screen instead would, from the top left corner,
     /// push the whole screen into tmux's history.)
     private func clearing() -> String {
-        guard style == .terminal, drawnLines > 0 else { return "" }
+        guard live, drawnLines > 0 else { return "" }
         defer { drawnLines = 0 }
         return "\r" + String(repeating: "\u{1B}[1A\u{1B}[2K", count: drawnLines)
     }
@@ -208,74 +283,107 @@ final class ProgressReport: @unchecked Sendable {
 
     /// Draws the live display below the cursor; nothing once all is done.
     private func draw(now: Double) {
-        guard style == .terminal, finishedCount < items.count, drawnLines == 0 else { return }
+        guard live, drawnLines == 0, items.contains(where: { $0.end == nil }) else { return }
         let (columns, rows) = Self.terminalSize()
-        let running = items.filter { $0.running && !$0.done }
+        let running = items.filter { $0.running && $0.end == nil }
         let room = max(1, rows - 3)
-        let nameWidth = min(24, running.map(\.name.count).max() ?? 0)
-        var lines = running.prefix(room).map { Self.line(for: $0, nameWidth: nameWidth, now: now) }
-        if running.count > room { lines.append("  ... and \(running.count - room) more running") }
+        let labelWidth = min(24, running.map { TerminalText.width($0.name) }.max() ?? 0)
+        var lines = running.prefix(room).map { Self.line(for: $0, labelWidth: labelWidth, now: now) }
+        if running.count > room {
+            lines.append(ProgressLine(label: "…", labelWidth: 0, numbers: ["\(running.count - room) more running"]))
+        }
         lines.append(totalLine(now: now))
-        let text = lines.map { String($0.prefix(max(1, columns - 1))) + "\n" }.joined()
+        let text = lines.map { $0.rendered(columns: columns) + "\n" }.joined()
         drawnLines = lines.count
-        Self.write(STDOUT_FILENO, Self.hideCursor + text)
+        Self.write(STDERR_FILENO, Self.hideCursor + text)
     }
 
-    private static func line(for item: Item, nameWidth: Int, now: Double) -> String {
-        let name = item.name.count > nameWidth ? String(item.name.prefix(nameWidth - 1)) + "~" : item.name
-        var parts = [name + String(repeating: " ", count: max(0, nameWidth - name.count))]
+    private static func line(for item: Item, labelWidth: Int, now: Double) -> ProgressLine {
         let rate = item.meter.rate(now: now)
-        if let expected = item.expected, expected > 0 {
-            let fraction = min(1, Double(item.received) / Double(expected))
-            let filled = Int(fraction * 20)
-            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "]")
-            parts.append(Units.format("%3d%%", Int(fraction * 100)))
-            parts.append("\(Units.bytes(item.received)) / \(Units.bytes(expected))")
-            parts.append(Units.rate(rate))
-            parts.append("ETA " + Units.eta(remaining: expected - item.received, rate: rate))
-        } else {
-            parts.append(Units.bytes(item.received))
-            parts.append(Units.rate(rate))
+        guard let expected = item.expected, expected > 0 else {
+            return ProgressLine(
+                label: item.name, labelWidth: labelWidth, numbers: [Units.bytes(item.received), Units.rate(rate)],
+                optional: 1)
         }
-        return "  " + parts.joined(separator: "  ")
+        let fraction = min(1, Double(item.received) / Double(expected))
+        return ProgressLine(
+            label: item.name, labelWidth: labelWidth, fraction: fraction,
+            numbers: [
+                Units.format("%3d%%", Int(fraction * 100)), Units.bytes(item.received, of: expected), Units.rate(rate),
+                "ETA " + Units.eta(remaining: expected - item.received, rate: rate),
+            ],
+            optional: 2)
     }
 
-    private func totalLine(now: Double) -> String {
-        let received = items.reduce(0) { $0 + $1.received }
-        let known = items.allSatisfy { $0.done || $0.expected != nil }
-        let expected = items.reduce(Int64(0)) { $0 + ($1.done ? $1.received : $1.expected ?? 0) }
+    /// Bytes from the network so far, cache hits left out.
+    private var networkBytes: Int64 { items.reduce(0) { $0 + $1.received } }
+
+    private func totalLine(now: Double) -> ProgressLine {
+        let received = networkBytes
+        let finished = items.count { $0.end != nil }
+        var counts = ["\(finished)/\(items.count)"]
+        let failed = items.count { if case .failed = $0.end { true } else { false } }
+        if failed > 0 { counts.append("\(failed) failed") }
+        let fromCache = items.count { if case .saved(fromCache: true) = $0.end { true } else { false } }
+        if fromCache > 0 { counts.append("\(fromCache) from cache") }
         let rate = total.rate(now: now)
-        var parts = ["total", "\(finishedCount) of \(items.count) done"]
-        if known {
-            parts.append("\(Units.bytes(received)) / \(Units.bytes(expected))")
-            parts.append(Units.rate(rate))
-            parts.append("ETA " + Units.eta(remaining: expected - received, rate: rate))
-        } else {
-            parts.append(Units.bytes(received))
-            parts.append(Units.rate(rate))
-            parts.append("ETA --:--")
+        let known = items.allSatisfy { $0.end != nil || $0.expected != nil }
+        let expected = items.reduce(Int64(0)) { sum, item in
+            if case .saved(fromCache: true) = item.end { return sum }
+            return sum + (item.end != nil ? item.received : item.expected ?? 0)
         }
-        return "  " + parts.joined(separator: "  ")
+        var numbers = counts
+        if known, expected > 0 {
+            numbers += [Units.bytes(received, of: expected), Units.rate(rate), "ETA " + Units.eta(remaining: expected - received, rate: rate)]
+            return ProgressLine(label: "total", labelWidth: 0, numbers: numbers, optional: 2)
+        }
+        numbers += [Units.bytes(received), Units.rate(rate)]
+        return ProgressLine(label: "total", labelWidth: 0, numbers: numbers, optional: 1)
     }
 
-    // MARK: - Lines
+    // MARK: - The summary
 
-    /// `URL -> PATH (SIZE, TIME)` for a finished download.
-    private static func summary(_ item: Item, _ completion: InProcessDownloads.Completion) -> String {
-        let how: String
-        switch completion.source {
-        case "memory", "disk": how = "from cache"
-        case "revalidated": how = "revalidated"
-        default: how = Units.format("%.1f s", completion.durationMs / 1000)
+    /// `3 files: 2 ok (1 from cache), 1 failed; 2.0 MiB downloaded in
+    /// 1.0 s (2.0 MiB/s)`, on one line, or split where the terminal would
+    /// wrap it.
+    private func summary(now: Double) -> [String] {
+        var ok = 0
+        var fromCache = 0
+        var skipped = 0
+        var failed = 0
+        var cancelled = 0
+        for item in items {
+            switch item.end {
+            case .saved(let cached):
+                ok += 1
+                if cached { fromCache += 1 }
+            case .skipped: skipped += 1
+            case .failed: failed += 1
+            case .cancelled, nil: cancelled += 1
+            }
         }
-        return "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(how))"
+        var counts = ["\(ok) ok" + (fromCache > 0 ? " (\(fromCache) from cache)" : "")]
+        if skipped > 0 { counts.append("\(skipped) skipped") }
+        if failed > 0 { counts.append("\(failed) failed") }
+        if cancelled > 0 { counts.append("\(cancelled) cancelled") }
+        let seconds = max(0, now - started)
+        var bytes = "\(Units.bytes(networkBytes)) downloaded in " + Units.format("%.1f s", seconds)
+        if networkBytes > 0, seconds > 0 { bytes += " (\(Units.rate(Double(networkBytes) / seconds)))" }
+        if cachedBytes > 0 { bytes += ", \(Units.bytes(cachedBytes)) from cache" }
+        let title = (wasInterrupted ? "interrupted, " : "") + (items.count == 1 ? "1 file" : "\(items.count) files")
+        let whole = "\(title): \(counts.joined(separator: ", ")); \(bytes)"
+        let columns = live ? Self.terminalSize().columns - 1 : Int.max
+        guard TerminalText.width(whole) > columns else { return [whole] }
+        return ["\(title): \(counts.joined(separator: ", "))", bytes]
     }
+
+    // MARK: - Writing
 
     private static func now() -> Double { ProcessInfo.processInfo.systemUptime }
 
     private static func terminalSize() -> (columns: Int, rows: Int) {
         var size = winsize()
-        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 else { return (80, 24) }
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 else { return (80, 24) }
         return (Int(size.ws_col), Int(size.ws_row))
     }
 

@@ -19,6 +19,15 @@ enum Units {
         return "\(count) B"
     }
 
+    /// `1.2 / 3.4 MiB`, or `512.0 KiB / 3.4 MiB` when the units differ.
+    static func bytes(_ count: Int64, of total: Int64) -> String {
+        let (done, whole) = (bytes(count), bytes(total))
+        guard let space = done.lastIndex(of: " "), let wholeSpace = whole.lastIndex(of: " "),
+            done[space...] == whole[wholeSpace...]
+        else { return "\(done) / \(whole)" }
+        return "\(done[..<space]) / \(whole)"
+    }
+
     /// `120.5 KiB/s`; `-- B/s` while unknown.
     static func rate(_ bytesPerSecond: Double?) -> String {
         guard let bytesPerSecond else { return "-- B/s" }

@@ -3,8 +3,8 @@ import Testing
 
 @testable import Courier
 
-/// `courier get`'s directory: names given out once, and files moved to
-/// them without replacing anything.
+/// `courier get`'s directory: names claimed once per run, and files moved
+/// to them without replacing anything unless asked to.
 @Suite(.timeLimit(.minutes(1)))
 struct OutputDirectoryTests {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID())").path
@@ -23,37 +23,48 @@ struct OutputDirectoryTests {
 
     private var names: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
 
-    @Test func namesAreNumberedPastFilesAndNamesGivenOut() throws {
+    @Test func aNameIsClaimedByOneURLOfARunAndAnyFileCounts() throws {
         defer { try? FileManager.default.removeItem(atPath: path) }
         // Given a file and a dangling symbolic link in the directory
         write("a.txt", "mine")
-        try FileManager.default.createSymbolicLink(atPath: path + "/a-1.txt", withDestinationPath: path + "/nowhere")
+        try FileManager.default.createSymbolicLink(atPath: path + "/link", withDestinationPath: path + "/nowhere")
         let directory = try OutputDirectory(path: path)
-        // When names are asked for
-        // Then each is free, on disk and among those given before
-        #expect(directory.reserve("a.txt") == "a-2.txt")
-        #expect(directory.reserve("a.txt") == "a-3.txt")
-        #expect(directory.reserve("b") == "b")
-        #expect(directory.reserve("b") == "b-1")
-        #expect(directory.reserve(".hidden") == ".hidden")
-        #expect(directory.reserve(".hidden") == ".hidden-1")
+        // Then both names exist, and each name is claimed once
+        #expect(directory.exists("a.txt") && directory.exists("link"))
+        #expect(!directory.exists("b"))
+        #expect(directory.claim("b"))
+        #expect(!directory.claim("b"))
+        #expect(directory.claim(".hidden"))
     }
 
-    @Test func aFileThatTookTheNameMeanwhileIsKeptAndTheBodyTakesTheNextFreeName() throws {
+    @Test func aFileThatTookTheNameMeanwhileIsReplacedOnlyWhenAskedTo() throws {
         defer { try? FileManager.default.removeItem(atPath: path) }
-        // Given two names given out, and a body staged for the first
+        // Given a body staged for a name a file took meanwhile
         let directory = try OutputDirectory(path: path)
-        #expect(directory.reserve("r.bin") == "r.bin")
-        #expect(directory.reserve("r.bin") == "r-1.bin")
         write("staged", "body")
-        // When a file appears at the first name before the body is placed
         write("r.bin", "someone else's")
-        let placed = try directory.place("staged", as: "r.bin", base: "r.bin")
-        // Then that file stays, and the body skips the name still given out
-        #expect(placed == "r-2.bin")
+        // When it is placed without replacing, then replacing
+        #expect(try directory.place("staged", as: "r.bin", existing: .refuse) == .exists)
+        #expect(try directory.place("staged", as: "r.bin", existing: .skip) == .exists)
         #expect(read("r.bin") == "someone else's")
-        #expect(read("r-2.bin") == "body")
-        #expect(names == ["r-2.bin", "r.bin"])
+        #expect(names == ["r.bin", "staged"])
+        #expect(try directory.place("staged", as: "r.bin", existing: .replace) == .placed)
+        // Then only the last one replaced it
+        #expect(read("r.bin") == "body")
+        #expect(names == ["r.bin"])
+    }
+
+    @Test func replacingNeverFollowsASymbolicLink() throws {
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let outside = path + "-outside"
+        FileManager.default.createFile(atPath: outside, contents: Data("kept".utf8))
+        defer { try? FileManager.default.removeItem(atPath: outside) }
+        try FileManager.default.createSymbolicLink(atPath: path + "/link", withDestinationPath: outside)
+        let directory = try OutputDirectory(path: path)
+        write("staged", "body")
+        #expect(try directory.place("staged", as: "link", existing: .replace) == .placed)
+        #expect(read("link") == "body")
+        #expect(String(decoding: FileManager.default.contents(atPath: outside)!, as: UTF8.self) == "kept")
     }
 
     @Test func noMoveReplacesAnything() throws {

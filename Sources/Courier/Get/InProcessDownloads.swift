@@ -20,21 +20,35 @@ public final class InProcessDownloads: Sendable {
         public var url: String
         /// Where the file goes.
         public var directory: OutputDirectory
-        /// The file's name before any numbering (`report.pdf`).
+        /// The file's name; with `nameFromResponse`, the name it takes when
+        /// the response gives none.
         public var name: String
+        /// Name the file after its response's `Content-Disposition`
+        /// filename, when it has one (`--remote-header-name`).
+        public var nameFromResponse: Bool
+        /// What to do with a file that has the name already.
+        public var existing: ExistingFile
 
-        public init(url: String, directory: OutputDirectory, name: String) {
+        public init(
+            url: String, directory: OutputDirectory, name: String, nameFromResponse: Bool = false,
+            existing: ExistingFile = .refuse
+        ) {
             self.url = url
             self.directory = directory
             self.name = name
+            self.nameFromResponse = nameFromResponse
+            self.existing = existing
         }
     }
 
-    /// A request under way: its number, which its events carry, and the
-    /// name it has in its directory for now.
-    public struct Started: Sendable {
-        public var number: Int
-        public var name: String
+    /// What `start` did with a request.
+    public enum Start: Sendable {
+        /// Under way as request `number`, towards the file `name` (a
+        /// request named by its response may end under another).
+        case started(number: Int, name: String)
+        /// Not fetched: the file `name` exists and the request said to skip
+        /// it.
+        case skipped(name: String)
     }
 
     /// Where a running request stands (`download/progress`).
@@ -50,28 +64,85 @@ public final class InProcessDownloads: Sendable {
         public var size: Int64
         public var source: String
         public var durationMs: Double
-        /// The file's name in its directory: the one `start` gave, or the
-        /// next free one when a file took that name during the download;
-        /// nil when no file was made.
+        /// The file's name in its directory; nil when no file was made.
         public var name: String?
-        /// One of the outcome error codes (`http_status`, `cancelled`, …).
+        /// The body came, and a file with its name was there and stays
+        /// (`ExistingFile.skip`).
+        public var skipped: Bool
+        /// One of the outcome error codes (`http_status`, `cancelled`, …),
+        /// or `file_exists` when a file had the name and the request said
+        /// to keep it (`ExistingFile.refuse`), or another URL of the run
+        /// had claimed it.
         public var errorCode: String?
         public var errorMessage: String?
-        /// The outcome as `download/finished` carries it.
+        /// Why the name was taken, with `file_exists`.
+        public var conflict: NameConflict?
+        /// The outcome as `download/finished` carries it, with `skipped`
+        /// and `file_exists` written in.
         public var json: JSON
 
         public var ok: Bool { errorCode == nil }
 
-        init(outcome: JSON, name: String?) {
+        /// Served by a cache tier without asking the origin.
+        public var fromCache: Bool { source == "memory" || source == "disk" }
+
+        init(_ outcome: Outcome, name: String?, skipped: Bool = false) {
             self.name = name
-            url = outcome["url"]?.stringValue ?? ""
-            path = outcome["path"]?.stringValue
-            size = outcome["size"]?.integerValue ?? 0
-            source = outcome["source"]?.stringValue ?? ""
-            durationMs = outcome["durationMs"]?.doubleValue ?? 0
-            errorCode = outcome["error"]?["code"]?.stringValue
-            errorMessage = outcome["error"]?["message"]?.stringValue
-            json = outcome
+            self.skipped = skipped
+            url = outcome.url
+            path = outcome.path
+            size = outcome.size
+            source = outcome.source.rawValue
+            durationMs = outcome.durationMs
+            errorCode = outcome.error?.code.rawValue
+            errorMessage = outcome.error?.message
+            var json = outcome.json
+            if skipped, case .object(var fields) = json {
+                fields["skipped"] = true
+                json = .object(fields)
+            }
+            self.json = json
+        }
+
+        /// A download whose body came and was dropped: its name was taken.
+        static func nameTaken(_ outcome: Outcome, _ conflict: NameConflict) -> Completion {
+            var completion = Completion(outcome, name: nil)
+            completion.path = nil
+            completion.errorCode = fileExists
+            completion.errorMessage = conflict.description
+            completion.conflict = conflict
+            if case .object(var fields) = completion.json {
+                fields["ok"] = false
+                fields["path"] = nil
+                fields["error"] = ["code": .string(fileExists), "message": .string(conflict.description)]
+                completion.json = .object(fields)
+            }
+            return completion
+        }
+    }
+
+    /// The error code of a download whose name a file or another URL of the
+    /// run has.
+    public static let fileExists = "file_exists"
+
+    /// Why a download may not have its name.
+    public enum NameConflict: Sendable, CustomStringConvertible {
+        /// Something in the directory has the name.
+        case exists(name: String)
+        /// Another URL of this run is saved under the name.
+        case claimed(name: String)
+
+        public var name: String {
+            switch self {
+            case .exists(let name), .claimed(let name): name
+            }
+        }
+
+        public var description: String {
+            switch self {
+            case .exists(let name): "\(name) exists"
+            case .claimed(let name): "another URL of this run is saved as \(name)"
+            }
         }
     }
 
@@ -81,35 +152,62 @@ public final class InProcessDownloads: Sendable {
         case finished(request: Int, Completion)
     }
 
-    /// A request the downloader refused before starting it.
+    /// A request refused before any transfer: by the downloader
+    /// (`invalid_request`), or because its name is taken (`file_exists`).
     public struct RequestError: Error, Sendable, CustomStringConvertible {
         public var code: String
         public var message: String
+        /// Why the name was taken, with `file_exists`.
+        public var conflict: NameConflict?
         public var description: String { "\(code): \(message)" }
+
+        init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+
+        init(_ conflict: NameConflict) {
+            self.init(code: fileExists, message: conflict.description)
+            self.conflict = conflict
+        }
     }
 
     /// Where a started request's body goes: delivered as `staged`, then
-    /// placed as `name` (or the next free name from `base`).
+    /// placed under its name.
     private struct Placement: Sendable {
-        var directory: OutputDirectory
-        var base: String
-        var name: String
+        var request: Request
         var staged: String
 
-        /// The outcome once the staged file has its own name, or the failure
-        /// to give it one.
-        func finish(_ outcome: Outcome) -> (Outcome, name: String?) {
+        /// The completion once the staged file has its name, or the reason
+        /// it has none.
+        func finish(_ outcome: Outcome) -> Completion {
             var outcome = outcome
-            guard outcome.ok, outcome.path != nil else { return (outcome, nil) }
+            guard outcome.ok, outcome.path != nil else { return Completion(outcome, name: nil) }
+            let directory = request.directory
+            var name = request.name
+            if request.nameFromResponse {
+                name = outcome.headers["content-disposition"].flatMap(RemoteFileName.forContentDisposition) ?? name
+                guard directory.claim(name) else {
+                    directory.remove(staged)
+                    return .nameTaken(outcome, .claimed(name: name))
+                }
+            }
             do throws(Destination.Failure) {
-                let placed = try directory.place(staged, as: name, base: base)
-                outcome.path = directory.path + "/" + placed
-                return (outcome, placed)
+                switch try directory.place(staged, as: name, existing: request.existing) {
+                case .placed:
+                    outcome.path = directory.path + "/" + name
+                    return Completion(outcome, name: name)
+                case .exists:
+                    directory.remove(staged)
+                    guard request.existing == .skip else { return .nameTaken(outcome, .exists(name: name)) }
+                    outcome.path = directory.path + "/" + name
+                    return Completion(outcome, name: name, skipped: true)
+                }
             } catch {
                 directory.remove(staged)
                 outcome.error = error.transferFailure
                 outcome.path = nil
-                return (outcome, nil)
+                return Completion(outcome, name: nil)
             }
         }
     }
@@ -150,8 +248,7 @@ public final class InProcessDownloads: Sendable {
                     return (request, state.placements.removeValue(forKey: request))
                 }) else { return }
                 events.async {
-                    let (placed, name) = placement?.finish(outcome) ?? (outcome, nil)
-                    handler(.finished(request: request, Completion(outcome: placed.json, name: name)))
+                    handler(.finished(request: request, placement?.finish(outcome) ?? Completion(outcome, name: nil)))
                     unfinished.leave()
                 }
             case .view, .retrying:
@@ -169,10 +266,12 @@ public final class InProcessDownloads: Sendable {
     }
 
     /// Starts a request: its body goes to a hidden file in the request's
-    /// directory, which takes the first free name from `request.name` once
-    /// complete. Every call takes the next number, a refused request too, so
-    /// numbers follow the order of calls.
-    public func start(_ request: Request) throws(RequestError) -> Started {
+    /// directory, which takes the request's name once complete. A name
+    /// another URL of this run has claimed, or a file has (unless the
+    /// request replaces files), stops it here: `file_exists`, or `skipped`
+    /// with `ExistingFile.skip`. Every call takes the next number, a
+    /// refused request too, so numbers follow the order of calls.
+    public func start(_ request: Request) throws(RequestError) -> Start {
         let id = state.withLock { state in
             state.next += 1
             return state.next
@@ -186,13 +285,19 @@ public final class InProcessDownloads: Sendable {
         } catch {
             throw RequestError(code: "invalid_request", message: error.message)
         }
-        let name = request.directory.reserve(request.name)
+        if !request.nameFromResponse {
+            if request.existing != .replace, request.directory.exists(request.name) {
+                guard request.existing == .skip else { throw RequestError(.exists(name: request.name)) }
+                return .skipped(name: request.name)
+            }
+            guard request.directory.claim(request.name) else { throw RequestError(.claimed(name: request.name)) }
+        }
         state.withLock { state in
-            state.placements[id] = Placement(directory: request.directory, base: request.name, name: name, staged: staged)
+            state.placements[id] = Placement(request: request, staged: staged)
         }
         unfinished.enter()
         downloader.download(checked, waiter: id)
-        return Started(number: id, name: name)
+        return .started(number: id, name: request.name)
     }
 
     /// Ends every unfinished request with `cancelled`; their partial files go.
@@ -210,11 +315,5 @@ public final class InProcessDownloads: Sendable {
     public func shutdown() {
         downloader.shutdown()
         events.sync {}
-    }
-
-    /// A safe file name from a URL's last path component, as the downloader
-    /// names the files it keeps.
-    public static func fileName(for url: String) -> String {
-        Delivery.fileName(for: url)
     }
 }

@@ -5,24 +5,29 @@ import Darwin
 #endif
 import Locking
 
-/// A directory `courier get` saves files into, and the names it has given
-/// out there. No file in it is ever replaced: a body is delivered under a
-/// hidden name of its own, then moved to its name with
-/// `moveWithoutReplacing`; when a file has taken that name meanwhile (one
-/// made by someone else, or by another run into the same directory), the
-/// body takes the next free name, as it would have had the file been there
-/// from the start.
+/// A directory `courier get` saves files into, and the names its URLs have
+/// claimed there. A body is delivered under a hidden name of its own, then
+/// moved to its name: with `moveWithoutReplacing` unless the user asked to
+/// replace files (`ExistingFile.replace`), so a file that took the name
+/// meanwhile (made by someone else, or by another run into the same
+/// directory) is never replaced without that.
 public final class OutputDirectory: Sendable {
     /// The directory's absolute path, as the downloads' destinations name it.
     public let path: String
     private let directory: DirectoryHandle
-    /// Every name given out by `reserve`: files placed, and files still
-    /// downloading.
-    private let given = Locked(Set<String>())
+    /// Every name claimed by a URL of this run.
+    private let claimed = Locked(Set<String>())
 
     /// Why the directory could not be opened, as a sentence naming it.
     public struct OpenFailure: Error, CustomStringConvertible {
         public let description: String
+    }
+
+    /// How a placement ended.
+    enum Placement: Equatable {
+        case placed
+        /// Something has the name, and it was left as it is.
+        case exists
     }
 
     /// Opens the directory at `path` (an absolute path, symbolic links
@@ -36,26 +41,14 @@ public final class OutputDirectory: Sendable {
         }
     }
 
-    /// The first of `name`, `name-1.ext`, `name-2.ext`, … that nothing in
-    /// the directory has (a dangling symbolic link counts) and that this
-    /// directory has not given out before; it is given out now.
-    func reserve(_ name: String) -> String {
-        given.withLock { given in
-            var candidate = name
-            var number = 0
-            while given.contains(candidate) || exists(candidate) {
-                number += 1
-                candidate = Self.numbered(name, number)
-            }
-            given.insert(candidate)
-            return candidate
-        }
+    /// Claims `name` for one URL of this run: false when another URL has it.
+    func claim(_ name: String) -> Bool {
+        claimed.withLock { $0.insert(name).inserted }
     }
 
-    /// `report-2.pdf` for `report.pdf`, `data-2` for `data`.
-    private static func numbered(_ name: String, _ number: Int) -> String {
-        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "\(name)-\(number)" }
-        return "\(name[..<dot])-\(number)\(name[dot...])"
+    /// Whether anything has the name `name` (a dangling symbolic link too).
+    func exists(_ name: String) -> Bool {
+        directory.status(of: name) != nil
     }
 
     /// A hidden name, unique to this process, for a body on its way to
@@ -64,27 +57,22 @@ public final class OutputDirectory: Sendable {
         Destination.temporaryName(for: name)
     }
 
-    /// Moves the file `staged` to `name`, which `reserve(base)` gave out, or,
-    /// when something has taken `name` since, to the next name `reserve(base)`
-    /// gives; never over anything. Returns the name the file took.
-    func place(_ staged: String, as name: String, base: String) throws(Destination.Failure) -> String {
-        var target = name
-        while let failure = directory.moveWithoutReplacing(staged, to: target) {
-            guard failure == EEXIST else {
-                throw .io("cannot move \(path)/\(staged) to \(path)/\(target): \(String(cString: strerror(failure)))")
-            }
-            target = reserve(base)
+    /// Moves the file `staged` to `name`: over whatever has that name when
+    /// `existing` is `.replace`, else only where nothing has it.
+    func place(_ staged: String, as name: String, existing: ExistingFile) throws(Destination.Failure) -> Placement {
+        let failure: Int32?
+        if existing == .replace {
+            failure = renameat(directory.fd, staged, directory.fd, name) == 0 ? nil : errno
+        } else {
+            failure = directory.moveWithoutReplacing(staged, to: name)
         }
-        return target
+        guard let failure else { return .placed }
+        if failure == EEXIST, existing != .replace { return .exists }
+        throw .io("cannot move \(path)/\(staged) to \(path)/\(name): \(String(cString: strerror(failure)))")
     }
 
     /// Removes the file `name`.
     func remove(_ name: String) {
         directory.remove(name)
-    }
-
-    private func exists(_ name: String) -> Bool {
-        var info = stat()
-        return fstatat(directory.fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0
     }
 }
