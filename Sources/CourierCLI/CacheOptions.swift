@@ -11,7 +11,8 @@ import Darwin
 struct CacheOptions: ParsableArguments {
     private static let defaults = CacheSettings()
 
-    @Option(help: "Cache directory (default: $XDG_CACHE_HOME/courier, else ~/.cache/courier).")
+    @Option(
+        help: "Cache directory (default: $XDG_CACHE_HOME/courier, else ~/.cache/courier).", completion: .directory)
     var cacheDir: String?
 
     @Option(help: "Memory cache capacity (default: 100MiB).", transform: parseSize)

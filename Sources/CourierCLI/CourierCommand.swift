@@ -17,13 +17,15 @@ struct CourierCommand: ParsableCommand {
         abstract: "A download orchestrator driven with JSON-RPC 2.0 over stdin and stdout.",
         usage: """
             courier [<options>]
-            courier get [<options>] <urls> ...
+            courier get [<options>] <url> ...
             """,
         discussion: """
             courier reads JSON-RPC messages on stdin (LSP Content-Length framing or one message \
-            a line, detected from the first bytes) and answers on stdout. Logs go to stderr. \
-            The protocol reference is protocol/README.md; `rpc.discover` returns its OpenRPC document. \
-            Sizes take units: 512KiB, 100MiB, 2GiB, 10MB. \
+            a line, detected from the first bytes) and answers on stdout. Logs go to stderr, which \
+            stays empty on a run where nothing goes wrong. End of stdin means no more requests: the \
+            downloads under way finish and their answers are written, then courier exits. \
+            `rpc.discover` returns the OpenRPC document of the protocol, which `man courier` and \
+            protocol/README.md describe. Sizes take units: 512KiB, 100MiB, 2GiB, 10MB. \
             `courier get URL...` downloads files for a person at a terminal instead (see `courier get --help`).
             """,
         version: Configuration.version,
@@ -63,7 +65,7 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Transfers running at once.")
     var maxActive: Int = defaults.maxActive
 
-    @Option(help: "Order of queued tasks of equal priority: fifo or lifo.")
+    @Option(help: "Order of queued tasks of equal priority: fifo or lifo.", completion: .list(["fifo", "lifo"]))
     var prioritization: String = defaults.prioritization
 
     @Option(help: "Seconds of activity before the network activity indicator shows.")
@@ -78,7 +80,7 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Least seconds between two download/progress notifications of one task.")
     var progressInterval: Double = defaults.progressInterval
 
-    @Option(help: "Directory that every download destination must lie inside.")
+    @Option(help: "Directory that every download destination must lie inside.", completion: .directory)
     var downloadRoot: String?
 
     @OptionGroup var transfers: TransferOptions
@@ -88,13 +90,15 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Largest body held in memory for a text or base64 outcome, in decoded bytes (default: 64MiB).", transform: parseSize)
     var maxMemoryBody: Int64 = defaults.maxMemoryBody
 
-    @Option(help: "Message framing: auto, lsp or ndjson.")
+    @Option(help: "Message framing: auto, lsp or ndjson.", completion: .list(["auto", "lsp", "ndjson"]))
     var framing: String = defaults.framing
 
     @Option(help: "Largest message accepted from the client (default: 16MiB).", transform: parseSize)
     var maxMessageBytes: Int64 = defaults.maxMessageBytes
 
-    @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.")
+    @Option(
+        help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.",
+        completion: .list(Logger.Level.allCases.map(\.rawValue)))
     var logLevel: String = defaults.logLevel
 
     func validate() throws {

@@ -26,7 +26,7 @@ struct TransferOptions: ParsableArguments {
     @Option(help: "Seconds a transfer may stay below --low-speed-limit (0: off).")
     var lowSpeedTime: Int = defaults.lowSpeedTime
 
-    @Option(help: "File of extra trusted CA certificates (PEM).")
+    @Option(help: "File of extra trusted CA certificates (PEM).", completion: .file())
     var caFile: String?
 
     @Option(help: "Proxy for every transfer (overrides http_proxy, https_proxy and no_proxy).")
