@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -28,6 +29,14 @@ def show(label: str, value) -> None:
     if len(text) > 160:
         text = text[:157] + "..."
     print(f"   {label}: {text}")
+
+
+def run_get(binary: str, cache_dir: str, directory: str, *args: str) -> None:
+    """Runs `courier get -d DIRECTORY ARGS` on the demo's own output, so a
+    terminal shows its live progress."""
+    print(f"   $ courier get -d {directory} {' '.join(args)}", flush=True)
+    code = subprocess.call([binary, "get", "--cache-dir", cache_dir, "-d", directory, *args])
+    print(f"   exit status {code}")
 
 
 def next_error(courier: Courier) -> dict:
@@ -163,6 +172,17 @@ def main() -> int:
         ]:
             error = courier.fetch(url, **extra)["error"]
             print(f"   {label:15} -> {error['code']}: {error['message']}")
+
+        step("courier get: the same engine and cache for a person, no JSON (progress on stderr, results on stdout)")
+        downloads = tempfile.mkdtemp(prefix="courier-demo-get-")
+        report = origin.url("/files/report%202024.pdf?size=20000")
+        urls = [origin.url("/drip?size=300000&chunks=20&interval=0.05&demo=get"), report, origin.url("/status/404")]
+        run_get(args.courier, cache_dir, downloads, *urls)
+        print(f"   files: {sorted(os.listdir(downloads))}")
+
+        step("courier get again: a file already there is never replaced or copied around")
+        run_get(args.courier, cache_dir, downloads, report)
+        run_get(args.courier, cache_dir, downloads, "--no-clobber", report)
 
         step("shutdown: unfinished receipts end with 'shutdown'")
         pending = courier.download(origin.url("/stall?demo=shutdown"))
