@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 from pathlib import Path
 from typing import Callable
 
@@ -251,3 +252,68 @@ def test_bare_courier_on_a_terminal_says_what_it_is_then_serves(tmp_path, pane):
                   "the answer")
     p.tmux("send-keys", "-t", "get", "C-d")
     assert p.exit_status() == 0
+
+
+def columns(text: str) -> int:
+    """The columns a terminal gives `text`: two for wide characters, none
+    for combining marks."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_odd_names_read_from_stdin_keep_the_display_within_the_width(origin, cache, tmp_path, pane, width):
+    # Given URLs with odd names, piped to -i -, and a slow one to keep the
+    # display up
+    names = {
+        "/files/%E6%97%A5%E6%9C%AC%E8%AA%9E%E3%81%AE%E3%83%95%E3%82%A1%E3%82%A4%E3%83%AB.bin?size=3000": "日本語のファイル.bin",
+        "/files/my%20report%20for%20the%20year%20of%20the%20long%20names.pdf?size=3000": "my report for the year of the long names.pdf",
+        "/files/caf%E9.txt?size=10": "caf%E9.txt",
+        "/files/dir/?size=10": "index.html",
+        "/files/a%2F..%2Fb?size=10": "a_.._b",
+    }
+    held = ("%E6%97%A5%E6%9C%AC%E8%AA%9E-%E3%81%A8%E3%81%A6%E3%82%82%E9%95%B7%E3%81%84%E5%90%8D%E5%89%8D%E3%81%AE"
+            "%E3%83%80%E3%82%A6%E3%83%B3%E3%83%AD%E3%83%BC%E3%83%89.iso")
+    slow = origin.url(f"/hold/{held}?size=300000&first=1000")
+    listed = "\n".join([slow, *(origin.url(path).removeprefix("http://") for path in names)]) + "\n"
+    (tmp_path / "urls").write_text(listed)
+    p = pane(["sh", "-c", f"exec {shlex.quote(COURIER)} get --cache-dir {shlex.quote(str(cache))} -d out -i - < urls"],
+             width=width)
+
+    # When the slow download is under way: its line fits the width, its
+    # name whole or shortened in the middle, its numbers whole
+    origin.wait_held(held)
+    during = p.wait_screen(lambda lines: any(RUNNING.match(line) for line in lines)
+                           and any(" -> out/a_.._b " in line for line in lines),
+                           "the progress line, below the other results")
+    [line] = [line for line in during if RUNNING.match(line)]
+    assert columns(line) < width, line
+    name = RUNNING.match(line)["name"]
+    full = "out/日本語-とても長い名前のダウンロード.iso"
+    if "…" in name:
+        head, tail = name.split("…")
+        assert full.startswith(head) and full.endswith(tail) and head.startswith("out/日") and tail.endswith(".iso"), line
+    else:
+        assert name == full, line
+    total = [line for line in during if TOTAL.match(line)]
+    assert total and columns(total[0]) < width, during
+    origin.release(held)
+
+    # Then every file has its safe name, and the results say so
+    assert p.exit_status() == 0
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == sorted(
+        [*names.values(), "日本語-とても長い名前のダウンロード.iso"])
+    after = p.screen()
+    for path, saved in names.items():
+        assert any(line.startswith(f"{origin.url(path)} -> out/{saved} (") for line in after), (saved, after)
+    assert any(line.startswith("6 files: 6 ok") for line in after), after
+    save_screen(tmp_path, f"odd-names-{width}", during, after)
+
+
+def test_o_with_overwrite_on_a_terminal(origin, cache, tmp_path, pane):
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "logo.png").write_bytes(b"old")
+    url = origin.url("/files/image.png?size=500")
+    p = pane(get_command(cache, "--overwrite", "-o", "saved/logo.png", url), width=60)
+    assert p.exit_status() == 0
+    assert p.screen()[0] == f"{url} -> saved/logo.png (500 B, " + p.screen()[0].rsplit(", ", 1)[1]
+    assert (tmp_path / "saved" / "logo.png").read_bytes() == pattern(500, "/files/image.png")
