@@ -4,8 +4,8 @@
 ///
 /// When the line is too wide, room is found in this order: the bar narrows
 /// from 20 cells to 5, then goes; the label stops being padded to the
-/// other lines' labels; the gaps become one space; the label is shortened
-/// in the middle (down to 8 columns); then the numbers that may go
+/// other lines' labels, then is shortened in the middle (down to 8
+/// columns); the gaps become one space; then the numbers that may go
 /// (`optional`, the last first: the ETA, then the rate) go.
 struct ProgressLine {
     var label: String
@@ -44,7 +44,7 @@ struct ProgressLine {
                     if room >= 0 { return "  " + TerminalText.padded(label, to: padTo) + gapText + numbersText }
                 }
                 let labelRoom = limit - fixed
-                if labelRoom >= min(ownWidth, Self.shortestLabel), gap == 1 {
+                if labelRoom >= min(ownWidth, Self.shortestLabel) {
                     return "  " + TerminalText.shortened(label, to: labelRoom) + gapText + numbersText
                 }
             }
