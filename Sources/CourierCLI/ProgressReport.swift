@@ -134,7 +134,9 @@ final class ProgressReport: @unchecked Sendable {
             if completion.skipped {
                 end(index, .skipped, result: "\(item.url) -> \(item.name) (exists, skipped)", json: completion.json)
             } else if completion.ok {
-                if completion.fromCache {
+                // A revalidated body comes from the cache too: the origin
+                // only confirmed it.
+                if completion.fromCache || completion.source == "revalidated" {
                     cachedBytes += completion.size
                 } else {
                     items[index].received = completion.size

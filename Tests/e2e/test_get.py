@@ -109,6 +109,17 @@ def test_cache_hits_are_shown_as_such_and_left_out_of_the_rate(origin, cache, tm
     assert origin.hits("/cache") == 1
 
 
+def test_a_revalidated_body_counts_as_the_caches_not_the_networks(origin, cache, tmp_path):
+    url = origin.url("/cache?max-age=0&etag=v1&body=" + "r" * 5000)
+    assert get("-d", str(tmp_path / "a"), url, cache=cache).returncode == 0
+    again = get("-d", str(tmp_path / "b"), url, cache=cache)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"{url} -> {tmp_path}/b/cache (4.9 KiB, revalidated)\n"
+    total = summary(again)
+    assert total["bytes"] == "0 B" and total["rate"] is None and total["cached"] == "4.9 KiB"
+    assert origin.hits("/cache") == 2
+
+
 def test_json_lines(origin, cache, out):
     urls = [origin.url("/bytes/123"), origin.url("/status/404")]
     done = get("--json", "-d", str(out), *urls, cache=cache)
