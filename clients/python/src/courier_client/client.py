@@ -146,6 +146,9 @@ class Courier:
         self._awaited: set[Any] = set()
         self._outcomes: collections.OrderedDict[Any, Outcome] = collections.OrderedDict()
         self._waiting: collections.Counter[Any] = collections.Counter()
+        # Ids of `download`s whose receipt a wait claims the moment their
+        # answer is read, before the outcome that follows it can be.
+        self._claiming: set[Any] = set()
         self._callbacks: tuple[tuple[NotificationCallback, frozenset[str]], ...] = ()
         self._watches: list[_Watch] = []
         self._messages: list[Received] = []
@@ -320,13 +323,23 @@ class Courier:
             message["params"] = params
         self.send_message(message)
 
-    def _call(self, method: str, params: Any, limit: float | None, deadline: float | None) -> Any:
-        id = self.send_request(method, params)
+    def _call(self, method: str, params: Any, limit: float | None, deadline: float | None,
+              claim: bool = False) -> Any:
+        """Sends a request and returns its result. With ``claim`` (a
+        ``download``), its receipt counts as waited for from the moment its
+        answer is read, so an outcome right behind it is kept for the wait
+        that follows whatever ``keep_outcomes`` says."""
+        id = self.next_id()
+        if claim:
+            with self._cv:
+                self._claiming.add(id)
+        self.send_request(method, params, id=id)
         try:
             response = self._take_response(id, limit, deadline)
         except WaitTimeout:
             with self._cv:
                 self._await_response(id, False)
+                self._claiming.discard(id)
             raise
         if "error" in response:
             raise RpcError.from_response(response)
@@ -528,9 +541,9 @@ class Courier:
         return self._download(url, params, *self._limit(wait_timeout))
 
     def _download(self, url: str, params: dict, limit: float | None,
-                  deadline: float | None) -> DownloadResult:
+                  deadline: float | None, claim: bool = False) -> DownloadResult:
         result: DownloadResult = self._call("download", absolute_destination({"url": url, **params}),
-                                            limit, deadline)
+                                            limit, deadline, claim)
         if not self.record and isinstance(result, dict) and "outcome" in result:
             with self._cv:
                 try:
@@ -553,9 +566,13 @@ class Courier:
         outcome = self._take_outcome(receipt, *self._limit(wait_timeout))
         return check_outcome(outcome, receipt) if raise_on_error else outcome
 
-    def _take_outcome(self, receipt: Any, limit: float | None, deadline: float | None) -> Outcome:
+    def _take_outcome(self, receipt: Any, limit: float | None, deadline: float | None,
+                      claimed: bool = False) -> Outcome:
+        """Waits for and takes ``receipt``'s outcome; ``claimed`` when the
+        reader counted this wait already (see :meth:`_call`)."""
         with self._cv:
-            self._waiting[receipt] += 1
+            if not claimed:
+                self._waiting[receipt] += 1
             try:
                 while receipt not in self._outcomes:
                     self._pause(f"no outcome for {receipt!r}", limit, deadline, GOES_ON)
@@ -575,13 +592,13 @@ class Courier:
         """
         limit, deadline = self._limit(wait_timeout)
         try:
-            result = self._download(url, params, limit, deadline)
+            result = self._download(url, params, limit, deadline, claim=True)
         except WaitTimeout as timeout:
             raise WaitTimeout(f"{timeout}{GOES_ON}" if params.get("wait") else str(timeout)) from None
         if isinstance(result, dict) and "outcome" in result:
             outcome = result["outcome"]
         else:
-            outcome = self._take_outcome(result["receipt"], limit, deadline)
+            outcome = self._take_outcome(result["receipt"], limit, deadline, claimed=True)
         return check_outcome(outcome, result.get("receipt")) if raise_on_error else outcome
 
     def keep(self, outcome: Outcome, destination: str | os.PathLike[str]) -> str:
@@ -808,12 +825,18 @@ class Courier:
                         print(f"notification callback failed: {exc!r}", file=sys.stderr)
 
     def _take_response_message(self, item: dict) -> None:
-        """Keeps a response someone awaits (every one with ``record``)."""
+        """Keeps a response someone awaits (every one with ``record``), and
+        claims the receipt of a ``download`` a wait will follow."""
         try:
             id = item["id"]
             if self.record or id in self._awaited:
                 self._responses[id] = item
-        except TypeError:  # an unhashable id: only in the record
+            if id in self._claiming:
+                self._claiming.discard(id)
+                result = item.get("result")
+                if isinstance(result, dict) and "outcome" not in result:
+                    self._waiting[result.get("receipt")] += 1
+        except TypeError:  # an unhashable id (or receipt): only in the record
             pass
 
     def _take_notification(self, note: Notification) -> None:
