@@ -30,12 +30,18 @@ package.targets += [
         providers: [.apt(["libjansson-dev"])]
     ),
     .systemLibrary(
+        name: "CLibsqlite3",
+        pkgConfig: "sqlite3",
+        providers: [.apt(["libsqlite3-dev"])]
+    ),
+    .systemLibrary(
         name: "CLibxxhash",
         pkgConfig: "libxxhash",
         providers: [.apt(["libxxhash-dev"])]
     ),
     .target(name: "CCurlShim", dependencies: ["CLibcurl"]),
     .target(name: "CJanssonShim", dependencies: ["CLibjansson"]),
+    .target(name: "CSQLiteShim", dependencies: ["CLibsqlite3"]),
     .target(name: "CThreadShim"),
 ]
 
@@ -50,6 +56,12 @@ package.targets += [
 package.targets += [
     .target(name: "JSON", dependencies: ["CLibjansson", "CJanssonShim"]),
     .testTarget(name: "JSONTests", dependencies: ["JSON"]),
+]
+
+// MARK: - SQLite: the only module that imports SQLite
+
+package.targets += [
+    .target(name: "SQLite", dependencies: ["CLibsqlite3", "CSQLiteShim"]),
 ]
 
 // MARK: - Locking: locks, conditions and threads ThreadSanitizer understands
@@ -73,10 +85,10 @@ package.targets += [
 package.targets += [
     .target(
         name: "Courier",
-        dependencies: ["CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", .product(name: "Logging", package: "swift-log")],
+        dependencies: ["CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite", .product(name: "Logging", package: "swift-log")],
         resources: [.embedInCode("Resources/openrpc.json"), .embedInCode("Resources/openrpc-checks.json")]
     ),
-    .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC", "Locking"]),
+    .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC", "Locking", "SQLite"]),
 ]
 
 // MARK: - The executable
@@ -123,7 +135,7 @@ if Context.environment["COURIER_FUZZ"] == "1" {
     ]
 }
 
-for target in package.targets where target.type != .system && !["CCurlShim", "CJanssonShim", "CThreadShim", "CFuzzDriver"].contains(target.name) {
+for target in package.targets where target.type != .system && !["CCurlShim", "CJanssonShim", "CSQLiteShim", "CThreadShim", "CFuzzDriver"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [
         .swiftLanguageMode(.v6),
         .enableUpcomingFeature("ExistentialAny"),

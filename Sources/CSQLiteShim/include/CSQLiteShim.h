@@ -1,0 +1,21 @@
+#ifndef COURIER_CSQLITESHIM_H
+#define COURIER_CSQLITESHIM_H
+
+#include <sqlite3.h>
+
+/*
+ * sqlite3_db_config is a variadic C function, which Swift cannot call: the
+ * wrapper fixes its arguments to the form every boolean option documents
+ * (an int, and where SQLite writes the setting back, here ignored).
+ */
+int courier_sqlite_db_config_flag(sqlite3 *db, int option, int value);
+
+/*
+ * SQLITE_TRANSIENT is a macro that casts -1 to a destructor pointer, which
+ * Swift does not import: these bind a copy of the caller's bytes, so the
+ * caller's buffer need not outlive the call.
+ */
+int courier_sqlite_bind_blob_copy(sqlite3_stmt *statement, int index, const void *bytes, int count);
+int courier_sqlite_bind_text_copy(sqlite3_stmt *statement, int index, const char *text, int count);
+
+#endif

@@ -1,0 +1,176 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Locking
+import Logging
+import SQLite
+
+/// `Cache.db` in the cache directory: the SQLite database where courier
+/// keeps what it indexes there (the partial bodies kept for resuming), in
+/// WAL mode so that every courier sharing the directory reads and writes it
+/// at once.
+///
+/// The file is hostile input like everything in the cache directory. It is
+/// opened through the cache directory's real path (resolved from the
+/// descriptor `CacheRoot` holds, so a cache directory that is a symbolic
+/// link works) with `SQLITE_OPEN_NOFOLLOW`, which refuses a symbolic link
+/// anywhere in the path, and with `Database`'s defensive settings. Before
+/// that, each of its names (`Cache.db` and its `-wal`, `-shm` and `-journal`
+/// files) that is not a regular file of this user's (a symbolic link, a
+/// FIFO, a directory, another user's file) is removed, and `Cache.db` is
+/// made 0600 when missing: the files SQLite makes beside it take its mode.
+/// A database that cannot be opened, that is damaged, truncated or not a
+/// database at all, or that is another program's (its `application_id`
+/// is not courier's, or it holds tables without one) or of another schema
+/// version, is dropped with its side files and made anew, with one line in
+/// the log: never a crash, and never a byte of it trusted.
+final class CacheDatabase: Sendable {
+    static let fileName = "Cache.db"
+    static let sideFiles = ["-wal", "-shm", "-journal"]
+    /// `PRAGMA application_id` of courier's database: "cour".
+    static let applicationID: Int64 = 0x636F_7572
+    /// `PRAGMA user_version` of the schema below.
+    static let schemaVersion: Int64 = 1
+    /// Every table of `schemaVersion`.
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS partial_bodies (
+            key BLOB PRIMARY KEY NOT NULL,
+            file BLOB NOT NULL,
+            url BLOB NOT NULL,
+            validator_kind INTEGER NOT NULL,
+            validator BLOB NOT NULL,
+            complete_length INTEGER NOT NULL,
+            kept_length INTEGER NOT NULL,
+            checksum INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        ) WITHOUT ROWID
+        """
+
+    private let root: DirectoryHandle
+    private let connection = Locked<Database?>(nil)
+    private let logger: Logger
+
+    /// Opens (or makes) the database in `root`; `use` says whether that
+    /// worked.
+    init(root: DirectoryHandle, logger: Logger) {
+        self.root = root
+        self.logger = logger
+        connection.withLock { $0 = open() }
+    }
+
+    /// Runs `body` with the connection, one caller at a time; nil when
+    /// there is no database or `body` failed (logged). A database found
+    /// damaged meanwhile is dropped and made anew; `body` is not run again.
+    func use<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
+        connection.withLock { connection in
+            guard let database = connection else { return nil }
+            do throws(SQLiteError) {
+                return try body(database)
+            } catch {
+                if error.isDamaged {
+                    logger.warning("\(root.path(of: Self.fileName)) is damaged (\(error.message)): dropped it and made it anew")
+                    database.close()
+                    drop()
+                    connection = open()
+                } else {
+                    logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
+                }
+                return nil
+            }
+        }
+    }
+
+    // MARK: - Opening
+
+    /// The database, opened as the type's comment says; nil (logged) when
+    /// even one made anew cannot be opened.
+    private func open() -> Database? {
+        let shown = root.path(of: Self.fileName)
+        for attempt in 0..<2 {
+            let problem: String
+            if let path = prepareFiles() {
+                do throws(SQLiteError) {
+                    let database = try Database(openingDefensively: path)
+                    do throws(SQLiteError) {
+                        try adopt(database)
+                        return database
+                    } catch {
+                        database.close()
+                        throw error
+                    }
+                } catch {
+                    problem = error.message
+                }
+            } else {
+                problem = Destination.errorText()
+            }
+            if attempt == 0 {
+                logger.warning("\(shown) could not be used (\(problem)): dropped it and made it anew")
+                drop()
+            } else {
+                logger.warning("\(shown) could not be made (\(problem)): courier keeps no partial bodies")
+            }
+        }
+        return nil
+    }
+
+    /// Removes what stands at the database's names and is not a regular
+    /// file of this user's, makes `Cache.db` (0600) when missing, and
+    /// returns the path SQLite opens it by; nil when that cannot be done.
+    private func prepareFiles() -> String? {
+        for name in [Self.fileName] + Self.sideFiles.map({ Self.fileName + $0 }) {
+            guard let info = root.status(of: name) else { continue }
+            if info.st_mode & S_IFMT != S_IFREG || info.st_uid != geteuid() {
+                root.remove(name)
+                logger.warning("\(root.path(of: name)) was not a file of this user's: removed it")
+            }
+        }
+        let fd = openat(root.fd, Self.fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        fchmod(fd, 0o600)
+        close(fd)
+        guard let directory = Self.realPath(of: root) else { return nil }
+        return directory.endsWithSlash ? directory + Self.fileName : directory + "/" + Self.fileName
+    }
+
+    /// Takes a database that is new (sets its identity and makes its
+    /// tables) or courier's of this schema version; throws `SQLITE_NOTADB`
+    /// for any other. Done in one write transaction, so two processes
+    /// opening a new database at once never both make it.
+    private func adopt(_ database: Database) throws(SQLiteError) {
+        try database.transaction { () throws(SQLiteError) in
+            let identity = try database.integerPragma("application_id") ?? 0
+            let version = try database.integerPragma("user_version") ?? 0
+            let tables = try database.rows("SELECT count(*) FROM sqlite_schema").first?.first?.integer ?? 0
+            if identity == 0, version == 0, tables == 0 {
+                try database.execute("PRAGMA application_id = \(Self.applicationID); PRAGMA user_version = \(Self.schemaVersion)")
+            } else if identity != Self.applicationID || version != Self.schemaVersion {
+                throw .notADatabase("not courier's database of schema version \(Self.schemaVersion)")
+            }
+            try database.execute(Self.schema)
+        }
+    }
+
+    /// Removes the database and its side files: names in the cache
+    /// directory, whatever they are.
+    private func drop() {
+        root.remove(Self.fileName)
+        for suffix in Self.sideFiles { root.remove(Self.fileName + suffix) }
+    }
+
+    /// The path `directory` has now, resolved by the kernel from its
+    /// descriptor (no symbolic link in it): SQLite opens files by path.
+    private static func realPath(of directory: DirectoryHandle) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/fd/\(directory.fd)", &buffer, buffer.count - 1)
+        if count > 0, buffer[0] == CChar(UInt8(ascii: "/")) {
+            return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        guard let resolved = realpath(directory.path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

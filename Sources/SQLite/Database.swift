@@ -1,0 +1,235 @@
+import CLibsqlite3
+import CSQLiteShim
+
+/// What SQLite said went wrong.
+public struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    /// The extended result code.
+    public let code: Int32
+    public let message: String
+
+    public init(code: Int32, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// `SQLITE_NOTADB`, for a file that is not the database its caller
+    /// expects.
+    public static func notADatabase(_ message: String) -> SQLiteError {
+        SQLiteError(code: SQLITE_NOTADB, message: message)
+    }
+
+    /// The primary result code (`SQLITE_BUSY`, `SQLITE_CORRUPT`, …).
+    public var primaryCode: Int32 { code & 0xFF }
+
+    /// The file is not a database, or a damaged one: it can only be
+    /// dropped and made again.
+    public var isDamaged: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
+
+    public var description: String { "SQLite error \(code): \(message)" }
+}
+
+/// A value of a row's column, or of a statement's parameter.
+public enum SQLiteValue: Equatable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+
+    public var integer: Int64? {
+        if case .integer(let value) = self { value } else { nil }
+    }
+
+    public var real: Double? {
+        switch self {
+        case .real(let value): value
+        case .integer(let value): Double(value)
+        default: nil
+        }
+    }
+
+    public var blob: [UInt8]? {
+        if case .blob(let bytes) = self { bytes } else { nil }
+    }
+}
+
+/// One connection to one SQLite database file, opened as a file found in a
+/// directory that others may write should be: see `init(openingDefensively:)`.
+///
+/// A connection is used by one thread at a time; its owner serialises the
+/// calls. Prepared statements are kept by their SQL text for reuse.
+public final class Database {
+    private var handle: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+
+    /// The longest text or blob a row may hold: what a hostile file can
+    /// make courier allocate for one value.
+    public static let valueLengthLimit: Int32 = 16 << 20
+
+    /// Opens the database at `path`, creating an empty one when there is no
+    /// file, with every guard SQLite offers against a file it did not write:
+    /// no symbolic link anywhere in `path` (`SQLITE_OPEN_NOFOLLOW` refuses
+    /// one in any component, so `path` must be a resolved one), defensive
+    /// mode (no writes to the schema or to shadow tables by SQL), no
+    /// extension loading, no triggers or views, no functions with side
+    /// effects called from the schema, cell sizes checked as pages are
+    /// read, values at most `valueLengthLimit` bytes; then WAL journaling
+    /// (readers never wait for the writer; several processes may share the
+    /// file) with `synchronous = NORMAL`, and `busyTimeout` milliseconds of
+    /// waiting for another connection's lock before `SQLITE_BUSY`.
+    public init(openingDefensively path: String, busyTimeout: Int32 = 5000) throws(SQLiteError) {
+        var opened: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX
+            | SQLITE_OPEN_EXRESCODE
+        let code = sqlite3_open_v2(path, &opened, flags, nil)
+        handle = opened
+        guard code == SQLITE_OK, opened != nil else {
+            let error = SQLiteError(code: code, message: opened.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory")
+            close()
+            throw error
+        }
+        do throws(SQLiteError) {
+            for (option, value) in [
+                (SQLITE_DBCONFIG_DEFENSIVE, 1), (SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0),
+                (SQLITE_DBCONFIG_ENABLE_TRIGGER, 0), (SQLITE_DBCONFIG_ENABLE_VIEW, 0), (SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0),
+            ] {
+                try check(courier_sqlite_db_config_flag(opened, option, Int32(value)))
+            }
+            sqlite3_limit(opened, SQLITE_LIMIT_LENGTH, Self.valueLengthLimit)
+            try check(sqlite3_busy_timeout(opened, busyTimeout))
+            try execute("PRAGMA cell_size_check = ON; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Finalizes the kept statements and closes the connection; nothing
+    /// may be asked of it afterwards.
+    public func close() {
+        statements.values.forEach { sqlite3_finalize($0) }
+        statements = [:]
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    /// Runs `sql`, one statement or several separated by `;`, without
+    /// parameters; rows they return are ignored.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        defer { sqlite3_free(message) }
+        guard code == SQLITE_OK else {
+            throw SQLiteError(code: code, message: message.map { String(cString: $0) } ?? errorMessage)
+        }
+    }
+
+    /// Runs one statement with `parameters` bound in order; returns the
+    /// rows it changed.
+    @discardableResult
+    public func run(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> Int {
+        _ = try rows(sql, parameters)
+        return Int(sqlite3_changes(handle))
+    }
+
+    /// Runs one statement with `parameters` bound in order; returns its
+    /// rows, each a value per column.
+    public func rows(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (offset, value) in parameters.enumerated() {
+            try check(bind(value, at: Int32(offset + 1), in: statement))
+        }
+        var rows: [[SQLiteValue]] = []
+        while true {
+            let code = sqlite3_step(statement)
+            if code == SQLITE_DONE { return rows }
+            guard code == SQLITE_ROW else { throw SQLiteError(code: code, message: errorMessage) }
+            rows.append((0..<sqlite3_column_count(statement)).map { column(at: $0, of: statement) })
+        }
+    }
+
+    /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`, so the lock
+    /// is taken before the first read and no upgrade can fail half way),
+    /// committed when `body` returns and rolled back when it throws.
+    public func transaction<Result>(_ body: () throws(SQLiteError) -> Result) throws(SQLiteError) -> Result {
+        try execute("BEGIN IMMEDIATE")
+        do throws(SQLiteError) {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// A `PRAGMA` that answers one integer (`application_id`,
+    /// `user_version`); nil when it answers anything else.
+    public func integerPragma(_ name: String) throws(SQLiteError) -> Int64? {
+        try rows("PRAGMA \(name)").first?.first?.integer
+    }
+
+    private var errorMessage: String { handle.map { String(cString: sqlite3_errmsg($0)) } ?? "closed" }
+
+    private func check(_ code: Int32) throws(SQLiteError) {
+        guard code == SQLITE_OK else { throw SQLiteError(code: code, message: errorMessage) }
+    }
+
+    private func prepared(_ sql: String) throws(SQLiteError) -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw SQLiteError(code: code, message: errorMessage) }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func bind(_ value: SQLiteValue, at index: Int32, in statement: OpaquePointer) -> Int32 {
+        switch value {
+        case .null:
+            return sqlite3_bind_null(statement, index)
+        case .integer(let number):
+            return sqlite3_bind_int64(statement, index, number)
+        case .real(let number):
+            return sqlite3_bind_double(statement, index, number)
+        case .text(let text):
+            return text.utf8CString.withUnsafeBufferPointer {
+                courier_sqlite_bind_text_copy(statement, index, $0.baseAddress, Int32(clamping: $0.count - 1))
+            }
+        case .blob(let bytes):
+            // A blob of no bytes bound from a null pointer would be NULL.
+            guard !bytes.isEmpty else { return sqlite3_bind_zeroblob(statement, index, 0) }
+            return bytes.withUnsafeBytes {
+                courier_sqlite_bind_blob_copy(statement, index, $0.baseAddress, Int32(clamping: $0.count))
+            }
+        }
+    }
+
+    private func column(at index: Int32, of statement: OpaquePointer) -> SQLiteValue {
+        switch sqlite3_column_type(statement, index) {
+        case SQLITE_INTEGER:
+            return .integer(sqlite3_column_int64(statement, index))
+        case SQLITE_FLOAT:
+            return .real(sqlite3_column_double(statement, index))
+        case SQLITE_TEXT:
+            let count = Int(sqlite3_column_bytes(statement, index))
+            guard let text = sqlite3_column_text(statement, index) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(statement, index))
+            guard count > 0, let bytes = sqlite3_column_blob(statement, index) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: bytes, count: count)))
+        default:
+            return .null
+        }
+    }
+}
+
+@available(*, unavailable)
+extension Database: Sendable {}
