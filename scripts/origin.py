@@ -1404,3 +1404,236 @@ def _dispatch_with_files(self: _Handler) -> None:
 
 
 _Handler._dispatch = _dispatch_with_files  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------
+# Ranges and resumes: /ranged/NAME is a resource of `size` bytes of
+# pattern(size, "NAME-vV"), V its version (1 until Origin.ranged_bump(NAME)),
+# that honours `Range: bytes=N-` (and `bytes=N-M`) when `If-Range` is absent
+# or names its current ETag or Last-Modified, and can cut its body short,
+# hold it, or answer a range wrongly.
+#
+# /ranged/NAME?size=N
+#   &validator=etag|weak|lm|none  what it carries (etag, the default: a strong
+#                                 ETag "NAME-vV" and a Last-Modified; weak:
+#                                 W/"NAME-vV" and no Last-Modified; lm: only
+#                                 Last-Modified; none: neither)
+#   &ranges=ignore                a 200 with the whole body to every request
+#   &cut=M&cuts=K&how=close|reset the first K responses (default 1) send at
+#                                 most M bytes of their body, then close
+#                                 cleanly (a body shorter than its
+#                                 Content-Length) or with a TCP reset
+#   &hold=M                       the first response sends M bytes of its body,
+#                                 then holds until the origin stops
+#   &bad=KIND                     each 206 is wrong in one way: start (its
+#                                 range starts one byte after the one asked,
+#                                 and carries those bytes), length (a complete
+#                                 length one more), star (complete length *),
+#                                 huge (numbers past 2^63), past (a start past
+#                                 the end), long (a body one byte longer than
+#                                 its range, ended by closing the connection),
+#                                 etag (another entity tag);
+#                                 unasked: the first response is a 206 of the
+#                                 whole body to a request without Range
+#   &gzip=1                       Content-Encoding: gzip when accepted (the body
+#                                 is gzip_plain(size), not the pattern)
+#
+# Origin.ranged_log(NAME) lists each request for it, oldest first:
+# {"range": <Range or None>, "if_range": <If-Range or None>,
+#  "accept_encoding": ..., "status": S, "sent": <body bytes written>}.
+# Origin.ranged_bump(NAME) makes a new version: new ETag, Last-Modified and
+# bytes. Origin.ranged_body(NAME, size) is the current version's bytes.
+# Origin.ranged_wait(NAME, count) waits until `count` requests are logged.
+
+_RANGED_EPOCH = 1_600_000_000
+
+
+class _Ranged:
+    """The state of /ranged/NAME resources, for one origin."""
+
+    def __init__(self):
+        self.changed = threading.Condition()
+        self.versions: dict[str, int] = {}
+        self.requests: dict[str, list] = {}
+
+
+def _ranged(self: Origin) -> _Ranged:
+    with self._lock:
+        return self.__dict__.setdefault("_ranged_state", _Ranged())
+
+
+def _ranged_bump(self: Origin, name: str) -> None:
+    state = _ranged(self)
+    with state.changed:
+        state.versions[name] = state.versions.get(name, 1) + 1
+
+
+def _ranged_body(self: Origin, name: str, size: int) -> bytes:
+    state = _ranged(self)
+    with state.changed:
+        version = state.versions.get(name, 1)
+    return pattern(size, f"{name}-v{version}")
+
+
+def _ranged_log(self: Origin, name: str) -> list:
+    state = _ranged(self)
+    with state.changed:
+        return [dict(entry) for entry in state.requests.get(name, [])]
+
+
+def _ranged_wait(self: Origin, name: str, count: int, timeout: float = 20) -> list:
+    state = _ranged(self)
+    with state.changed:
+        if not state.changed.wait_for(lambda: len(state.requests.get(name, [])) >= count, timeout):
+            raise TimeoutError(f"{count} request(s) for /ranged/{name} not seen within {timeout} s "
+                               f"(saw {len(state.requests.get(name, []))})")
+        return [dict(entry) for entry in state.requests[name]]
+
+
+Origin.ranged_bump = _ranged_bump  # type: ignore[attr-defined]
+Origin.ranged_body = _ranged_body  # type: ignore[attr-defined]
+Origin.ranged_log = _ranged_log  # type: ignore[attr-defined]
+Origin.ranged_wait = _ranged_wait  # type: ignore[attr-defined]
+
+
+def _asked_range(value: str | None, size: int) -> tuple[int, int] | None:
+    """(first, last) of `bytes=N-` or `bytes=N-M` within `size`, else None."""
+    if not value or not value.startswith("bytes="):
+        return None
+    spec = value[len("bytes="):].strip()
+    if "," in spec or "-" not in spec:
+        return None
+    first, _, last = spec.partition("-")
+    if not first.isdigit() or (last and not last.isdigit()):
+        return None
+    start, end = int(first), (int(last) if last else size - 1)
+    if start >= size or end < start:
+        return None
+    return start, min(end, size - 1)
+
+
+def _serve_ranged(self: _Handler, name: str) -> None:
+    state = _ranged(self.origin)
+    size = self._int("size", 1000)
+    with state.changed:
+        version = state.versions.get(name, 1)
+        index = len(state.requests.get(name, []))
+        entry = {"range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
+                 "accept_encoding": self.headers.get("Accept-Encoding"), "status": None, "sent": 0}
+        state.requests.setdefault(name, []).append(entry)
+        state.changed.notify_all()
+
+    validator = self.q.get("validator", "etag")
+    etag = f'"{name}-v{version}"'
+    last_modified = http_date(_RANGED_EPOCH + 86400 * version)
+    headers = [("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes")]
+    if validator == "etag":
+        headers += [("ETag", etag), ("Last-Modified", last_modified)]
+    elif validator == "weak":
+        headers.append(("ETag", "W/" + etag))
+    elif validator == "lm":
+        headers.append(("Last-Modified", last_modified))
+    gzipped = self.q.get("gzip") == "1" and _accepts_gzip(self.headers.get("Accept-Encoding"))
+    body = _gzip_body(size) if gzipped else pattern(size, f"{name}-v{version}")
+    if gzipped:
+        headers.append(("Content-Encoding", "gzip"))
+
+    asked = None if self.q.get("ranges") == "ignore" or gzipped else _asked_range(self.headers.get("Range"), len(body))
+    if_range = self.headers.get("If-Range")
+    if asked is not None and if_range is not None:
+        current = etag if validator == "etag" else (last_modified if validator == "lm" else None)
+        if validator == "etag" and not if_range.startswith('"'):
+            current = last_modified
+        if if_range != current:
+            asked = None
+
+    bad = self.q.get("bad", "")
+    status, piece, content_range = 200, body, None
+    if asked is not None:
+        first, last = asked
+        status, piece = 206, body[first:last + 1]
+        complete = str(len(body))
+        if bad == "start":
+            first += 1
+            piece = body[first:last + 1]
+        elif bad == "length":
+            complete = str(len(body) + 1)
+        elif bad == "star":
+            complete = "*"
+        elif bad == "huge":
+            first, last, complete = 2**63 + first, 2**63 + last, str(2**64)
+        elif bad == "past":
+            first, last = len(body) + 5, len(body) + 10
+        elif bad == "long":
+            last -= 1
+        elif bad == "etag":
+            headers = [(k, f'"{name}-other"' if k == "ETag" else v) for k, v in headers]
+        content_range = f"bytes {first}-{last}/{complete}"
+    elif bad == "unasked" and index == 0:
+        status, content_range = 206, f"bytes 0-{len(body) - 1}/{len(body)}"
+    if content_range:
+        headers.append(("Content-Range", content_range))
+    if bad == "long" and status == 206:
+        self.close_connection = True  # the body ends with the connection
+    else:
+        headers.append(("Content-Length", str(len(piece))))
+
+    limit = len(piece)
+    how = self.q.get("how", "close")
+    if "cut" in self.q and index < self._int("cuts", 1):
+        limit = min(limit, self._int("cut", 0))
+    hold = "hold" in self.q and index == 0
+    if hold:
+        limit = min(limit, self._int("hold", 0))
+
+    def record(sent: int) -> None:
+        with state.changed:
+            entry["status"], entry["sent"] = status, sent
+            state.changed.notify_all()
+
+    self._start(status, headers)
+    if self.head:
+        record(0)
+        return
+    sent = 0
+    view = memoryview(piece)
+    while sent < limit:
+        n = min(_STREAM_CHUNK, limit - sent)
+        self.wfile.write(view[sent:sent + n])
+        sent += n
+    self.wfile.flush()
+    record(sent)
+    if limit == len(piece):
+        return
+    self.close_connection = True
+    if hold:
+        self.origin._stopping.wait(120)
+    elif how == "reset":
+        self.request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.wfile.close()
+        self.rfile.close()
+        self.request.close()
+        self.wfile = io.BytesIO()
+        self.rfile = io.BytesIO()
+
+
+_dispatch_without_ranged = _Handler._dispatch
+
+
+def _dispatch_with_ranged(self: _Handler) -> None:
+    parts = urlsplit(self.path)
+    prefix = "/ranged/"
+    if not parts.path.startswith(prefix) or len(parts.path) == len(prefix) or self.origin._resource(parts.path):
+        _dispatch_without_ranged(self)
+        return
+    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    self.origin._record(parts.path, self.path, self.headers)
+    try:
+        _serve_ranged(self, parts.path[len(prefix):])
+    except ValueError as exc:
+        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+
+_Handler._dispatch = _dispatch_with_ranged  # type: ignore[method-assign]
+
+# End of the ranges and resumes block.

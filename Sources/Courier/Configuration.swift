@@ -43,6 +43,9 @@ public struct Configuration: Sendable {
     /// Bodies held in memory (`text`, `base64`) larger than this, in decoded
     /// bytes, fail `too_large`.
     public var maxMemoryBody: Int64 = 64 << 20
+    /// The bytes of partial bodies kept in the cache directory for
+    /// resuming, all together (`--partial-capacity`); 0 keeps none.
+    public var partialCapacity: Int64 = 1 << 30
     public var caFile: String?
     public var proxy: String?
     public var framing = FramingMode.auto
@@ -152,6 +155,7 @@ public struct Configuration: Sendable {
             "lowSpeedLimit": .integer(lowSpeedLimit),
             "lowSpeedTime": JSON(lowSpeedTime),
             "maxMemoryBody": .integer(maxMemoryBody),
+            "partialCapacity": .integer(partialCapacity),
             "caFile": JSON(caFile),
             "proxy": JSON(proxy),
             "framing": .string(framing.rawValue),
@@ -170,6 +174,7 @@ public struct Configuration: Sendable {
     static let startupOnly: Set<String> = [
         "cacheDir", "memoryCapacity", "memoryAfterPurge", "diskCapacity", "allowScheme", "allowInsecureRedirects",
         "downloadRoot", "caFile", "proxy", "framing", "maxMessageBytes",
+        "partialCapacity",
     ]
 
     /// Applies `initialize` options, all or none, checked against the

@@ -90,6 +90,11 @@ struct CourierCommand: ParsableCommand {
     @Option(help: "Largest body held in memory for a text or base64 outcome, in decoded bytes (default: 64MiB).", transform: parseSize)
     var maxMemoryBody: Int64 = defaults.maxMemoryBody
 
+    @Option(
+        help: "Bytes of partial bodies kept in the cache directory for resuming, all together; 0 keeps none (default: 1GiB).",
+        transform: parseSize)
+    var partialCapacity: Int64 = defaults.partialCapacity
+
     @Option(help: "Message framing: auto, lsp or ndjson.", completion: .list(["auto", "lsp", "ndjson"]))
     var framing: String = defaults.framing
 
@@ -111,7 +116,7 @@ struct CourierCommand: ParsableCommand {
             prioritization: prioritization,
             activationDelay: activationDelay, completionDelay: completionDelay, noIndicator: noIndicator,
             progressInterval: progressInterval, downloadRoot: downloadRoot, maxMemoryBody: maxMemoryBody,
-            framing: framing, maxMessageBytes: maxMessageBytes, logLevel: logLevel)
+            partialCapacity: partialCapacity, framing: framing, maxMessageBytes: maxMessageBytes, logLevel: logLevel)
     }
 
     func run() throws {

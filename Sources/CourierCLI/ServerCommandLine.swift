@@ -121,6 +121,7 @@ enum ServerCommandLine {
         case "ca-file": settings.transfers.caFile = value
         case "proxy": settings.transfers.proxy = value
         case "max-memory-body": return assign(ByteSize.parse(value), to: &settings.maxMemoryBody)
+        case "partial-capacity": return assign(ByteSize.parse(value), to: &settings.partialCapacity)
         case "framing": settings.framing = value
         case "max-message-bytes": return assign(ByteSize.parse(value), to: &settings.maxMessageBytes)
         case "log-level": settings.logLevel = value

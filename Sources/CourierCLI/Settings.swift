@@ -111,6 +111,7 @@ struct ServerSettings: Sendable {
     var progressInterval = 0.1
     var downloadRoot: String?
     var maxMemoryBody: Int64 = 64 << 20
+    var partialCapacity: Int64 = 1 << 30
     var framing = "auto"
     var maxMessageBytes: Int64 = 16 << 20
     var logLevel = "warning"
@@ -145,6 +146,7 @@ struct ServerSettings: Sendable {
         config.progressInterval = progressInterval
         config.downloadRoot = downloadRoot.map(Configuration.absolutePath)
         config.maxMemoryBody = maxMemoryBody
+        config.partialCapacity = partialCapacity
         config.framing = FramingMode(rawValue: framing)!
         config.maxMessageBytes = Int(maxMessageBytes)
         config.logLevel = Logger.Level(rawValue: logLevel)!

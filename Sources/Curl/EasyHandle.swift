@@ -31,6 +31,11 @@ public struct EasyOptions: Sendable {
     /// Whether libcurl follows redirects itself. Off when the caller follows
     /// them (to check each hop), as courier's transfers do.
     public var followRedirects = true
+    /// Whether libcurl asks for every content coding it can decode
+    /// (`Accept-Encoding`) and decodes the body. Off for a request for a
+    /// range of a body kept in its identity form: its rest must come as it
+    /// is.
+    public var acceptsEncodings = true
     public var caFile: String?
     public var proxy: String?
     public var userAgent = "courier"
@@ -103,7 +108,7 @@ public final class EasyHandle {
         setString(CURLOPT_REDIR_PROTOCOLS_STR, options.redirectProtocols)
         setLong(CURLOPT_FOLLOWLOCATION, options.followRedirects ? 1 : 0)
         setLong(CURLOPT_MAXREDIRS, options.maxRedirects)
-        setString(CURLOPT_ACCEPT_ENCODING, "")
+        if options.acceptsEncodings { setString(CURLOPT_ACCEPT_ENCODING, "") }
         setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         // Waiting to multiplex pays only where HTTP/2 can be negotiated (TLS);
         // on plain HTTP it would queue a transfer behind a busy HTTP/1.1

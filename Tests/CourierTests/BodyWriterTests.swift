@@ -33,7 +33,7 @@ struct BodyWriterTests {
         try withFile { path in
             // Given a writer whose queue holds less than what will be handed over
             let writer = BodyWriter(queueLimit: 64 << 10)
-            defer { writer.stop() }
+            defer { writer.stop(waiting: 5) }
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
             try #require(fd >= 0)
             // And a body whose first bytes the engine wrote and hashed itself
@@ -65,7 +65,7 @@ struct BodyWriterTests {
         try withFile { path in
             // Given a stream over a file opened only for reading
             let writer = BodyWriter()
-            defer { writer.stop() }
+            defer { writer.stop(waiting: 5) }
             FileManager.default.createFile(atPath: path, contents: Data())
             let fd = open(path, O_RDONLY)
             try #require(fd >= 0)

@@ -82,16 +82,22 @@ enum CacheFileIO {
     /// I/O error or a source shorter than `length`.
     static func hash(_ source: Int32, length: Int64) -> UInt64? {
         let hasher = XXH3()
+        return forEachChunk(of: source, length: length) { hasher.update($0) } ? hasher.finalize() : nil
+    }
+
+    /// Calls `body` with `length` bytes of `source` from its start, a chunk
+    /// at a time; false on an I/O error or a source shorter than `length`.
+    static func forEachChunk(of source: Int32, length: Int64, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         var done: Int64 = 0
         while done < length {
             let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(min(Int64(chunkSize), length - done))])
-            guard read(source, into: chunk, at: done) else { return nil }
-            hasher.update(UnsafeRawBufferPointer(chunk))
+            guard read(source, into: chunk, at: done) else { return false }
+            body(UnsafeRawBufferPointer(chunk))
             done += Int64(chunk.count)
         }
-        return hasher.finalize()
+        return true
     }
 
     /// Nanoseconds since 1970 of a file's last status change (a link, a

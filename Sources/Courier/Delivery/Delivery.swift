@@ -33,14 +33,20 @@ struct Delivery {
     var fileName: String? = nil
     /// The response's `headerObject`, when the caller knows it already.
     var headerObject: [String: String]? = nil
+    /// The byte the transfer went on from, when it continued a kept body.
+    var resumedFrom: Int64? = nil
 
-    /// The outcomes of a transfer that failed.
+    /// The outcomes of a transfer that failed: how far its body got
+    /// (`size`, the bytes received, those of a continued kept body
+    /// included) and where it went on from.
     static func failures(of result: TransferResult, for requests: [DownloadRequest]) -> [Outcome] {
         let failure = result.failure ?? TransferFailure(code: .network, message: "no response")
         return requests.map { request in
             var outcome = result.response.map { Outcome(url: request.url, response: $0) }
                 ?? Outcome(url: request.url)
             outcome.error = failure
+            outcome.size = result.size
+            outcome.resumedFrom = result.resumedFrom
             return outcome
         }
     }
@@ -71,6 +77,7 @@ struct Delivery {
             var outcome = Outcome(url: request.url, response: response, headers: headerObject)
             outcome.size = size
             outcome.source = source
+            outcome.resumedFrom = resumedFrom
             if let failure = failures[index] {
                 outcome.error = failure
                 outcomes.append(outcome)
@@ -248,20 +255,25 @@ final class BodyFile {
         }
     }
 
-    /// Renames the file over `destination` within the directory it streamed
-    /// into, when it streamed beside that very destination (the same bytes):
-    /// no walk of the path again. Under a download root, a symbolic link
-    /// planted at the destination since is still refused, by the walk
-    /// `Destination.place` makes, so this declines.
+    /// Renames the file over `destination` in the destination's directory
+    /// opened when the body began to stream, when it streamed for that very
+    /// destination (the same bytes), beside it or in the partial store on
+    /// its file system: no walk of the path again. A file from the partial
+    /// store (0600, as everything in the cache directory) then gets the
+    /// mode a new file of the client's gets. Under a download root, a
+    /// symbolic link planted at the destination since is still refused, by
+    /// the walk `Destination.place` makes, so this declines.
     func moveBeside(to destination: String, root: String?) -> Bool {
         guard let beside, let target = beside.destination, target.path.isExactly(destination), file != nil else { return false }
+        let directory = beside.destinationDirectory ?? beside.directory
         if root != nil {
             var info = stat()
-            if fstatat(beside.directory.fd, target.name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFLNK {
+            if fstatat(directory.fd, target.name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFLNK {
                 return false
             }
         }
-        guard renameat(beside.directory.fd, beside.name, beside.directory.fd, target.name) == 0 else { return false }
+        guard renameat(beside.directory.fd, beside.name, directory.fd, target.name) == 0 else { return false }
+        if beside.destinationDirectory != nil { fchmodat(directory.fd, target.name, Destination.fileMode, 0) }
         file = nil
         self.beside = nil
         return true

@@ -27,6 +27,8 @@ struct Outcome: Sendable {
     /// With `error`: the seconds the origin's `Retry-After` asked for, when
     /// waiting that long is why courier did not try again.
     var retryAfter: Int64?
+    /// The byte offset the last attempt continued a kept body from.
+    var resumedFrom: Int64?
 
     var ok: Bool { error == nil }
 

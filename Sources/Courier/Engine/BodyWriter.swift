@@ -1,3 +1,4 @@
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -18,7 +19,9 @@ import Locking
 /// have waited on a slow disk itself. A stream's file descriptor belongs to
 /// the writer from the hand-over on and is closed by it, after the last
 /// piece, when the engine closes the stream. The writer also takes the
-/// body's checksum from the bytes it writes.
+/// body's checksum from the bytes it writes, and tells a stream that asks
+/// for them of checkpoints: the length written and the checksum of those
+/// bytes, whenever another `checkpointInterval` bytes are written.
 final class BodyWriter: Sendable {
     static let directLimit: Int64 = 256 << 10
     static let pieceSize = 256 << 10
@@ -30,17 +33,42 @@ final class BodyWriter: Sendable {
         let path: String
         private let failed = Locked<TransferFailure?>(nil)
         /// Of the body so far: the engine's hash of what it wrote itself,
-        /// continued here with every piece written.
-        fileprivate let hasher: Locked<XXH3>
+        /// continued here with every piece written, and the bytes in the
+        /// file.
+        fileprivate let progress: Locked<Progress>
+        /// Hears of checkpoints, on the writer's thread.
+        fileprivate let checkpoint: (@Sendable (_ length: Int64, _ checksum: UInt64) -> Void)?
+        fileprivate let checkpointInterval: Int64
 
-        init(fd: Int32, path: String, hashed: XXH3? = nil) {
+        fileprivate struct Progress {
+            var hasher: XXH3
+            var written: Int64
+            var nextCheckpoint: Int64
+        }
+
+        /// The writes of `fd`, which holds `written` bytes hashed into
+        /// `hashed` already; `checkpoint` hears of each multiple of
+        /// `checkpointInterval` bytes the file passes.
+        init(
+            fd: Int32, path: String, hashed: XXH3? = nil, written: Int64 = 0, checkpointInterval: Int64 = 8 << 20,
+            checkpoint: (@Sendable (_ length: Int64, _ checksum: UInt64) -> Void)? = nil
+        ) {
             self.fd = fd
             self.path = path
-            hasher = Locked(hashed.map(XXH3.init(continuing:)) ?? XXH3())
+            self.checkpoint = checkpoint
+            self.checkpointInterval = max(1, checkpointInterval)
+            progress = Locked(Progress(
+                hasher: hashed.map(XXH3.init(continuing:)) ?? XXH3(), written: written,
+                nextCheckpoint: (written / self.checkpointInterval + 1) * self.checkpointInterval))
         }
 
         /// The first write that failed; nothing more is written after it.
         var failure: TransferFailure? { failed.withLock { $0 } }
+
+        /// The bytes in the file so far, and a copy of their hash state.
+        func snapshot() -> (written: Int64, hasher: XXH3) {
+            progress.withLock { ($0.written, XXH3(continuing: $0.hasher)) }
+        }
 
         fileprivate func fail(_ failure: TransferFailure) { failed.withLock { $0 = $0 ?? failure } }
     }
@@ -60,6 +88,8 @@ final class BodyWriter: Sendable {
     }
 
     private let state = Monitor(State())
+    /// Signalled when the thread ends.
+    private let ended = DispatchSemaphore(value: 0)
 
     init(queueLimit: Int = 2 << 20) {
         self.queueLimit = queueLimit
@@ -92,9 +122,12 @@ final class BodyWriter: Sendable {
         state.withLock { $0.jobs.append(.close(stream, then)) }
     }
 
-    /// Lets the thread end once the jobs handed over before are done.
-    func stop() {
+    /// Lets the thread end once the jobs handed over before are done, and
+    /// waits up to `timeout` seconds for that: what they close may keep a
+    /// partial body, which must be recorded before courier exits.
+    func stop(waiting timeout: Double) {
         state.withLock { $0.jobs.append(.stop) }
+        _ = ended.wait(timeout: .now() + timeout)
     }
 
     private func run() {
@@ -118,8 +151,9 @@ final class BodyWriter: Sendable {
                     }
                 case .close(let stream, let then):
                     closeFile(stream.fd)
-                    then(stream.failure, stream.hasher.withLock { $0.finalize() })
+                    then(stream.failure, stream.progress.withLock { $0.hasher.finalize() })
                 case .stop:
+                    ended.signal()
                     return
                 }
             }
@@ -131,9 +165,17 @@ final class BodyWriter: Sendable {
         bytes.withUnsafeBytes { bytes in
             if let failure = writeAll(bytes, to: stream.fd, path: stream.path) {
                 stream.fail(failure)
-            } else {
-                stream.hasher.withLock { $0.update(bytes) }
+                return
             }
+            let interval = stream.checkpointInterval
+            let reached = stream.progress.withLock { progress -> (Int64, UInt64)? in
+                progress.hasher.update(bytes)
+                progress.written += Int64(bytes.count)
+                guard stream.checkpoint != nil, progress.written >= progress.nextCheckpoint else { return nil }
+                progress.nextCheckpoint = (progress.written / interval + 1) * interval
+                return (progress.written, progress.hasher.finalize())
+            }
+            if let reached { stream.checkpoint?(reached.0, reached.1) }
         }
     }
 

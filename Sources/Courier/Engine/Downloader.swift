@@ -53,6 +53,9 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// `tmp/`, `path` files in `downloads/<pid>`, partial files beside
     /// destinations), for removal after a crash.
     private let leftovers: Leftovers
+    /// Bodies kept for resuming, in `<cache dir>/partials`; nil when
+    /// `--partial-capacity` is 0 or the store cannot be made.
+    private let partials: PartialStore?
     private let transferDefaults: EasyOptions
     /// Turns finished transfers into outcomes (file moves, cache writes, text
     /// decoding) off the engine's thread, so no transfer waits on that I/O.
@@ -90,6 +93,16 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         self.awaitOutputRoom = awaitOutputRoom
         self.logger = logger
         leftovers = try Leftovers(root: root)
+        if settings.partialCapacity > 0 {
+            do throws(Destination.Failure) {
+                partials = try PartialStore(root: root, capacity: settings.partialCapacity, logger: logger)
+            } catch {
+                logger.warning("partial bodies cannot be kept in \(root.path): \(error)")
+                partials = nil
+            }
+        } else {
+            partials = nil
+        }
         downloadRoot = settings.downloadRoot
         redirectPolicy = RedirectPolicy(allowsInsecure: settings.allowInsecureRedirects)
         var defaults = EasyOptions(url: "")
@@ -175,6 +188,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         retryTimer.cancel()
         engine.shutdown(timeout: 5)
         deliveries.sync {}
+        partials?.flush()
         leftovers.finish()
     }
 
@@ -321,12 +335,45 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         options.lowSpeedLimit = settings.lowSpeedLimit
         options.lowSpeedTime = settings.lowSpeedTime
+        let body = bodyTarget(for: order)
+        let plan = partialPlan(for: order, body: body)
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
-            body: bodyTarget(for: order), copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
-            observer: self)
+            body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
+            partials: plan, observer: self)
         transfers.withLock { $0[order.id] = transfer }
-        engine.start(transfer)
+        guard let plan, order.revalidation == nil else {
+            engine.start(transfer)
+            return
+        }
+        // The store verifies a kept body on its own queue; a transfer
+        // stopped meanwhile is not started, and lets the body go.
+        plan.store.take(key: plan.key, url: plan.url, proven: plan.proven) { [self] resume in
+            transfers.withLock { transfers in
+                guard transfers[order.id] === transfer else { return }
+                transfer.prepare(resume: resume)
+                engine.start(transfer)
+            }
+        }
+    }
+
+    /// What a task's transfer may do with the partial store: nothing for a
+    /// request the cache would not apply to (credentials, validators or a
+    /// range of the client's own), nor for a body that streams beside a
+    /// destination on another file system than the cache directory (there
+    /// its placement stays a rename, and a body kept would need a copy);
+    /// else keep its body under the request's key, and continue what is
+    /// kept there.
+    private func partialPlan(for order: TransferOrder, body: BodyTarget) -> PartialPlan? {
+        guard let partials, ResponseCache.applies(to: order.request) else { return nil }
+        if body.destination != nil {
+            var beside = stat()
+            var store = stat()
+            guard fstat(body.directory.fd, &beside) == 0, fstat(partials.directory.fd, &store) == 0, beside.st_dev == store.st_dev
+            else { return nil }
+        }
+        return PartialPlan(
+            store: partials, key: PartialStore.key(for: order.request), url: order.request.url, requestHeaders: order.request.headers)
     }
 
     /// Where a task's body streams to: beside its first receipt's destination
@@ -394,7 +441,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                 }
                 outcomes = delivery(
                     response: response, size: result.size,
-                    body: BodyFile(target: target, length: result.size, firstBytes: result.head, bytes: bytes), source: .network
+                    body: BodyFile(target: target, length: result.size, firstBytes: result.head, bytes: bytes), source: .network,
+                    resumedFrom: result.resumedFrom
                 ).deliver(to: order.receipts)
             }
         } else {
@@ -405,11 +453,12 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     }
 
     private func delivery(
-        response: ResponseHead, size: Int64, body: BodyFile, source: OutcomeSource, sharedName: String? = nil
+        response: ResponseHead, size: Int64, body: BodyFile, source: OutcomeSource, sharedName: String? = nil,
+        resumedFrom: Int64? = nil
     ) -> Delivery {
         Delivery(
             response: response, size: size, body: body, source: source, downloads: leftovers.downloads,
             downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: currentSettings.maxMemoryBody, logger: logger,
-            sharedName: sharedName)
+            sharedName: sharedName, resumedFrom: resumedFrom)
     }
 }

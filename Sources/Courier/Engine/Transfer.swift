@@ -49,6 +49,17 @@ struct ResponseHead: Sendable {
         return Int64(value)
     }
 
+    /// The head of the whole representation a `206` completes when it
+    /// carries the rest of a kept body: status 200, `Content-Length` the
+    /// complete length, no `Content-Range`.
+    func whole(length: Int64) -> ResponseHead {
+        var whole = self
+        whole.status = 200
+        whole.headers = headers.filter { $0.name != "content-range" && $0.name != "content-length" }
+        whole.headers.append(("content-length", String(length)))
+        return whole
+    }
+
     /// Repeated headers joined with ", ", as HTTP allows.
     var headerObject: [String: String] { Self.joined(headers) }
 
@@ -84,6 +95,9 @@ struct TransferResult: Sendable {
     /// The redirect responses followed on the way, oldest first.
     var redirects: [ResponseHead] = []
     var failure: TransferFailure?
+    /// The byte the body went on from, when the transfer continued a kept
+    /// body.
+    var resumedFrom: Int64? = nil
 }
 
 /// Why a transfer failed.
@@ -102,15 +116,45 @@ struct BodyTarget: Sendable {
     /// 0600 for files in courier's own directories; 0666 (less the umask)
     /// for one that becomes the client's destination.
     let mode: mode_t
-    /// Set when the body streams beside a destination: that destination as
-    /// the client gave it, and its name in `directory`.
+    /// Set when the body is for a destination and streams beside it (or in
+    /// the partial store, on its file system): that destination as the
+    /// client gave it, and its name in `directory` (or
+    /// `destinationDirectory`).
     var destination: (path: String, name: String)? = nil
+    /// The destination's directory, when the body streams in the partial
+    /// store instead.
+    var destinationDirectory: DirectoryHandle? = nil
+    /// The partial store's file the body streams into: held (locked) until
+    /// the body is placed.
+    var partial: PartialFile? = nil
 
     var path: String { directory.path + "/" + name }
 
     func create() throws(Destination.Failure) -> Int32 { try directory.createFile(name, mode: mode) }
 
     func remove() { directory.remove(name) }
+}
+
+/// What a transfer may do with the partial store: keep its body there,
+/// under `key`, when the attempt ends without all of it, and continue
+/// `resume`, the body kept before.
+struct PartialPlan: Sendable {
+    let store: PartialStore
+    let key: [UInt8]
+    /// The URL this attempt asks.
+    let url: String
+    /// The request's own headers: a response they forbid a cache to store
+    /// is not kept either.
+    let requestHeaders: [(name: String, value: String)]
+    /// Something other than the entity tag proves the body (an integrity
+    /// digest), so a body kept from another URL may continue here.
+    var proven = false
+    /// The kept body this attempt asks the rest of.
+    var resume: ResumePoint?
+
+    /// A body kept from another URL continues only with the strong entity
+    /// tag it was kept under, unless something else proves it.
+    var sameEntityTagRequired: Bool { resume.map { !$0.url.isExactly(url) && !proven } ?? false }
 }
 
 /// What a redirect may do: at most `limit` hops, to http or https only,
@@ -151,6 +195,12 @@ struct RedirectPolicy: Sendable {
 /// One HTTP transfer: an easy handle, its response, and the temporary file its
 /// body streams into. It follows redirects itself, hop by hop, so each hop
 /// is checked against `RedirectPolicy` before anything is sent to it.
+///
+/// With a `PartialPlan`, a body that may be resumed (see `keepable`)
+/// streams in a file of the partial store, kept there when the attempt
+/// ends short; a kept body is asked the rest of (`Range` and `If-Range`,
+/// without `Accept-Encoding`), and `ResumeDecision` says whether the
+/// response continues it, starts it anew in the same file, or fails.
 /// Everything but the immutable configuration is touched only on the
 /// engine's thread.
 final class Transfer: EasyHandleDelegate, @unchecked Sendable {
@@ -159,6 +209,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     let requestDate = Date()
     let options: EasyOptions
     let redirectPolicy: RedirectPolicy
+    /// Where the body streams unless it streams in the partial store.
     let body: BodyTarget
     /// The largest body kept in memory as well as in its file.
     let copyLimit: Int
@@ -191,9 +242,28 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// most this far past them, whatever one read of libcurl brings.
     static let reportStride: Int64 = 256 << 10
     private var firstBytes: [UInt8] = []
-    /// Of the bytes this thread wrote to the body file; the body writer
-    /// goes on from it.
-    private let hasher = XXH3()
+    /// Of the bytes this thread wrote to the body file (a continued body's
+    /// kept bytes first); the body writer goes on from it.
+    private var hasher = XXH3()
+    /// The partial store, the request's key there, and the kept body this
+    /// attempt asks the rest of.
+    private var partials: PartialPlan?
+    /// The client's own headers ask for a range: a 206 is its answer.
+    private let clientAsksRange: Bool
+    /// Where the body streams: `body`, or a file of the partial store.
+    private var target: BodyTarget
+    /// The partial store's file the body streams into, when it does.
+    private var partialFile: PartialFile?
+    /// The body in `partialFile` is kept when the attempt ends short.
+    private var keeping = false
+    /// The byte a continued body went on from.
+    private var resumedFrom: Int64?
+    /// For a continued body: where the range the origin sent ends
+    /// (exclusive), and the length the whole body has.
+    private var rangeEnd: Int64?
+    private var completeLength: Int64?
+    /// The stream the body writer is closing, for how much of it it wrote.
+    private var closing: BodyWriter.Stream?
     /// The bytes written to the body file, until they pass `copyLimit`.
     private var copy: [UInt8]?
     private var stopReason: TransferFailure?
@@ -211,17 +281,30 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
 
     init(
         id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
-        copyLimit: Int = 0, countsText: Bool = false, observer: any TransferObserver
+        copyLimit: Int = 0, countsText: Bool = false, partials: PartialPlan? = nil, observer: any TransferObserver
     ) {
         self.id = id
         self.options = options
         self.redirectPolicy = redirectPolicy
         self.body = body
+        self.target = body
         self.copyLimit = copyLimit
         self.textLength = countsText ? JSONStringLength() : nil
+        self.partials = partials
         self.observer = observer
+        clientAsksRange = options.headers.contains { $0.name.lowercased() == "range" }
         hopOptions = options
         hopOptions.followRedirects = false
+    }
+
+    /// Asks for the rest of `resume` (the kept body the partial store
+    /// found), before the transfer begins: the thread that calls it hands
+    /// the transfer to the engine afterwards.
+    func prepare(resume: ResumePoint?) {
+        guard let resume, partials != nil else { return }
+        partials?.resume = resume
+        hopOptions.headers += resume.kept.rangeHeaders
+        hopOptions.acceptsEncodings = false
     }
 
     func begin(on multi: MultiHandle, writer: BodyWriter? = nil) {
@@ -277,14 +360,26 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         easy?.unpause()
     }
 
-    /// Stops the transfer without reporting it, and removes its file.
+    /// Stops the transfer without reporting it, and removes its file, or
+    /// keeps it in the partial store when it may be.
     func abandon(on multi: MultiHandle) {
         release(on: multi)
         if let stream, let writer {
-            writer.close(stream) { _, _ in }
-            self.stream = nil
+            if keeping { writer.write(pending, to: stream) }
             pending = []
+            self.stream = nil
+            let (file, keeping, firstBytes) = (partialFile, keeping, firstBytes)
+            writer.close(stream) { _, _ in
+                guard let file else { return }
+                let (written, hasher) = stream.snapshot()
+                Self.settle(file, completed: false, keeping: keeping, written: written, hasher: hasher, firstBytes: firstBytes)
+            }
+        } else if let partialFile {
+            Self.settle(
+                partialFile, completed: false, keeping: keeping, written: received, hasher: hasher, firstBytes: firstBytes)
         }
+        partialFile = nil
+        partials = nil
         body.remove()
     }
 
@@ -341,26 +436,21 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         } else if failure != nil, code != 0 {
             failure?.curlCode = code
         }
-        if failure == nil, fd < 0, stream == nil {
-            do throws(Destination.Failure) {
-                fd = try body.create()
-                if copyLimit > 0 { copy = [] }
-            } catch {
-                failure = error.transferFailure
-            }
+        if !announced, failure == nil {
+            failure = announce(finalURL: easy?.effectiveURL)
+            if failure == nil, resumedFrom == nil, copyLimit > 0 { copy = [] }
         }
         if head.finalURL == nil { head.finalURL = easy?.effectiveURL }
-        if !announced, failure == nil {
-            announced = true
-            if !observer.transferDidReceiveResponse(self, head) {
-                failure = stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
-            }
+        if failure == nil, let completeLength, received != completeLength {
+            failure = TransferFailure(
+                code: .network, message: "the origin's range ended at byte \(received) of the \(completeLength) of the body")
         }
         release(on: multi)
         if let stream, let writer {
-            if failure == nil { writer.write(pending, to: stream) }
+            if failure == nil || keeping { writer.write(pending, to: stream) }
             pending = []
             self.stream = nil
+            closing = stream
             ending = failure
             return .flushing(stream)
         }
@@ -375,19 +465,168 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     private func finish(_ failure: TransferFailure?, checksum: UInt64) {
-        if failure != nil { body.remove() }
+        if let partialFile {
+            let (written, hasher) = closing.map { $0.snapshot() } ?? (written: received, hasher: XXH3(continuing: hasher))
+            Self.settle(
+                partialFile, completed: failure == nil, keeping: keeping, written: written, hasher: hasher, firstBytes: firstBytes)
+        } else if failure != nil {
+            body.remove()
+        }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
-            bodyPath: failure == nil ? body.path : nil, body: failure == nil ? body : nil, head: firstBytes,
-            checksum: checksum, bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure)
+            bodyPath: failure == nil ? target.path : nil, body: failure == nil ? target : nil, head: firstBytes,
+            checksum: checksum, bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure,
+            resumedFrom: resumedFrom)
         copy = nil
+        closing = nil
+        partialFile = nil
+        partials = nil
         observer.transferDidComplete(self, result)
+    }
+
+    /// What becomes of the partial store's file when the attempt ends: a
+    /// complete body is a downloaded one (its row goes, the file is
+    /// delivered); the `written` bytes of one that ended short are kept
+    /// when it may be; else the file goes.
+    private static func settle(
+        _ file: PartialFile, completed: Bool, keeping: Bool, written: Int64, hasher: XXH3, firstBytes: [UInt8]
+    ) {
+        if completed {
+            file.completed()
+        } else if keeping, written > 0 {
+            file.keep(length: written, hasher: hasher, firstBytes: firstBytes)
+        } else {
+            file.drop()
+        }
+    }
+
+    /// The final response's head is in (with its first bytes, or its end):
+    /// decides what becomes of a kept body, tells the observer, and opens
+    /// the file the body streams into. The failure that ends the transfer,
+    /// if any.
+    private func announce(finalURL: String?) -> TransferFailure? {
+        announced = true
+        head.finalURL = finalURL
+        let decision = ResumeDecision.decide(
+            kept: partials?.resume?.kept, clientAskedRange: clientAsksRange,
+            sameEntityTagRequired: partials?.sameEntityTagRequired ?? false, response: head)
+        switch decision {
+        case .reject(let reason):
+            partials?.resume?.file.drop()
+            partials?.resume = nil
+            return TransferFailure(code: .network, message: reason)
+        case .errorStatus(let dropsKept):
+            if dropsKept { partials?.resume?.file.drop() }
+            partials?.resume = nil
+        case .resume(_, let end, let length):
+            head = head.whole(length: length)
+            rangeEnd = end
+            completeLength = length
+        case .startAnew:
+            break
+        }
+        guard observer.transferDidReceiveResponse(self, head), !isAbandoned.load(ordering: .acquiring) else {
+            return stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
+        }
+        do throws(Destination.Failure) {
+            try openBody(decision)
+        } catch {
+            return error.transferFailure
+        }
+        return nil
+    }
+
+    /// Opens the file the body streams into: the kept body's, continued at
+    /// its end or emptied to start anew; a new one of the partial store
+    /// when the body may be kept; else `body`'s.
+    private func openBody(_ decision: ResumeDecision) throws(Destination.Failure) {
+        let resume = partials?.resume
+        partials?.resume = nil
+        let keptAs = keepable(head)
+        if let resume {
+            let offset: Int64
+            if case .resume(let from, _, _) = decision { offset = from } else { offset = 0 }
+            if offset == 0, ftruncate(resume.file.fd, 0) != 0 {
+                resume.file.drop()
+            } else if let opened = Self.duplicate(resume.file, at: offset) {
+                fd = opened
+                use(resume.file)
+                if offset > 0 {
+                    received = offset
+                    hasher = resume.hasher
+                    firstBytes = resume.firstBytes
+                    textLength = nil
+                    resumedFrom = offset
+                    keeping = !CacheControl(head.headers).noStore
+                    if !keeping { resume.file.forget() }
+                } else if let (validator, length) = keptAs, let plan = partials {
+                    resume.file.describe(key: plan.key, url: plan.url, validator: validator, completeLength: length)
+                    keeping = true
+                } else {
+                    resume.file.forget()
+                }
+                return
+            } else {
+                resume.file.drop()
+            }
+        }
+        if let (validator, length) = keptAs, let plan = partials, let file = plan.store.makeFile(),
+            let opened = Self.duplicate(file, at: 0)
+        {
+            file.describe(key: plan.key, url: plan.url, validator: validator, completeLength: length)
+            fd = opened
+            use(file)
+            keeping = true
+            return
+        }
+        fd = try body.create()
+    }
+
+    /// Streams the body into `file` of the partial store, from where it is
+    /// placed as `body` would have been.
+    private func use(_ file: PartialFile) {
+        partialFile = file
+        target = BodyTarget(
+            directory: file.store.directory, name: file.name, mode: 0o600, destination: body.destination,
+            destinationDirectory: body.destination != nil ? body.directory : nil, partial: file)
+    }
+
+    /// A descriptor of its own for `file`'s open file, positioned at
+    /// `offset` (the lock stays with the file's).
+    private static func duplicate(_ file: PartialFile, at offset: Int64) -> Int32? {
+        let fd = fcntl(file.fd, F_DUPFD_CLOEXEC, 0)
+        guard fd >= 0 else { return nil }
+        guard lseek(fd, off_t(offset), SEEK_SET) == off_t(offset) else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
+    /// The validator and complete length under which the body of
+    /// `response` may be kept for a later attempt, when it may be: a 200 of
+    /// known length in its identity form, with a strong entity tag or a
+    /// Last-Modified, that a cache could store for the request (no
+    /// `no-store`, no credentials: the plan is only made for requests the
+    /// cache applies to).
+    private func keepable(_ response: ResponseHead) -> (ResumeValidator, Int64)? {
+        guard let plan = partials, response.status == 200, let length = response.announcedLength, length > 0,
+            response.header("content-encoding") == nil, let validator = ResumeValidator(of: response),
+            HTTPCachePolicy.isStorable(status: 200, requestHeaders: plan.requestHeaders, responseHeaders: response.headers)
+        else { return nil }
+        return (validator, length)
     }
 
     /// From here on the body writer writes the body file, when there is one.
     private func handOverFile() {
         guard let writer else { return }
-        stream = BodyWriter.Stream(fd: fd, path: body.path, hashed: hasher)
+        var checkpoint: (@Sendable (Int64, UInt64) -> Void)?
+        if keeping, let file = partialFile {
+            checkpoint = { length, checksum in file.checkpoint(length: length, checksum: checksum) }
+        }
+        stream = BodyWriter.Stream(
+            fd: fd, path: target.path, hashed: hasher, written: received, checkpointInterval: PartialStore.checkpointInterval,
+            checkpoint: checkpoint)
         fd = -1
         pending = writer.buffer()
     }
@@ -457,25 +696,18 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         if redirecting { return .accept }
         if stopReason != nil { return .abort }
         if !announced {
-            announced = true
-            head.finalURL = handle.effectiveURL
-            guard observer.transferDidReceiveResponse(self, head) else {
-                return stop(TransferFailure(code: .cancelled, message: "stopped"))
-            }
-            guard !isAbandoned.load(ordering: .acquiring) else {
-                return stop(TransferFailure(code: .cancelled, message: "stopped"))
-            }
-            do throws(Destination.Failure) {
-                fd = try body.create()
-            } catch {
-                return stop(error.transferFailure)
-            }
+            if let failure = announce(finalURL: handle.effectiveURL) { return stop(failure) }
             let announcedLength = head.announcedLength ?? 0
-            if copyLimit > 0, announcedLength <= Int64(copyLimit) {
+            if copyLimit > 0, resumedFrom == nil, announcedLength <= Int64(copyLimit) {
                 copy = []
                 copy?.reserveCapacity(Int(announcedLength))
             }
             if announcedLength > BodyWriter.directLimit { handOverFile() }
+        }
+        if let rangeEnd, received + Int64(data.count) > rangeEnd {
+            keeping = false
+            return stop(TransferFailure(
+                code: .network, message: "the origin sent more than the bytes \(resumedFrom ?? 0)-\(rangeEnd - 1) its Content-Range announced"))
         }
         if stream == nil, received + Int64(data.count) > BodyWriter.directLimit { handOverFile() }
         if let stream, let writer {
@@ -489,7 +721,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             } else {
                 pending.append(contentsOf: data)
             }
-        } else if let failure = BodyWriter.writeAll(data, to: fd, path: body.path) {
+        } else if let failure = BodyWriter.writeAll(data, to: fd, path: target.path) {
             return stop(failure)
         }
         received += Int64(data.count)

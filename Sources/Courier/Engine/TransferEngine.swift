@@ -102,7 +102,7 @@ final class TransferEngine: Sendable {
                 }
             case .shutdown:
                 for transfer in active.values { transfer.abandon(on: multi) }
-                writer.stop()
+                writer.stop(waiting: 5)
                 wakeable.withLock { $0 = nil }
                 multi.cleanup()
                 logger.debug("transfer engine stopped")

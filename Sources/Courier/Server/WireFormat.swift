@@ -140,6 +140,7 @@ extension Outcome {
         if let text { object["text"] = .string(text) }
         if let base64 { object["base64"] = .string(base64) }
         if let image { object["image"] = image.json }
+        if let resumedFrom, resumedFrom > 0 { object["resumedFrom"] = .integer(resumedFrom) }
         if let error {
             var detail = error.fields(httpStatus: status)
             if let retryAfter { detail["retryAfter"] = .integer(retryAfter) }
