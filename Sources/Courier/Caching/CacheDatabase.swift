@@ -124,7 +124,7 @@ final class CacheDatabase: Sendable {
         for name in [Self.fileName] + Self.sideFiles.map({ Self.fileName + $0 }) {
             guard let info = root.status(of: name) else { continue }
             if info.st_mode & S_IFMT != S_IFREG || info.st_uid != geteuid() {
-                root.remove(name)
+                root.removeTree(name)
                 logger.warning("\(root.path(of: name)) was not a file of this user's: removed it")
             }
         }
@@ -155,10 +155,11 @@ final class CacheDatabase: Sendable {
     }
 
     /// Removes the database and its side files: names in the cache
-    /// directory, whatever they are.
+    /// directory, whatever they are (a directory with what it holds,
+    /// nothing a symbolic link points at).
     private func drop() {
-        root.remove(Self.fileName)
-        for suffix in Self.sideFiles { root.remove(Self.fileName + suffix) }
+        root.removeTree(Self.fileName)
+        for suffix in Self.sideFiles { root.removeTree(Self.fileName + suffix) }
     }
 
     /// The path `directory` has now, resolved by the kernel from its

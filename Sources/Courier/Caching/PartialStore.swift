@@ -55,16 +55,25 @@ final class PartialStore: Sendable {
     /// The kept bytes of every row together, at most.
     let capacity: Int64
     fileprivate let queue = DispatchQueue(label: "courier.partials")
-    /// Touched on `queue` only.
     fileprivate let state = Locked(State())
     fileprivate let logger: Logger
 
     fileprivate struct State {
+        /// Set once, on the queue.
         var database: CacheDatabase?
         /// Per key, the body this process kept last and the hash state of
-        /// its kept bytes.
+        /// its kept bytes. Used on the queue.
         var hints: [[UInt8]: Hint] = [:]
+        /// The files this process holds for a key (one streaming, or one
+        /// an attempt that ended is still recording), by key.
+        var held: [[UInt8]: String] = [:]
+        /// What waits for this process to let a file go, by its name.
+        var waiting: [String: [@Sendable () -> Void]] = [:]
     }
+
+    /// How long taking a body waits for this process to let it go (an
+    /// attempt that ended is still recording it) before starting anew.
+    static let releaseWait = 2.0
 
     /// What this process knows of a body it kept: the file, by name and by
     /// identity, its length, and the hash state of those bytes.
@@ -117,10 +126,43 @@ final class PartialStore: Sendable {
     /// holds, or a body kept from another URL than `url` under a
     /// Last-Modified alone, which nothing proves to be the same resource
     /// unless `proven` (the request carries an integrity digest).
+    /// A body this process still holds (an attempt that ended is recording
+    /// it: a download cancelled and asked again at once, a retry) is waited
+    /// for, up to `releaseWait` seconds.
     func take(key: [UInt8], url: String, proven: Bool, then: @escaping @Sendable (ResumePoint?) -> Void) {
-        queue.async { [self] in
-            then(resumePoint(key: key, url: url, proven: proven))
+        queue.async { [self] in take(key: key, url: url, proven: proven, waited: false, then: then) }
+    }
+
+    private func take(key: [UInt8], url: String, proven: Bool, waited: Bool, then: @escaping @Sendable (ResumePoint?) -> Void) {
+        let once = Locked(false)
+        let again: @Sendable () -> Void = { [self] in
+            guard once.withLock({ done in defer { done = true }; return !done }) else { return }
+            take(key: key, url: url, proven: proven, waited: true, then: then)
         }
+        let waiting = !waited && state.withLock { state in
+            guard let name = state.held[key] else { return false }
+            state.waiting[name, default: []].append(again)
+            return true
+        }
+        guard waiting else {
+            then(resumePoint(key: key, url: url, proven: proven))
+            return
+        }
+        queue.asyncAfter(deadline: .now() + Self.releaseWait, execute: again)
+    }
+
+    /// This process holds `name` for `key`.
+    fileprivate func hold(_ name: String, for key: [UInt8]) {
+        state.withLock { $0.held[key] = name }
+    }
+
+    /// This process let the file `name` go: what waited for it goes on.
+    fileprivate func released(_ name: String, key: [UInt8]?) {
+        let waiting = state.withLock { state in
+            if let key, state.held[key].map({ $0.isExactly(name) }) ?? false { state.held[key] = nil }
+            return state.waiting.removeValue(forKey: name) ?? []
+        }
+        for waiter in waiting { queue.async(execute: waiter) }
     }
 
     private func resumePoint(key: [UInt8], url: String, proven: Bool) -> ResumePoint? {
@@ -272,6 +314,7 @@ final class PartialStore: Sendable {
             if Self.isFileName(file), let info = directory.status(of: file), info.st_mode & S_IFMT == S_IFREG {
                 named.insert(file)
             } else {
+                logger.warning("kept partial body \(directory.path(of: String(decoding: file, as: UTF8.self))) is gone or not a file of courier's: dropped it")
                 deleteRow(key: key, file: file)
             }
         }
@@ -385,16 +428,22 @@ final class PartialFile: Sendable {
         var written = false
         /// Another file took the key's row since: this one is not kept.
         var lost = false
+        /// The key this process holds the file for, once it has one.
+        var key: [UInt8]?
     }
 
     fileprivate init(store: PartialStore, name: String, fd: Int32, row: PartialRecord?) {
         self.store = store
         self.name = name
         self.fd = fd
-        self.row = Locked(RowState(record: row, written: row != nil))
+        self.row = Locked(RowState(record: row, written: row != nil, key: row?.key))
+        if let row { store.hold(name, for: row.key) }
     }
 
-    deinit { close(fd) }
+    deinit {
+        close(fd)
+        store.released(name, key: row.withLock { $0.key })
+    }
 
     /// From here on the file holds the body of a response that may be kept
     /// under `key`, from `url`, of `completeLength` under `validator`; none
@@ -405,9 +454,10 @@ final class PartialFile: Sendable {
             key: key, file: name, url: url, kept: KeptBody(offset: 0, completeLength: completeLength, validator: validator),
             checksum: XXH3.empty)
         let rewrite = row.withLock { state in
-            defer { state.record = record }
+            defer { (state.record, state.key) = (record, key) }
             return state.written
         }
+        store.hold(name, for: key)
         guard rewrite else { return }
         store.queue.async { [self] in
             store.deleteRow(key: key, file: Array(name.utf8))

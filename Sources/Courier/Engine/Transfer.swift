@@ -380,6 +380,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         }
         partialFile = nil
         partials = nil
+        target = body
         body.remove()
     }
 
@@ -481,6 +482,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         closing = nil
         partialFile = nil
         partials = nil
+        if failure != nil { target = body }
         observer.transferDidComplete(self, result)
     }
 

@@ -691,6 +691,9 @@ struct DownloadScheduler<Waiter> {
         outcome.attempts = receipt.attempts
         if !outcome.ok, outcome.status == nil, let url = receipt.attemptURL { outcome.finalURL = url }
         if outcome.ok { figures.received = outcome.size }
+        // A failure says how far the body got: a receipt ended here
+        // (cancelled, shut down, too large) by what its task had received.
+        if !outcome.ok, outcome.size == 0 { outcome.size = figures.received }
         history.add(ReceiptProgress(receipt: id, figures: figures, state: "finished"))
 
         actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: outcome)))
