@@ -75,12 +75,14 @@ final class PartialStore: Sendable {
     /// attempt that ended is still recording it) before starting anew.
     static let releaseWait = 2.0
 
-    /// What this process knows of a body it kept: the file, by name and by
-    /// identity, its length, and the hash state of those bytes.
+    /// What this process knows of a body it kept: the file, by name, by
+    /// identity and by its last modification, its length, and the hash
+    /// state of those bytes.
     fileprivate struct Hint {
         var file: String
         var device: UInt64
         var inode: UInt64
+        var modified: Int64
         var length: Int64
         var checksum: UInt64
         var hasher: XXH3
@@ -192,7 +194,8 @@ final class PartialStore: Sendable {
         }
         let hint = state.withLock { $0.hints[key] }
         if let hint, hint.file.isExactly(record.file), hint.length == length, hint.checksum == record.checksum,
-            hint.device == UInt64(info.st_dev), hint.inode == UInt64(info.st_ino), Int64(info.st_size) == length
+            hint.device == UInt64(info.st_dev), hint.inode == UInt64(info.st_ino), hint.modified == CacheFileIO.modified(info),
+            Int64(info.st_size) == length
         {
             return ResumePoint(file: file, url: record.url, kept: record.kept, hasher: XXH3(continuing: hint.hasher), firstBytes: hint.firstBytes)
         }
@@ -507,7 +510,8 @@ final class PartialFile: Sendable {
             var info = stat()
             guard fstat(fd, &info) == 0 else { return }
             let kept = PartialStore.Hint(
-                file: name, device: UInt64(info.st_dev), inode: UInt64(info.st_ino), length: length, checksum: checksum,
+                file: name, device: UInt64(info.st_dev), inode: UInt64(info.st_ino), modified: CacheFileIO.modified(info),
+                length: length, checksum: checksum,
                 hasher: XXH3(continuing: hasher), firstBytes: firstBytes)
             store.state.withLock { $0.hints[key] = kept }
         }
