@@ -400,6 +400,7 @@ def test_every_command_line_option_reaches_the_config(tmp_path):
         "--proxy", "http://127.0.0.1:9", "--max-memory-body", "1MiB", "--framing", "ndjson",
         "--max-message-bytes", "1MiB", "--log-level", "error",
         "--retries", "5", "--retry-delay", "0.25", "--retry-max-delay", "10", "--retry-max-time", "20",
+        "--partial-capacity", "5MiB",
     ])
     assert config == {
         "cacheDir": str(tmp_path / "cache"), "memoryCapacity": 2 << 20, "memoryAfterPurge": 1 << 20,
@@ -410,6 +411,7 @@ def test_every_command_line_option_reaches_the_config(tmp_path):
         "proxy": "http://127.0.0.1:9", "maxMemoryBody": 1 << 20, "framing": "ndjson", "maxMessageBytes": 1 << 20,
         "logLevel": "error",
         "retries": 5, "retryDelay": 0.25, "retryMaxDelay": 10.0, "retryMaxTime": 20.0,
+        "partialCapacity": 5 << 20,
     }
 
 
