@@ -84,4 +84,42 @@ struct BodyWriterTests {
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)).isEmpty)
         }
     }
+
+    @Test func checkpointsComeAtEachIntervalWithTheChecksumOfTheBytesUpToThem() throws {
+        try withFile { path in
+            // Given a stream over a file that holds 10 bytes already, checkpointing every 64 KiB
+            let writer = BodyWriter()
+            defer { writer.stop(waiting: 5) }
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            try #require(fd >= 0)
+            let first = [UInt8](repeating: 1, count: 10)
+            try #require(write(fd, first, first.count) == first.count)
+            let hashed = XXH3()
+            hashed.update(first)
+            let reached = Locked<[(Int64, UInt64)]>([])
+            let stream = BodyWriter.Stream(
+                fd: fd, path: path, hashed: hashed, written: 10, checkpointInterval: 64 << 10,
+                checkpoint: { length, checksum in reached.withLock { $0.append((length, checksum)) } })
+
+            // When 200 KiB are handed over in pieces of 40 KiB
+            var body = first
+            for index in 0..<5 {
+                let piece = [UInt8](repeating: UInt8(index + 2), count: 40 << 10)
+                body += piece
+                writer.write(piece, to: stream)
+            }
+            _ = try #require(close(stream, on: writer))
+
+            // Then a checkpoint came at the first piece past each 64 KiB, with the checksum of everything up to it
+            let checkpoints = reached.withLock { $0 }
+            let kib: Int64 = 1 << 10
+            let expected: [Int64] = [10 + 80 * kib, 10 + 160 * kib, 10 + 200 * kib]
+            #expect(checkpoints.map(\.0) == expected)
+            for (length, checksum) in checkpoints {
+                #expect(checksum == XXH3.hash(Array(body[..<Int(length)])))
+            }
+            // And the stream knows how much it wrote
+            #expect(stream.snapshot().written == Int64(body.count))
+        }
+    }
 }

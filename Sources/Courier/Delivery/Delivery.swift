@@ -272,8 +272,10 @@ final class BodyFile {
                 return false
             }
         }
+        // Through the descriptor the partial store holds: no name is
+        // followed to change a mode.
+        if beside.destinationDirectory != nil, let partial = beside.partial { fchmod(partial.fd, Destination.fileMode) }
         guard renameat(beside.directory.fd, beside.name, directory.fd, target.name) == 0 else { return false }
-        if beside.destinationDirectory != nil { fchmodat(directory.fd, target.name, Destination.fileMode, 0) }
         file = nil
         self.beside = nil
         return true

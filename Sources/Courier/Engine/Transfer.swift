@@ -374,7 +374,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
                 let (written, hasher) = stream.snapshot()
                 Self.settle(file, completed: false, keeping: keeping, written: written, hasher: hasher, firstBytes: firstBytes)
             }
-        } else if let partialFile {
+        } else if let partialFile, closing == nil {
+            // (A transfer whose stream is closing is settled by `finish`,
+            // or, when the engine stops first, left at its last checkpoint.)
             Self.settle(
                 partialFile, completed: false, keeping: keeping, written: received, hasher: hasher, firstBytes: firstBytes)
         }
