@@ -11,6 +11,7 @@ byte."""
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import sqlite3
@@ -115,6 +116,12 @@ def test_a_failed_download_asked_again_asks_only_for_the_rest(courier, origin, c
     assert all(params["expected"] == 6 * MIB for params in progress)
     # And nothing is kept any more
     assert kept_rows(cache_dir) == [] and partial_files(cache_dir) == []
+    # And the cache stored the whole body, which it serves as it is
+    third = session.fetch(url, body="base64")
+    assert third["source"] in ("memory", "disk") and third["size"] == 6 * MIB and "resumedFrom" not in third, \
+        {k: v for k, v in third.items() if k != "base64"}
+    assert base64.b64decode(third["base64"]) == origin.ranged_body("failed", 6 * MIB)
+    assert len(origin.ranged_log("failed")) == 2
 
 
 def test_a_reset_mid_body_continues_from_the_bytes_that_arrived(courier, origin, cache_dir):
