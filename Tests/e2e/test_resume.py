@@ -68,9 +68,10 @@ def fetch_with_progress(session, url: str, **params) -> tuple[dict, list[dict]]:
 
 def fail_once(session, origin, name: str, size: int, cut: int, query: str = "", **params) -> str:
     """Downloads /ranged/NAME, whose first response ends after `cut` bytes,
-    and checks that it failed: its URL, for asking it again."""
+    without retries, and checks that it failed: its URL, for asking it
+    again."""
     url = origin.url(f"/ranged/{name}?size={size}&cut={cut}{query}")
-    first = session.fetch(url, **params)
+    first = session.fetch(url, retries=0, **params)
     assert not first["ok"] and first["error"]["code"] == "network", first
     return url
 
@@ -84,7 +85,7 @@ def test_a_failed_download_asked_again_asks_only_for_the_rest(courier, origin, c
     session = courier()
     url = origin.url("/ranged/failed?size=6291456&cut=2097152")
     destination = str(tmp_path / "out" / "failed.bin")
-    first = session.fetch(url, destination=destination)
+    first = session.fetch(url, destination=destination, retries=0)
 
     # Then that download fails `network`, and its size is the bytes received
     assert not first["ok"] and first["error"]["code"] == "network", first
@@ -124,11 +125,46 @@ def test_a_failed_download_asked_again_asks_only_for_the_rest(courier, origin, c
     assert len(origin.ranged_log("failed")) == 2
 
 
+def test_a_retried_attempt_continues_from_the_bytes_kept(courier, origin, cache_dir):
+    # Given a resource whose first two responses end cleanly after 2 and then 3 MiB more
+    session = courier("--retry-delay", "0.01")
+    url = origin.url(f"/ranged/retried?size={8 * MIB}&cut={2 * MIB}&cuts=2")
+
+    # When it is downloaded with retries
+    outcome = session.fetch(url)
+
+    # Then each retry asked only for the rest, and the body is exact
+    log = origin.ranged_log("retried")
+    assert [entry["range"] for entry in log] == [None, f"bytes={2 * MIB}-", f"bytes={4 * MIB}-"]
+    assert [entry["sent"] for entry in log] == [2 * MIB, 2 * MIB, 4 * MIB]
+    assert outcome["ok"] and outcome["attempts"] == 3 and outcome["resumedFrom"] == 4 * MIB, outcome
+    with open(outcome["path"], "rb") as delivered:
+        assert delivered.read() == origin.ranged_body("retried", 8 * MIB)
+    assert kept_rows(cache_dir) == [] and partial_files(cache_dir) == []
+
+
+def test_a_retry_after_a_wrong_answer_to_a_range_starts_anew(courier, origin, cache_dir):
+    # Given 2 MiB kept of a resource whose origin answers ranges with a wrong start
+    session = courier("--retry-delay", "0.01")
+    url = origin.url(f"/ranged/retry-bad?size={4 * MIB}&cut={2 * MIB}&bad=start")
+    session.fetch(url, retries=0)
+
+    # When it is asked again, with retries
+    outcome = session.fetch(url)
+
+    # Then the wrong 206 failed that attempt, and the next one asked for the whole body
+    log = origin.ranged_log("retry-bad")
+    assert [entry["range"] for entry in log] == [None, f"bytes={2 * MIB}-", None]
+    assert outcome["ok"] and outcome["attempts"] == 2 and "resumedFrom" not in outcome, outcome
+    with open(outcome["path"], "rb") as delivered:
+        assert delivered.read() == origin.ranged_body("retry-bad", 4 * MIB)
+
+
 def test_a_reset_mid_body_continues_from_the_bytes_that_arrived(courier, origin, cache_dir):
     # Given a download whose connection is reset after 3 MiB were sent
     session = courier()
     url = origin.url("/ranged/reset?size=8388608&cut=3145728&how=reset")
-    first = session.fetch(url)
+    first = session.fetch(url, retries=0)
     assert not first["ok"] and first["error"]["code"] == "network", first
     # (bytes in flight may be lost with a reset: the size says what arrived)
     assert 0 < first["size"] <= 3 * MIB, first
@@ -253,7 +289,7 @@ def test_an_origin_that_answers_200_to_every_range_starts_anew(courier, origin, 
     # Given 2 MiB kept of a resource whose origin ignores Range
     session = courier()
     url = origin.url(f"/ranged/ignoring?size={6 * MIB}&cut={2 * MIB}&ranges=ignore")
-    first = session.fetch(url)
+    first = session.fetch(url, retries=0)
     assert not first["ok"]
 
     # When it is asked again
@@ -281,10 +317,10 @@ def test_a_wrong_answer_to_a_range_fails_and_the_next_download_starts_anew(couri
     session = courier()
     name = f"bad-{bad}"
     url = origin.url(f"/ranged/{name}?size={4 * MIB}&cut={2 * MIB}&bad={bad}")
-    session.fetch(url)
+    session.fetch(url, retries=0)
 
-    # When it is asked again, then again
-    second = session.fetch(url)
+    # When it is asked again (without retries), then again
+    second = session.fetch(url, retries=0)
     third = session.fetch(url)
 
     # Then the wrong 206 failed that download with `network`, saying why
@@ -301,7 +337,7 @@ def test_a_wrong_answer_to_a_range_fails_and_the_next_download_starts_anew(couri
 
 def test_a_206_to_a_request_without_range_fails(courier, origin):
     session = courier()
-    outcome = session.fetch(origin.url(f"/ranged/unasked?size={MIB}&bad=unasked"))
+    outcome = session.fetch(origin.url(f"/ranged/unasked?size={MIB}&bad=unasked"), retries=0)
     assert not outcome["ok"] and outcome["error"]["code"] == "network", outcome
     assert "206 Partial Content to a request without Range" in outcome["error"]["message"]
     assert "path" not in outcome
@@ -331,7 +367,7 @@ def test_what_is_kept_needs_a_strong_validator_and_no_content_coding(courier, or
     session = courier()
     cut = 10_000 if query == "gzip=1" else MIB
     url = origin.url(f"/ranged/which?size={4 * MIB}&cut={cut}&{query}")
-    session.fetch(url)
+    session.fetch(url, retries=0)
 
     # When it is asked again
     outcome = session.fetch(url)
@@ -346,7 +382,7 @@ def test_what_is_kept_needs_a_strong_validator_and_no_content_coding(courier, or
 def test_credentials_and_no_store_keep_nothing(courier, origin, cache_dir):
     session = courier()
     url = origin.url(f"/ranged/private?size={4 * MIB}&cut={MIB}")
-    first = session.fetch(url, headers={"Authorization": "Bearer x"})
+    first = session.fetch(url, headers={"Authorization": "Bearer x"}, retries=0)
     assert not first["ok"]
     second = session.fetch(url, headers={"Authorization": "Bearer x"})
     assert origin.ranged_log("private")[1]["range"] is None

@@ -373,7 +373,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             else { return nil }
         }
         return PartialPlan(
-            store: partials, key: PartialStore.key(for: order.request), url: order.request.url, requestHeaders: order.request.headers)
+            store: partials, key: PartialStore.key(for: order.request), url: order.url, requestHeaders: order.request.headers)
     }
 
     /// Where a task's body streams to: beside its first receipt's destination
