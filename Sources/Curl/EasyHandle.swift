@@ -47,6 +47,12 @@ public struct EasyOptions: Sendable {
 public enum WriteDecision: Sendable {
     case accept
     case abort
+    /// Pauses the transfer (`CURL_WRITEFUNC_PAUSE`): libcurl keeps the bytes
+    /// and hands them over again once the transfer is unpaused. A pause
+    /// asked before the transfer began does not hold (libcurl resets it
+    /// when the transfer starts), so this is how a transfer suspended before
+    /// it began stops at its first bytes.
+    case pause
 }
 
 /// Receives an easy handle's callbacks, on the thread that drives its multi
@@ -225,6 +231,7 @@ public final class EasyHandle {
         switch delegate.easyHandle(handle, didReceive: UnsafeRawBufferPointer(start: buffer, count: length)) {
         case .accept: return length
         case .abort: return 0
+        case .pause: return courier_writefunc_pause()
         }
     }
 

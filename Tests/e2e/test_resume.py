@@ -263,6 +263,31 @@ def test_a_killed_courier_leaves_a_body_the_next_one_continues(courier, origin, 
           f"origin sent {log[0]['sent'] + log[1]['sent']} bytes for a 40 MiB file")
 
 
+def test_a_download_suspended_before_its_transfer_began_reads_nothing_until_resumed(courier, origin):
+    # Given a download suspended as soon as it is answered (its transfer
+    # begins once the partial store has looked for a kept body)
+    session = courier("--progress-interval", "0")
+    answer = session.download(origin.url("/ranged/suspended?size=1000"))
+    assert session.suspend(receipt=answer["receipt"])["state"] == "suspended"
+
+    # When the origin has sent the whole body, and another download went through the same loop
+    origin.ranged_wait("suspended", 1)
+    origin_done = lambda: origin.ranged_log("suspended")[0]["status"] is not None  # noqa: E731
+    deadline = time.monotonic() + 10
+    while not origin_done():
+        assert time.monotonic() < deadline, "the origin did not send the body"
+        time.sleep(0.01)
+    assert session.fetch(origin.url("/bytes/10"))["ok"]
+
+    # Then nothing of it was read while suspended
+    assert session.progress(answer["receipt"])["received"] == 0
+    assert session.progress_by_task[answer["task"]] == []
+    # And once resumed it runs and finishes
+    assert session.resume(receipt=answer["receipt"])["state"] == "running"
+    outcome = session.wait(answer["receipt"])
+    assert outcome["ok"] and outcome["size"] == 1000, outcome
+
+
 # --------------------------------------------------------------------------
 # Origins that change, ignore ranges or answer them wrongly
 

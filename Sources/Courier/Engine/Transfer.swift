@@ -697,6 +697,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {
+        if paused { return .pause }
         if redirecting { return .accept }
         if stopReason != nil { return .abort }
         if !announced {

@@ -92,10 +92,13 @@ final class TransferEngine: Sendable {
                 if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
                     transfer.abandon(on: multi)
                 }
+            // Also for a transfer not started yet (the downloader starts one
+            // once the partial store has looked for a body it kept): it
+            // begins paused, or not.
             case .pause(let transfer):
-                if active[ObjectIdentifier(transfer)] != nil { transfer.pause() }
+                transfer.pause()
             case .resume(let transfer):
-                if active[ObjectIdentifier(transfer)] != nil { transfer.resume() }
+                transfer.resume()
             case .flushed(let transfer, let failure, let checksum):
                 if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
                     transfer.finish(writeFailure: failure, checksum: checksum)
