@@ -20,6 +20,11 @@ let package = Package(
 
 package.targets += [
     .systemLibrary(
+        name: "CLibcrypto",
+        pkgConfig: "libcrypto",
+        providers: [.apt(["libssl-dev"])]
+    ),
+    .systemLibrary(
         name: "CLibcurl",
         pkgConfig: "libcurl",
         providers: [.apt(["libcurl4-openssl-dev"])]
@@ -85,7 +90,7 @@ package.targets += [
 package.targets += [
     .target(
         name: "Courier",
-        dependencies: ["CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite", .product(name: "Logging", package: "swift-log")],
+        dependencies: ["CLibcrypto", "CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite", .product(name: "Logging", package: "swift-log")],
         resources: [.embedInCode("Resources/openrpc.json"), .embedInCode("Resources/openrpc-checks.json")]
     ),
     .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC", "Locking", "SQLite"]),

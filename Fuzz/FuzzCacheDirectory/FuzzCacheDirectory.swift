@@ -121,7 +121,7 @@ private func entry(_ bytes: [UInt8]) {
     append(flags & 1 == 0 ? XXH3.hash(metadata) : UInt64(flags))
     append(flags & 2 == 0 ? zeros : UInt64(flags))
     append(UInt64(7))
-    let entryName = SHA256.hex("k")
+    let entryName = DiskCache.entryName(for: "k")
     let bodyName = DiskCacheEntry.bodyName(entryName: entryName, bodyID: 7)
     let http = sandbox.disk.directory
     defer {

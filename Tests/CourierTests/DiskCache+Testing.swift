@@ -35,7 +35,7 @@ extension DiskCache {
     }
 
     /// The path of `key`'s entry file.
-    func filePath(for key: String) -> String { directory.path(of: SHA256.hex(key)) }
+    func filePath(for key: String) -> String { directory.path(of: DiskCache.entryName(for: key)) }
 }
 
 extension CachedBody {

@@ -140,7 +140,7 @@ struct DiskCacheBodyFileTests {
     @Test func replacingAndUpdatingKeepOneBodyFile() throws {
         try withDirectory { directory in
             let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
-            let name = SHA256.hex("k")
+            let name = DiskCache.entryName(for: "k")
             cache.store(key: "k", response: response(), body: bytes(1_000, seed: 1))
             let first = try #require(cache.lookup(key: "k"))
 
@@ -210,8 +210,8 @@ struct DiskCacheBodyFileTests {
             // Given an orphan beside a live entry (two body files under one
             // entry name), one whose entry is gone, and a stray name
             let stray = kept.path + ".00000000000000aa"
-            let lost = young.path + "/" + SHA256.hex("lost") + ".00000000000000bb"
-            let foreign = young.path + "/" + SHA256.hex("x") + ".short"
+            let lost = young.path + "/" + DiskCache.entryName(for: "lost") + ".00000000000000bb"
+            let foreign = young.path + "/" + DiskCache.entryName(for: "x") + ".short"
             for file in [stray, lost, foreign] { try write(bytes(300, seed: 2), to: file, mode: 0o600) }
 
             // When a sweep finds them younger than the orphan age, they stay and count

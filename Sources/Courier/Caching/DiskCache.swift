@@ -252,7 +252,7 @@ final class DiskCache: Sendable {
     @discardableResult
     func remove(key: String) -> Bool {
         waitForFirstSweep()
-        let name = SHA256.hex(key)
+        let name = Self.entryName(for: key)
         guard let found = peek(name), directory.remove(name) else { return false }
         forget(found.entrySize + removeBody(of: name, found.header))
         return true
@@ -367,7 +367,7 @@ final class DiskCache: Sendable {
     /// it replaced. The name of the body file, or nil when nothing was stored.
     private func write(key: String, response: CachedResponse, body: Body) -> String? {
         waitForFirstSweep()
-        let name = SHA256.hex(key)
+        let name = Self.entryName(for: key)
         let suffix = Self.uniqueSuffix()
         let placed: (id: UInt64, length: Int64, checksum: UInt64, added: Int64)
         switch body {
@@ -490,7 +490,7 @@ final class DiskCache: Sendable {
     /// body byte is read; a corrupt entry is deleted. The caller closes the
     /// result.
     private func open(_ key: String) -> Opened? {
-        let name = SHA256.hex(key)
+        let name = Self.entryName(for: key)
         guard let (fd, info) = directory.openFile(name) else { return nil }
         let size = Int64(info.st_size)
         let bytes = size <= DiskCacheEntry.headerLength + DiskCacheEntry.metadataLimit
@@ -531,7 +531,7 @@ final class DiskCache: Sendable {
 
     /// Deletes an entry whose body failed its check.
     private func discard(_ opened: Opened) {
-        removeIfSame(opened.entryFD, name: SHA256.hex(opened.entry.key), header: opened.header)
+        removeIfSame(opened.entryFD, name: Self.entryName(for: opened.entry.key), header: opened.header)
     }
 
     /// Deletes the entry file `name` if it is still the file `fd` has open
@@ -605,6 +605,10 @@ final class DiskCache: Sendable {
         else { return false }
         return kill(pid, 0) != 0 && errno == ESRCH
     }
+
+    /// The name of `key`'s entry file: the SHA-256 of the key's UTF-8 in 64
+    /// lower-case hex digits, which other tools can compute too.
+    static func entryName(for key: String) -> String { DigestHasher.sha256Hex(key) }
 
     /// 64 lower-case hex digits.
     private static func isEntryName(_ name: ArraySlice<UInt8>) -> Bool {

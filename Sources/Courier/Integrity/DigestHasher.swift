@@ -1,0 +1,58 @@
+import CLibcrypto
+
+/// One SHA-2 digest taken as bytes arrive, by libcrypto (whose SHA-256 uses
+/// the processor's SHA extensions where it has them).
+final class DigestHasher {
+    let algorithm: HashAlgorithm
+    private let context: OpaquePointer
+
+    init(_ algorithm: HashAlgorithm) {
+        self.algorithm = algorithm
+        guard let context = EVP_MD_CTX_new() else { fatalError("out of memory") }
+        self.context = context
+        guard EVP_DigestInit_ex(context, algorithm.implementation, nil) == 1 else {
+            fatalError("libcrypto cannot start a \(algorithm.rawValue) digest")
+        }
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        EVP_DigestUpdate(context, base, bytes.count)
+    }
+
+    /// The digest of every byte given; the hasher takes no more after it.
+    func finalize() -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: algorithm.digestLength)
+        EVP_DigestFinal_ex(context, &digest, nil)
+        return digest
+    }
+
+    /// The digest of `bytes`.
+    static func hash(_ bytes: UnsafeRawBufferPointer, _ algorithm: HashAlgorithm) -> [UInt8] {
+        let hasher = DigestHasher(algorithm)
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+
+    static func hash(_ bytes: [UInt8], _ algorithm: HashAlgorithm) -> [UInt8] {
+        bytes.withUnsafeBytes { hash($0, algorithm) }
+    }
+
+    /// The SHA-256 of `text`'s UTF-8 as 64 lower-case hex digits.
+    static func sha256Hex(_ text: String) -> String {
+        var text = text
+        let digest = text.withUTF8 { hash(UnsafeRawBufferPointer($0), .sha256) }
+        return String(unsafeUninitializedCapacity: 2 * digest.count) { out in
+            let digits: StaticString = "0123456789abcdef"
+            digits.withUTF8Buffer { digits in
+                for (i, byte) in digest.enumerated() {
+                    out[2 * i] = digits[Int(byte >> 4)]
+                    out[2 * i + 1] = digits[Int(byte & 0x0f)]
+                }
+            }
+            return 2 * digest.count
+        }
+    }
+}
