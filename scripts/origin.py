@@ -1637,3 +1637,53 @@ def _dispatch_with_ranged(self: _Handler) -> None:
 _Handler._dispatch = _dispatch_with_ranged  # type: ignore[method-assign]
 
 # End of the ranges and resumes block.
+
+
+# --------------------------------------------------------------------------
+# Bodies that are not what they should be, for tests of `integrity`: each
+# is a complete 200 that no HTTP check can tell from the right one.
+#
+# /tampered/N?seed=S&flip=K   pattern(N, S) with byte K inverted (K < N),
+#                             Content-Length N
+# /tampered/N?seed=S&keep=M   the first M bytes of pattern(N, S), without a
+#                             Content-Length, then the connection closed: a
+#                             truncated body that reads as whole
+
+
+def _tampered(self: _Handler, size: int) -> None:
+    if not 0 <= size <= 1 << 30:
+        raise ValueError("size must be within 0..2^30")
+    body = bytearray(pattern(size, self.q.get("seed", "")))
+    if "keep" in self.q:
+        keep = self._int("keep", size)
+        if not 0 <= keep <= size:
+            raise ValueError("keep must be within 0..N")
+        self._start(200, [("Content-Type", "application/octet-stream")])
+        self.close_connection = True
+        self._stream(bytes(body[:keep]))
+        return
+    flip = self._int("flip", 0)
+    if not 0 <= flip < size:
+        raise ValueError("flip must be within 0..N-1")
+    body[flip] ^= 0xFF
+    self._send(200, bytes(body), "application/octet-stream")
+
+
+_dispatch_without_tampered = _Handler._dispatch
+
+
+def _dispatch_with_tampered(self: _Handler) -> None:
+    parts = urlsplit(self.path)
+    prefix = "/tampered/"
+    if not parts.path.startswith(prefix) or self.origin._resource(parts.path) is not None:
+        _dispatch_without_tampered(self)
+        return
+    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    self.origin._record(parts.path, self.path, self.headers)
+    try:
+        _tampered(self, int(parts.path[len(prefix):]))
+    except ValueError as exc:
+        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+
+_Handler._dispatch = _dispatch_with_tampered  # type: ignore[method-assign]

@@ -41,7 +41,9 @@ struct BodyWriterTests {
             try #require(write(fd, first, first.count) == first.count)
             let hashed = XXH3()
             hashed.update(first)
-            let stream = BodyWriter.Stream(fd: fd, path: path, hashed: hashed)
+            let digests = try #require(BodyHasher([.sha256, .sha512]))
+            digests.update(first)
+            let stream = BodyWriter.Stream(fd: fd, path: path, hashed: hashed, digesting: digests)
 
             // When pieces of different sizes and contents are handed over, some filling the queue
             var expected: [UInt8] = first
@@ -56,8 +58,9 @@ struct BodyWriterTests {
             let (failure, checksum) = try #require(close(stream, on: writer))
             #expect(failure == nil)
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(expected))
-            // And the checksum is the whole body's
+            // And the checksum and the digests are the whole body's
             #expect(checksum == XXH3.hash(expected))
+            #expect(stream.finalizeDigests() == BodyDigests.of(expected, [.sha256, .sha512]))
         }
     }
 

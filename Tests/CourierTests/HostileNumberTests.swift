@@ -154,6 +154,7 @@ struct HostileNumberTests {
             ("key", #""k""#), ("url", #""http://o/x""#), ("status", "200"),
             ("headers", #"[["content-type","text/plain"],["etag","\"a\""]]"#), ("vary", #"{"accept":"*/*"}"#),
             ("requestTime", "1714564800"), ("responseTime", "1714564800.5"), ("storedAt", "1714564800.5"),
+            ("digests", #"{"sha256":"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}"#),
         ]
         if let field, let index = fields.firstIndex(where: { $0.0 == field }) {
             if let value { fields[index].1 = value } else { fields.remove(at: index) }
@@ -204,6 +205,14 @@ struct HostileNumberTests {
         MetadataCase(field: "vary", value: #"{"a b":"c"}"#),
         MetadataCase(field: "vary", value: #"{"accept":"a\r\nb"}"#),
         MetadataCase(field: "vary", value: "[]"),
+        MetadataCase(field: "digests", value: "[]"),
+        MetadataCase(field: "digests", value: #"{"sha256":1}"#),
+        MetadataCase(field: "digests", value: #"{"md5":"1B2M2Y8AsgTpgAmY7PhCfg=="}"#),
+        MetadataCase(field: "digests", value: #"{"SHA256":"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}"#),
+        MetadataCase(field: "digests", value: #"{"sha256":"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"}"#),
+        MetadataCase(field: "digests", value: #"{"sha256":"47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU="}"#),
+        MetadataCase(field: "digests", value: #"{"sha384":"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}"#),
+        MetadataCase(field: "digests", value: #"{"sha256":"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFV="}"#),
     ]
 
     @Test(arguments: absurdMetadata)
@@ -218,13 +227,21 @@ struct HostileNumberTests {
         #expect(response.header("etag") == "\"a\"")
         #expect(response.varyValues == ["accept": "*/*"])
         #expect(response.responseTime == Date(timeIntervalSince1970: 1_714_564_800.5))
+        #expect(response.digests == BodyDigests.of([], [.sha256]))
+    }
+
+    @Test func metadataWrittenBeforeDigestsWereKeptIsAnEntryWithNone() throws {
+        let (_, response) = try #require(DiskCacheEntry.parseMetadata(Self.metadata("digests", nil)))
+        #expect(response.digests.isEmpty)
+        #expect(response.status == 200)
     }
 
     @Test func writtenMetadataReadsBack() throws {
         // Given a response as courier stores it
         let response = CachedResponse(
             status: 203, headers: [("Content-Type", "text/plain"), ("X-Odd", "a \u{7F} é")], url: "http://o/é",
-            requestTime: Self.t0, responseTime: Self.t0 + 1, varyValues: ["accept": "*/*"])
+            requestTime: Self.t0, responseTime: Self.t0 + 1, varyValues: ["accept": "*/*"],
+            digests: BodyDigests.of(Array("body".utf8), [.sha384, .sha512]))
         // When its metadata is written and read
         let parsed = try #require(DiskCacheEntry.parseMetadata(DiskCacheEntry.metadata(key: "k", response: response)))
         // Then it is the same response

@@ -26,7 +26,7 @@ NOTIFICATIONS = ["download/progress", "download/retrying", "download/finished", 
 OUTCOME_ERROR_CODES = [
     "cancelled", "shutdown", "http_status", "unacceptable_content_type", "too_large", "timeout",
     "dns_failed", "connect_failed", "tls_failed", "too_many_redirects", "scheme_not_allowed",
-    "insecure_redirect", "not_cached", "destination_not_allowed", "io", "network",
+    "insecure_redirect", "not_cached", "destination_not_allowed", "io", "integrity_mismatch", "network",
 ]
 
 

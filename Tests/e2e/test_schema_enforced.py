@@ -39,8 +39,9 @@ SAMPLES: dict[str, Any] = {
 }
 
 # Params whose content the document says is checked beyond its schema (a
-# `url` is parsed): no positive case from the schema alone.
-CONTENT_CHECKED = {("download", "url")}
+# `url` is parsed, an `integrity` read as Subresource Integrity metadata):
+# no positive case from the schema alone.
+CONTENT_CHECKED = {("download", "url"), ("download", "integrity")}
 # Methods whose negatives only are sent (a positive would end the session).
 NEGATIVES_ONLY = {"shutdown"}
 # Notifications: never answered, so nothing can be asserted about their params.

@@ -6,8 +6,8 @@ import Darwin
 #endif
 
 /// A body file to be stored, described by what was written to it: its name
-/// in an open directory, the length and XXH3-64 of the bytes written, and
-/// those bytes when they were kept. A transfer takes the length and checksum
+/// in an open directory, the length, XXH3-64 and digests of the bytes
+/// written, and those bytes when they were kept. A transfer takes the length and checksum
 /// as the bytes stream into the file, so storing the body never reads the
 /// file back; the memory tier names a disk tier body file the same way. A
 /// file changed since (in place, or another file renamed over its name)
@@ -24,13 +24,20 @@ struct CacheBodyFile: Sendable {
     let checksum: UInt64
     /// The whole body, when it was kept while it streamed.
     let bytes: [UInt8]?
+    /// The digests of the bytes written that were taken for some request's
+    /// `integrity`, stored with the entry.
+    let digests: BodyDigests
 
-    init(directory: DirectoryHandle?, name: String, length: Int64, checksum: UInt64, bytes: [UInt8]? = nil) {
+    init(
+        directory: DirectoryHandle?, name: String, length: Int64, checksum: UInt64, bytes: [UInt8]? = nil,
+        digests: BodyDigests = BodyDigests()
+    ) {
         self.directory = directory
         self.name = name
         self.length = length
         self.checksum = checksum
         self.bytes = bytes.flatMap { Int64($0.count) == length ? $0 : nil }
+        self.digests = digests
     }
 
     /// Describes the regular file at `path` by reading it through: for a file

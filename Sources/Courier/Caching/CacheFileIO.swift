@@ -6,7 +6,7 @@ import Darwin
 #endif
 
 /// Whole-buffer reads and writes on file descriptors, retried on EINTR and
-/// short counts, and copies and checksums of files in chunks of
+/// short counts, and copies, checksums and digests of files in chunks of
 /// `chunkSize`, so a file of any length costs one chunk of memory.
 enum CacheFileIO {
     static let chunkSize = 256 * 1024
@@ -79,9 +79,22 @@ enum CacheFileIO {
     }
 
     /// The XXH3-64 of `length` bytes of `source` from its start, or nil on an
-    /// I/O error or a source shorter than `length`.
-    static func hash(_ source: Int32, length: Int64) -> UInt64? {
+    /// I/O error or a source shorter than `length`; `digesting` takes the
+    /// same bytes in the same pass.
+    static func hash(_ source: Int32, length: Int64, digesting digests: BodyHasher? = nil) -> UInt64? {
         let hasher = XXH3()
+        let read = forEachChunk(of: source, length: length) { chunk in
+            hasher.update(chunk)
+            digests?.update(chunk)
+        }
+        return read ? hasher.finalize() : nil
+    }
+
+    /// The digests of `length` bytes of `source` from its start by each of
+    /// `algorithms`, or nil on an I/O error or a source shorter than
+    /// `length`.
+    static func digests(_ source: Int32, length: Int64, _ algorithms: Set<HashAlgorithm>) -> BodyDigests? {
+        guard let hasher = BodyHasher(algorithms) else { return BodyDigests() }
         return forEachChunk(of: source, length: length) { hasher.update($0) } ? hasher.finalize() : nil
     }
 

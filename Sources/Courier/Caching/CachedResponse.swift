@@ -6,7 +6,8 @@ import Darwin
 #endif
 
 /// What the caches keep about a response besides its body: the status line,
-/// the headers, and the times its age is computed from (RFC 9111 §4.2.3).
+/// the headers, the times its age is computed from (RFC 9111 §4.2.3), and
+/// the body's digests that were taken when it was stored.
 struct CachedResponse: Sendable {
     var status: Int
     /// In arrival order, names in lower case.
@@ -37,10 +38,13 @@ struct CachedResponse: Sendable {
     /// The values the request had for the header fields the response's `Vary`
     /// names, by lower-case name; a field the request lacked is absent.
     var varyValues: [String: String]
+    /// The body's digests by the algorithms some request's `integrity`
+    /// named when it was fetched.
+    var digests: BodyDigests
 
     init(
         status: Int, headers: [(name: String, value: String)], url: String, requestTime: Date, responseTime: Date,
-        storedAt: Date? = nil, varyValues: [String: String] = [:]
+        storedAt: Date? = nil, varyValues: [String: String] = [:], digests: BodyDigests = BodyDigests()
     ) {
         self.status = status
         self.headers = headers.map { ($0.name.lowercased(), $0.value) }
@@ -52,6 +56,7 @@ struct CachedResponse: Sendable {
         self.responseTime = responseTime
         self.storedAt = storedAt ?? responseTime
         self.varyValues = varyValues
+        self.digests = digests
     }
 
     /// A response as a transfer reported it, with the hop-by-hop fields left
@@ -108,6 +113,7 @@ extension CachedResponse: Equatable {
     static func == (lhs: CachedResponse, rhs: CachedResponse) -> Bool {
         lhs.status == rhs.status && lhs.url == rhs.url && lhs.requestTime == rhs.requestTime
             && lhs.responseTime == rhs.responseTime && lhs.storedAt == rhs.storedAt && lhs.varyValues == rhs.varyValues
+            && lhs.digests == rhs.digests
             && lhs.headers.elementsEqual(rhs.headers, by: { $0.name == $1.name && $0.value == $1.value })
     }
 }

@@ -24,8 +24,11 @@ import JSON
 ///         40     8  body id
 ///
 /// The metadata object holds `key`, `url`, `status`, `headers` (an array of
-/// `[name, value]`), `vary` (an object), and `requestTime`, `responseTime`,
-/// `storedAt` in seconds since 1970. A pair of files is an entry only if the
+/// `[name, value]`), `vary` (an object), `requestTime`, `responseTime`,
+/// `storedAt` in seconds since 1970, and `digests`, an object from `sha256`,
+/// `sha384` or `sha512` to the body's digest in base64, for the algorithms
+/// taken when it was stored (absent from entries written before digests
+/// were kept). A pair of files is an entry only if the
 /// entry file's size is exactly header + metadata length, the metadata's
 /// checksum matches, the body file is a regular file of exactly the body
 /// length, and (checked whenever the body is read) the body's checksum
@@ -123,6 +126,9 @@ struct DiskCacheEntry: Sendable, Equatable {
             "requestTime": .double(response.requestTime.timeIntervalSince1970),
             "responseTime": .double(response.responseTime.timeIntervalSince1970),
             "storedAt": .double(response.storedAt.timeIntervalSince1970),
+            "digests": .object(Dictionary(uniqueKeysWithValues: response.digests.algorithms.map { algorithm in
+                (algorithm.rawValue, JSON.string(BodyDigests.base64(response.digests[algorithm] ?? [])))
+            })),
         ]
         return JSONCodec.encode(object)
     }
@@ -132,7 +138,8 @@ struct DiskCacheEntry: Sendable, Equatable {
     /// directory, so every field is checked before it is believed. The
     /// status must be within 100...999, the times finite and within 1970
     /// through 9999, field names tokens and field values free of CR, LF and
-    /// NUL (RFC 9110 §5.1, §5.5).
+    /// NUL (RFC 9110 §5.1, §5.5), and each digest the canonical base64 of
+    /// one of its algorithm's length.
     static func parseMetadata(_ bytes: [UInt8]) -> (key: String, response: CachedResponse)? {
         guard let object = try? JSONCodec.decode(bytes), let key = object["key"]?.stringValue,
             let url = object["url"]?.stringValue, let status = object["status"]?.integerValue,
@@ -152,9 +159,19 @@ struct DiskCacheEntry: Sendable, Equatable {
             guard let value = value.stringValue, isFieldName(name), isFieldValue(value) else { return nil }
             varyValues[name] = value
         }
+        var digests = BodyDigests()
+        if let stored = object["digests"] {
+            guard let stored = stored.objectValue else { return nil }
+            for (name, value) in stored {
+                guard let algorithm = HashAlgorithm(rawValue: name), let text = value.stringValue,
+                    let digest = BodyDigests.digest(base64: text, of: algorithm)
+                else { return nil }
+                digests[algorithm] = digest
+            }
+        }
         let response = CachedResponse(
             status: Int(status), headers: headers, url: url, requestTime: requestTime, responseTime: responseTime,
-            storedAt: storedAt, varyValues: varyValues)
+            storedAt: storedAt, varyValues: varyValues, digests: digests)
         return (key, response)
     }
 

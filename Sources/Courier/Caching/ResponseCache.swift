@@ -187,8 +187,8 @@ final class ResponseCache: Sendable {
     /// The memory tier holds the kept bytes; a body that was not kept and
     /// that the disk tier stored stands in the memory tier as that body
     /// file, read and checked on its first hit; any other body that fits is
-    /// read from the file now. A response that may not be stored removes
-    /// what was stored before.
+    /// read from the file now. Both tiers record the digests `body` gives.
+    /// A response that may not be stored removes what was stored before.
     func store(
         keys: Set<String>, request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
         body: CacheBodyFile
@@ -203,9 +203,10 @@ final class ResponseCache: Sendable {
         var bytes = body.bytes
         var unreadable = false
         let onDisk = disk.map { body.length <= $0.maximumBodyLength } ?? false
-        let response = CachedResponse(
+        var response = CachedResponse(
             head: head, requestURL: request.url, requestHeaders: request.headers, requestTime: requestTime,
             responseTime: responseTime)
+        response.digests = body.digests
         for key in keys {
             var stored: String?
             if let disk {

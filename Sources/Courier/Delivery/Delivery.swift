@@ -55,10 +55,13 @@ struct Delivery {
     /// ask for different things (a file, text, base64, several
     /// destinations): bodies held in memory are read before any file is
     /// moved away, and only the last receipt that needs the file may move it.
-    func deliver(to receipts: [(id: String, request: DownloadRequest)]) -> [Outcome] {
+    /// A receipt the response suits whose entry in `failing` is a failure
+    /// (its `integrity_mismatch`) ends with it and gets no body.
+    func deliver(to receipts: [(id: String, request: DownloadRequest)], failing: [TransferFailure?] = []) -> [Outcome] {
         defer { body.discard() }
-        let failures = receipts.map {
-            $0.request.refusal(of: response, size: size, memoryBodyLimit: memoryBodyLimit)
+        let failures = receipts.indices.map { index in
+            receipts[index].request.refusal(of: response, size: size, memoryBodyLimit: memoryBodyLimit)
+                ?? (index < failing.count ? failing[index] : nil)
         }
         let accepted = receipts.indices.filter { failures[$0] == nil }
         let fileConsumers = accepted.filter {

@@ -19,7 +19,8 @@ import Locking
 /// have waited on a slow disk itself. A stream's file descriptor belongs to
 /// the writer from the hand-over on and is closed by it, after the last
 /// piece, when the engine closes the stream. The writer also takes the
-/// body's checksum from the bytes it writes, and tells a stream that asks
+/// body's checksum, and the digests its receipts' `integrity` needs, from
+/// the bytes it writes, and tells a stream that asks
 /// for them of checkpoints: the length written and the checksum of those
 /// bytes, whenever another `checkpointInterval` bytes are written.
 final class BodyWriter: Sendable {
@@ -42,24 +43,31 @@ final class BodyWriter: Sendable {
 
         fileprivate struct Progress {
             var hasher: XXH3
+            /// The digests the engine began; nil when none was asked for.
+            var digests: BodyHasher?
             var written: Int64
             var nextCheckpoint: Int64
         }
 
         /// The writes of `fd`, which holds `written` bytes hashed into
-        /// `hashed` already; `checkpoint` hears of each multiple of
-        /// `checkpointInterval` bytes the file passes.
+        /// `hashed` (and `digesting`) already; `checkpoint` hears of each
+        /// multiple of `checkpointInterval` bytes the file passes.
         init(
-            fd: Int32, path: String, hashed: XXH3? = nil, written: Int64 = 0, checkpointInterval: Int64 = 8 << 20,
-            checkpoint: (@Sendable (_ length: Int64, _ checksum: UInt64) -> Void)? = nil
+            fd: Int32, path: String, hashed: XXH3? = nil, digesting digests: BodyHasher? = nil, written: Int64 = 0,
+            checkpointInterval: Int64 = 8 << 20, checkpoint: (@Sendable (_ length: Int64, _ checksum: UInt64) -> Void)? = nil
         ) {
             self.fd = fd
             self.path = path
             self.checkpoint = checkpoint
             self.checkpointInterval = max(1, checkpointInterval)
             progress = Locked(Progress(
-                hasher: hashed.map(XXH3.init(continuing:)) ?? XXH3(), written: written,
+                hasher: hashed.map(XXH3.init(continuing:)) ?? XXH3(), digests: digests, written: written,
                 nextCheckpoint: (written / self.checkpointInterval + 1) * self.checkpointInterval))
+        }
+
+        /// The digests of the body written, once the stream is closed.
+        func finalizeDigests() -> BodyDigests? {
+            progress.withLock { $0.digests?.finalize() }
         }
 
         /// The first write that failed; nothing more is written after it.
@@ -170,6 +178,7 @@ final class BodyWriter: Sendable {
             let interval = stream.checkpointInterval
             let reached = stream.progress.withLock { progress -> (Int64, UInt64)? in
                 progress.hasher.update(bytes)
+                progress.digests?.update(bytes)
                 progress.written += Int64(bytes.count)
                 guard stream.checkpoint != nil, progress.written >= progress.nextCheckpoint else { return nil }
                 progress.nextCheckpoint = (progress.written / interval + 1) * interval

@@ -340,7 +340,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
             body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
-            partials: plan, observer: self)
+            partials: plan, digesting: order.digestAlgorithms, observer: self)
         transfers.withLock { $0[order.id] = transfer }
         guard let plan, order.revalidation == nil else {
             engine.start(transfer)
@@ -430,10 +430,14 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                 let keys = ResponseCache.storageKeys(
                     for: order.receipts.map(\.request), redirects: result.redirects, finalURL: response.finalURL)
                 var bytes = result.bytes
-                if (200...299).contains(response.status) {
+                let check = IntegrityCheck(order.receipts.map(\.request), taken: result.digests) { missing in
+                    result.bytes.map { BodyDigests.of($0, missing) }
+                        ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: result.size, missing)
+                }
+                if (200...299).contains(response.status), check.passed {
                     let file = CacheBodyFile(
                         directory: target.directory, name: target.name, length: result.size, checksum: result.checksum,
-                        bytes: result.bytes)
+                        bytes: result.bytes, digests: check.digests)
                     let stored = cache.store(
                         keys: keys, request: order.request, head: response, requestTime: requestDate,
                         responseTime: responseDate, body: file)
@@ -443,7 +447,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                     response: response, size: result.size,
                     body: BodyFile(target: target, length: result.size, firstBytes: result.head, bytes: bytes), source: .network,
                     resumedFrom: result.resumedFrom
-                ).deliver(to: order.receipts)
+                ).deliver(to: order.receipts, failing: check.failures)
             }
         } else {
             outcomes = Delivery.failures(of: result, for: order.receipts.map(\.request))

@@ -90,6 +90,9 @@ struct TransferResult: Sendable {
     /// XXH3-64 of the `size` bytes written to the body file, taken as they
     /// were written, so the cache stores the body without reading it back.
     var checksum = XXH3.empty
+    /// The body's digests by the algorithms the transfer was asked for,
+    /// taken as they were written.
+    var digests = BodyDigests()
     /// The whole body, when it stayed within the transfer's copy limit.
     var bytes: [UInt8]? = nil
     /// The redirect responses followed on the way, oldest first.
@@ -105,6 +108,10 @@ struct TransferFailure: Error, Sendable {
     var code: OutcomeErrorCode
     var message: String
     var curlCode: Int32?
+    /// For `integrity_mismatch`: the digests the request gave for the
+    /// deciding algorithm, and the body's, in Subresource Integrity form.
+    var expected: String? = nil
+    var actual: String? = nil
 }
 
 /// Where a transfer's body streams: a file created exclusively (never
@@ -264,6 +271,11 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var completeLength: Int64?
     /// The stream the body writer is closing, for how much of it it wrote.
     private var closing: BodyWriter.Stream?
+    /// The digests the receipts' `integrity` needs, of the bytes this thread
+    /// wrote; the body writer takes them over with the file. None for a
+    /// continued body, whose kept bytes were never digested: its digests are
+    /// read from the whole file once it is complete.
+    private var digests: BodyHasher?
     /// The bytes written to the body file, until they pass `copyLimit`.
     private var copy: [UInt8]?
     private var stopReason: TransferFailure?
@@ -281,7 +293,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
 
     init(
         id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
-        copyLimit: Int = 0, countsText: Bool = false, partials: PartialPlan? = nil, observer: any TransferObserver
+        copyLimit: Int = 0, countsText: Bool = false, partials: PartialPlan? = nil, digesting: Set<HashAlgorithm> = [],
+        observer: any TransferObserver
     ) {
         self.id = id
         self.options = options
@@ -291,6 +304,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         self.copyLimit = copyLimit
         self.textLength = countsText ? JSONStringLength() : nil
         self.partials = partials
+        digests = BodyHasher(digesting)
         self.observer = observer
         clientAsksRange = options.headers.contains { $0.name.lowercased() == "range" }
         hopOptions = options
@@ -457,17 +471,17 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             ending = failure
             return .flushing(stream)
         }
-        finish(failure, checksum: hasher.finalize())
+        finish(failure, checksum: hasher.finalize(), digests: digests?.finalize())
         return .ended
     }
 
     /// The body writer has written and closed the body file: reports the
     /// outcome `complete` found, or the writer's failure.
     func finish(writeFailure: TransferFailure?, checksum: UInt64) {
-        finish(ending ?? writeFailure, checksum: checksum)
+        finish(ending ?? writeFailure, checksum: checksum, digests: closing?.finalizeDigests())
     }
 
-    private func finish(_ failure: TransferFailure?, checksum: UInt64) {
+    private func finish(_ failure: TransferFailure?, checksum: UInt64, digests: BodyDigests?) {
         if let partialFile {
             let (written, hasher) = closing.map { $0.snapshot() } ?? (written: received, hasher: XXH3(continuing: hasher))
             Self.settle(
@@ -478,8 +492,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
             bodyPath: failure == nil ? target.path : nil, body: failure == nil ? target : nil, head: firstBytes,
-            checksum: checksum, bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure,
-            resumedFrom: resumedFrom)
+            checksum: checksum, digests: digests ?? BodyDigests(), bytes: failure == nil ? copy : nil, redirects: redirects,
+            failure: failure, resumedFrom: resumedFrom)
         copy = nil
         closing = nil
         partialFile = nil
@@ -561,6 +575,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
                     firstBytes = resume.firstBytes
                     textLength = nil
                     resumedFrom = offset
+                    digests = nil
                     keeping = !CacheControl(head.headers).noStore
                     if !keeping { resume.file.forget() }
                 } else if let (validator, length) = keptAs, let plan = partials {
@@ -629,8 +644,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             checkpoint = { length, checksum in file.checkpoint(length: length, checksum: checksum) }
         }
         stream = BodyWriter.Stream(
-            fd: fd, path: target.path, hashed: hasher, written: received, checkpointInterval: PartialStore.checkpointInterval,
-            checkpoint: checkpoint)
+            fd: fd, path: target.path, hashed: hasher, digesting: digests, written: received,
+            checkpointInterval: PartialStore.checkpointInterval, checkpoint: checkpoint)
+        digests = nil
         fd = -1
         pending = writer.buffer()
     }
@@ -732,6 +748,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         received += Int64(data.count)
         textLength?.add(data)
         if stream == nil { hasher.update(data) }
+        if stream == nil { digests?.update(data) }
         if copy != nil {
             if received <= Int64(copyLimit) {
                 copy?.append(contentsOf: data)

@@ -51,6 +51,9 @@ struct DownloadRequest: Sendable {
     /// More http or https URLs of the same resource, asked in turn after
     /// `url` when attempts fail. Not part of the request's identity.
     var mirrors: [String] = []
+    /// What the body must hash to; checked per receipt, so receipts of one
+    /// task may expect different digests.
+    var integrity: Integrity? = nil
 
     /// Header names whose values identify the user: a response to a request
     /// carrying one is never stored, and none follows a redirect to another

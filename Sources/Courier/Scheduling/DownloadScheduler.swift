@@ -624,11 +624,12 @@ struct DownloadScheduler<Waiter> {
         for receipt in task.receipts { receipts[receipt]?.countAttempt(url: url, now: now) }
         let destination = task.receipts.first.flatMap { receipts[$0]?.request.destination }
         let countsText = task.receipts.contains { receipts[$0]?.request.body == .text }
+        let digestAlgorithms = Set(task.receipts.compactMap { receipts[$0]?.request.integrity?.algorithm })
         actions.append(
             .start(
                 TransferOrder(
                     id: task.transferID, request: task.request, url: url, revalidation: task.revalidation,
-                    destination: destination, countsText: countsText)))
+                    destination: destination, countsText: countsText, digestAlgorithms: digestAlgorithms)))
         actions.append(.transferStarted(task: id))
         views { $0.taskStateChanged(task: id, running: true) }
     }

@@ -89,6 +89,9 @@ struct TransferOrder: Sendable {
     /// A receipt asks for the body as text: the transfer counts what the
     /// body takes as a JSON string as it arrives.
     var countsText = false
+    /// The algorithms the receipts' `integrity` decides by: the transfer
+    /// takes those digests as the body arrives.
+    var digestAlgorithms: Set<HashAlgorithm> = []
 }
 
 /// A finished transfer and the receipts it answers, for delivery.

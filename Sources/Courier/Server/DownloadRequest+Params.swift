@@ -8,6 +8,7 @@ extension DownloadRequest {
         "url", "headers", "slot", "priority", "cachePolicy", "accept", "body", "textEncoding", "destination",
         "maxBytes", "timeout", "cacheKey", "wait",
         "retries", "mirrors",
+        "integrity",
     ]
 
     /// The params of a `download`, checked.
@@ -61,6 +62,13 @@ extension DownloadRequest {
         retries = Int(try named.optionalInteger("retries", range: Configuration.retriesRange) ?? Int64(defaults.retries))
         mirrors = try named.optionalStringArray("mirrors") ?? []
         for mirror in mirrors { try Self.checkMirror(mirror) }
+        if let text = try named.optionalString("integrity") {
+            do throws(Integrity.Malformed) {
+                integrity = try Integrity(parsing: text)
+            } catch {
+                throw .invalidParams(error.message, param: "integrity")
+            }
+        }
     }
 
     /// What `download` needs of a URL it has checked.

@@ -113,6 +113,8 @@ extension TransferFailure {
         var detail: [String: JSON] = ["code": .string(code.rawValue), "message": .string(message)]
         if code == .httpStatus, let httpStatus { detail["httpStatus"] = JSON(httpStatus) }
         if let curlCode { detail["curlCode"] = .integer(Int64(curlCode)) }
+        if let expected { detail["expected"] = .string(expected) }
+        if let actual { detail["actual"] = .string(actual) }
         return detail
     }
 }

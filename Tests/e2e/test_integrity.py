@@ -1,0 +1,165 @@
+"""`integrity`: a body is delivered only when it hashes to what the request
+gave (W3C Subresource Integrity, sha256/384/512), against the real origin.
+
+A body that does not match fails `integrity_mismatch` with `expected` and
+`actual`, leaves nothing at the destination and nothing in either cache
+tier; coalesced receipts are each checked against their own digests."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from courier_client import RpcError
+from origin import pattern
+
+# Bodies up to 256 KiB are written by the transfers' thread as they arrive;
+# larger ones by the body writer's thread: both take the digests.
+SMALL = 3001
+LARGE = (1 << 20) + 7
+
+
+def sri(algorithm: str, data: bytes) -> str:
+    return f"{algorithm}-{base64.b64encode(hashlib.new(algorithm, data).digest()).decode()}"
+
+
+def lookup(c, url: str) -> dict:
+    return c.request("cache/lookup", {"url": url})
+
+
+def assert_mismatch(outcome: dict, expected: str, actual: str) -> None:
+    assert outcome["ok"] is False, outcome
+    error = outcome["error"]
+    assert error["code"] == "integrity_mismatch", error
+    assert error["expected"] == expected
+    assert error["actual"] == actual
+    for member in ("path", "text", "base64"):
+        assert member not in outcome, outcome
+
+
+def leftovers(directory) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+# ------------------------------------------------------------------ the network
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small", "large"])
+@pytest.mark.parametrize("algorithm", ["sha256", "sha384", "sha512"])
+def test_a_body_that_matches_is_delivered_and_stored(courier, origin, tmp_path, algorithm, size):
+    # Given a body and its digest
+    url = origin.url(f"/bytes/{size}?seed={algorithm}&cache-control=max-age%3D3600")
+    body = pattern(size, algorithm)
+    target = tmp_path / "out" / "file.bin"
+    c = courier()
+
+    # When it is downloaded with that digest, to a file and as base64
+    outcome = c.fetch(url, integrity=sri(algorithm, body), destination=str(target))
+    encoded = c.fetch(url, integrity=sri(algorithm, body), body="base64")
+
+    # Then both have it, the second from the cache, and the origin was asked once
+    assert outcome["ok"] is True, outcome
+    assert outcome["source"] == "network"
+    assert target.read_bytes() == body
+    assert encoded["ok"] is True and encoded["source"] == "memory", encoded
+    assert base64.b64decode(encoded["base64"]) == body
+    assert origin.hits(f"/bytes/{size}") == 1
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small", "large"])
+@pytest.mark.parametrize("damage", ["flip", "keep"], ids=["corrupted", "truncated"])
+def test_a_body_that_does_not_match_fails_and_leaves_nothing(courier, origin, tmp_path, damage, size):
+    # Given an origin that sends a complete 200 with one byte inverted, or
+    # with its body cut short and no length to tell
+    query = f"seed=t&{damage}={size // 2}"
+    url = origin.url(f"/tampered/{size}?{query}")
+    good = pattern(size, "t")
+    sent = bytearray(good)
+    if damage == "flip":
+        sent[size // 2] ^= 0xFF
+    else:
+        del sent[size // 2:]
+    out = tmp_path / "out"
+    out.mkdir()
+    c = courier()
+
+    # When it is downloaded with the good body's digest, to a file, as
+    # base64, and as a path
+    outcomes = [
+        c.fetch(url, integrity=sri("sha384", good), destination=str(out / "file.bin")),
+        c.fetch(url, integrity=sri("sha384", good), body="base64"),
+        c.fetch(url, integrity=sri("sha384", good)),
+    ]
+
+    # Then each fails integrity_mismatch, saying what was expected and what came
+    for outcome in outcomes:
+        assert_mismatch(outcome, sri("sha384", good), sri("sha384", bytes(sent)))
+        assert outcome["status"] == 200
+        assert outcome["size"] == len(sent)
+    # And nothing is at the destination, not even a partial file beside it
+    assert leftovers(out) == []
+    # And nothing was stored: each request went to the origin
+    assert origin.hits(f"/tampered/{size}") == 3
+    assert lookup(c, url)["cached"] is False
+
+
+def test_coalesced_receipts_are_each_checked_against_their_own_digests(courier, origin, tmp_path):
+    # Given a transfer held after its first bytes
+    size = 300_000
+    url = origin.url(f"/hold/mixed?size={size}")
+    body = pattern(size, "mixed")
+    other = pattern(size, "other")
+    c = courier()
+    right = c.download(url, integrity=sri("sha256", body), destination=str(tmp_path / "right.bin"))
+    origin.wait_held("mixed")
+
+    # When receipts join it asking for another algorithm that does not
+    # match, for none, and for another that does (none of which the
+    # transfer was asked for when it started)
+    wrong = c.download(url, integrity=f"{sri('sha256', body)} {sri('sha512', other)}",
+                       destination=str(tmp_path / "wrong.bin"))
+    plain = c.download(url, body="base64")
+    late = c.download(url, integrity=sri("sha384", body), destination=str(tmp_path / "late.bin"))
+    assert {r["task"] for r in (right, wrong, plain, late)} == {right["task"]}
+    origin.release("mixed")
+    outcomes = c.wait_all([r["receipt"] for r in (right, wrong, plain, late)])
+
+    # Then the origin was asked once, and each receipt has its own verdict
+    assert origin.hits("/hold/mixed") == 1
+    assert outcomes[right["receipt"]]["ok"] is True
+    assert (tmp_path / "right.bin").read_bytes() == body
+    assert_mismatch(outcomes[wrong["receipt"]], sri("sha512", other), sri("sha512", body))
+    assert not (tmp_path / "wrong.bin").exists()
+    assert base64.b64decode(outcomes[plain["receipt"]]["base64"]) == body
+    assert outcomes[late["receipt"]]["ok"] is True
+    assert (tmp_path / "late.bin").read_bytes() == body
+    # And a body one receipt refused is not stored
+    assert lookup(c, url)["cached"] is False
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+# ------------------------------------------------------------------ bad input
+
+GOOD = sri("sha256", b"x")
+
+
+@pytest.mark.parametrize("integrity", [
+    "", "   ", "md5-AAAA", "sha1-" + base64.b64encode(hashlib.sha1(b"x").digest()).decode(),
+    "sha256", "sha256-", "sha256-!!!!", GOOD[:-1], GOOD + "=", GOOD.replace("sha256", "sha512"),
+    "sha256-_" + GOOD[8:], "sha256--" + GOOD[8:],
+    f"{sri('sha512', b'x')} sha384-AAAA", GOOD + "\u00e9", GOOD + "\u0000",
+])
+def test_a_malformed_integrity_is_invalid_params(courier, origin, integrity):
+    c = courier()
+    with pytest.raises(RpcError) as error:
+        c.download(origin.url("/bytes/10"), integrity=integrity)
+    assert error.value.code == -32602
+    assert error.value.data == {"param": "integrity"}
+    with pytest.raises(RpcError):
+        c.download(origin.url("/bytes/10"), integrity=7)
+    # And the server keeps serving, with a request made of the same parts
+    outcome = c.fetch(origin.url("/bytes/10"), integrity=f"md5-x sha1 {sri('sha256', pattern(10))}?opt\t")
+    assert outcome["ok"] is True, outcome
+    assert origin.hits("/bytes/10") == 1
