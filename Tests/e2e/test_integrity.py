@@ -3,18 +3,23 @@ gave (W3C Subresource Integrity, sha256/384/512), against the real origin.
 
 A body that does not match fails `integrity_mismatch` with `expected` and
 `actual`, leaves nothing at the destination and nothing in either cache
-tier; coalesced receipts are each checked against their own digests."""
+tier; coalesced receipts are each checked against their own digests; a
+stored body is served only when it matches, else the origin is asked."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import struct
 
 import pytest
+import xxhash
 
 from courier_client import RpcError
 from origin import pattern
 
+LONG = {"Cache-Control": "max-age=3600"}
+HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH3-64s, body id
 # Bodies up to 256 KiB are written by the transfers' thread as they arrive;
 # larger ones by the body writer's thread: both take the digests.
 SMALL = 3001
@@ -138,6 +143,120 @@ def test_coalesced_receipts_are_each_checked_against_their_own_digests(courier, 
     # And a body one receipt refused is not stored
     assert lookup(c, url)["cached"] is False
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+# ------------------------------------------------------------------ stored bodies
+
+
+def test_a_stored_body_is_served_only_when_it_matches(courier, origin, cache_dir):
+    # Given a stored response, and an origin that has changed it since
+    old, new = pattern(5000, "old"), pattern(5000, "new")
+    url = origin.set_resource("doc", old, LONG)
+    c = courier()
+    assert c.fetch(url)["source"] == "network"
+    origin.set_resource("doc", new, LONG)
+
+    # When it is asked for with the new body's digest, the stored one does
+    # not match: the origin is asked, and its answer is stored
+    fetched = c.fetch(url, integrity=sri("sha256", new), body="base64")
+    assert fetched["ok"] is True and fetched["source"] == "network", fetched
+    assert base64.b64decode(fetched["base64"]) == new
+    assert origin.hits("/res/doc") == 2
+
+    # Then a hit that matches is served from memory, and from disk by the
+    # next process on the directory, without the origin
+    again = c.fetch(url, integrity=sri("sha256", new), body="base64")
+    assert again["source"] == "memory" and base64.b64decode(again["base64"]) == new
+    c.close()
+    d = courier()
+    from_disk = d.fetch(url, integrity=sri("sha512", new), body="base64")
+    assert from_disk["source"] == "disk" and base64.b64decode(from_disk["base64"]) == new
+    assert origin.hits("/res/doc") == 2
+
+    # And one that matches neither what is stored nor what the origin sends
+    # asks the origin and fails, leaving the stored body in place
+    refused = d.fetch(url, integrity=sri("sha256", old))
+    assert_mismatch(refused, sri("sha256", old), sri("sha256", new))
+    assert origin.hits("/res/doc") == 3
+    assert lookup(d, url)["cached"] is True
+    assert d.fetch(url, integrity=sri("sha256", old), cachePolicy="cacheOnly")["error"]["code"] == "not_cached"
+    assert d.fetch(url, cachePolicy="cacheOnly")["source"] == "memory"
+
+
+def test_a_recorded_digest_on_disk_is_not_taken_on_its_word(courier, origin, cache_dir):
+    # Given a body stored with its digest, whose body file another process
+    # then rewrote to other bytes of the same length, fixing the entry's
+    # checksum but not the digest it records
+    body, forged = pattern(4096, "true"), pattern(4096, "forged")
+    url = origin.set_resource("signed", body, LONG)
+    writer = courier()
+    assert writer.fetch(url, integrity=sri("sha256", body))["ok"] is True
+    writer.close()
+    entries = [p for p in (cache_dir / "http").iterdir() if len(p.name) == 64]
+    assert len(entries) == 1
+    entry = entries[0]
+    data = entry.read_bytes()
+    assert b'"digests":{"sha256":' in data
+    magic, version, metadata_length, length, metadata_sum, _, body_id = HEADER.unpack_from(data)
+    body_file = cache_dir / "http" / f"{entry.name}.{body_id:016x}"
+    body_file.unlink()
+    body_file.write_bytes(forged)
+    entry.write_bytes(HEADER.pack(magic, version, metadata_length, length, metadata_sum,
+                                  xxhash.xxh3_64_intdigest(forged), body_id) + data[HEADER.size:])
+
+    # (sound by its checksum: a process that asks without integrity is served it)
+    probe = courier()
+    served = probe.fetch(url, body="base64")
+    assert served["source"] == "disk" and base64.b64decode(served["base64"]) == forged
+    probe.close()
+
+    # When a new process is asked for it with the true digest
+    c = courier()
+    outcome = c.fetch(url, integrity=sri("sha256", body), body="base64")
+
+    # Then the forged body is not served: the origin is asked
+    assert outcome["ok"] is True and outcome["source"] == "network", outcome
+    assert base64.b64decode(outcome["base64"]) == body
+    assert origin.hits("/res/signed") == 2
+
+
+def test_a_revalidated_body_that_does_not_match_is_fetched_again(courier, origin):
+    # Given a stored response that must be revalidated, and an origin that
+    # changes the body but not its ETag (so it answers 304 to the old one)
+    old, new = pattern(2000, "v1"), pattern(2000, "v2")
+    headers = {"Cache-Control": "no-cache", "ETag": '"same"'}
+    url = origin.set_resource("etag", old, headers)
+    c = courier()
+    assert c.fetch(url)["source"] == "network"
+    origin.set_resource("etag", new, headers)
+
+    # When it is asked for with the new body's digest
+    outcome = c.fetch(url, integrity=sri("sha256", new), body="base64")
+
+    # Then the 304 did not serve the stored body: it was fetched again,
+    # without conditions
+    assert outcome["ok"] is True and outcome["source"] == "network", outcome
+    assert base64.b64decode(outcome["base64"]) == new
+    assert origin.hits("/res/etag") == 3
+    assert "if-none-match" not in origin.last_headers("/res/etag")
+
+
+def test_a_stored_body_known_not_to_match_is_not_revalidated(courier, origin):
+    # Given a stored response that must be revalidated, stored with its digest
+    old, new = pattern(2000, "r1"), pattern(2000, "r2")
+    headers = {"Cache-Control": "no-cache", "ETag": '"r1"'}
+    url = origin.set_resource("known", old, headers)
+    c = courier()
+    assert c.fetch(url, integrity=sri("sha512", old))["ok"] is True
+    origin.set_resource("known", new, {"Cache-Control": "no-cache", "ETag": '"r2"'})
+
+    # When it is asked for with another digest
+    outcome = c.fetch(url, integrity=sri("sha512", new))
+
+    # Then no conditional request was sent for it
+    assert outcome["ok"] is True and outcome["source"] == "network", outcome
+    assert origin.hits("/res/known") == 2
+    assert "if-none-match" not in origin.last_headers("/res/known")
 
 
 # ------------------------------------------------------------------ bad input

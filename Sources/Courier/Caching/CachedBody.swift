@@ -13,4 +13,13 @@ enum CachedBody: Sendable {
         case .file(let file): file.length
         }
     }
+
+    /// The body's digests by each of `algorithms`, taken from its bytes (a
+    /// file's in bounded chunks); nil when the file cannot be read.
+    func digests(_ algorithms: Set<HashAlgorithm>) -> BodyDigests? {
+        switch self {
+        case .bytes(let bytes): BodyDigests.of(bytes, algorithms)
+        case .file(let file): file.digests(algorithms)
+        }
+    }
 }

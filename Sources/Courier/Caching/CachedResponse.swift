@@ -39,7 +39,9 @@ struct CachedResponse: Sendable {
     /// names, by lower-case name; a field the request lacked is absent.
     var varyValues: [String: String]
     /// The body's digests by the algorithms some request's `integrity`
-    /// named when it was fetched.
+    /// named when it was fetched. The memory tier's are taken from the bytes
+    /// it holds; the disk tier's are another process's word, which a body
+    /// is checked against only to be refused without reading it.
     var digests: BodyDigests
 
     init(

@@ -150,25 +150,41 @@ final class DiskCache: Sendable {
     }
 
     /// Opens `key`'s entry once and hands `visit` the entry, checked as
-    /// `lookup` checks it, and a loader of its verified body: `load(limit)`
-    /// gives the bytes when the body is at most `limit` bytes, else the body
-    /// file, read through in bounded chunks for its check and held open. Either makes the
-    /// entry the most recently used, and is nil (the entry deleted) when the
-    /// body fails its check. Both are valid only during `visit`. Does not
-    /// call `visit` on a miss.
-    func withEntry<Result>(
-        key: String, _ visit: (DiskCacheEntry, _ load: (_ inMemoryUpTo: Int64) -> CachedBody?) -> Result
-    ) -> Result? {
+    /// `lookup` checks it, and a loader of its verified body (see
+    /// `BodyLoader`), both valid only during `visit`. Does not call `visit`
+    /// on a miss.
+    func withEntry<Result>(key: String, _ visit: (DiskCacheEntry, _ load: BodyLoader) -> Result) -> Result? {
         guard let opened = open(key) else { return nil }
         defer { opened.close() }
-        return visit(opened.entry) { limit in loadBody(opened, inMemoryUpTo: limit) }
+        return visit(opened.entry, BodyLoader { [self] limit, algorithm in loadBody(opened, inMemoryUpTo: limit, digesting: algorithm) })
+    }
+
+    /// Loads an opened entry's body: `load(limit)` gives the bytes when the
+    /// body is at most `limit` bytes, else the body file, read through in
+    /// bounded chunks for its check and held open; `load(limit, digesting:)`
+    /// also gives the body's digest by that algorithm, taken from the bytes
+    /// as they are read for the check. Either makes the entry the most
+    /// recently used, and is nil (the entry deleted) when the body fails its
+    /// check.
+    struct BodyLoader {
+        fileprivate let load: (Int64, HashAlgorithm?) -> (body: CachedBody, digests: BodyDigests)?
+
+        func callAsFunction(_ inMemoryUpTo: Int64) -> CachedBody? { load(inMemoryUpTo, nil)?.body }
+
+        func callAsFunction(_ inMemoryUpTo: Int64, digesting algorithm: HashAlgorithm?) -> (body: CachedBody, digests: BodyDigests)? {
+            load(inMemoryUpTo, algorithm)
+        }
     }
 
     /// The verified body of an opened entry, which is now the most recently
-    /// used: its bytes when there are at most `limit`, else its body file;
-    /// nil, and the entry deleted, when the body fails its check.
-    private func loadBody(_ opened: Opened, inMemoryUpTo limit: Int64) -> CachedBody? {
+    /// used: its bytes when there are at most `limit`, else its body file,
+    /// with its digest by `algorithm` taken from what was read; nil, and the
+    /// entry deleted, when the body fails its check.
+    private func loadBody(
+        _ opened: Opened, inMemoryUpTo limit: Int64, digesting algorithm: HashAlgorithm?
+    ) -> (body: CachedBody, digests: BodyDigests)? {
         let header = opened.header
+        let digests = algorithm.flatMap { BodyHasher([$0]) }
         let body: CachedBody
         if header.bodyLength <= limit {
             guard let bytes = CacheFileIO.read(opened.bodyFD, count: Int(header.bodyLength), at: 0),
@@ -177,9 +193,10 @@ final class DiskCache: Sendable {
                 discard(opened)
                 return nil
             }
+            digests?.update(bytes)
             body = .bytes(bytes)
         } else {
-            guard CacheFileIO.hash(opened.bodyFD, length: header.bodyLength) == header.bodyChecksum else {
+            guard CacheFileIO.hash(opened.bodyFD, length: header.bodyLength, digesting: digests) == header.bodyChecksum else {
                 discard(opened)
                 return nil
             }
@@ -191,7 +208,7 @@ final class DiskCache: Sendable {
                 checksum: header.bodyChecksum))
         }
         futimens(opened.entryFD, nil)
-        return body
+        return (body, digests?.finalize() ?? BodyDigests())
     }
 
     // MARK: - Writing

@@ -140,14 +140,21 @@ final class ResponseCache: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// What the caches can do for `request` under its cache policy.
+    /// What the caches can do for `request` under its cache policy. For a
+    /// request with `integrity`, a stored body is served only when it
+    /// matches, and one whose recorded digest does not match is neither
+    /// served nor revalidated: the origin is asked instead.
     func lookup(_ request: DownloadRequest, now: Date = Date()) -> Lookup {
         guard request.cachePolicy != .reload, Self.applies(to: request) else { return .miss }
         let key = Self.key(for: request)
         let anyAge = request.cachePolicy == .cacheElseLoad || request.cachePolicy == .cacheOnly
+        let integrity = request.integrity
 
         func decide(_ response: CachedResponse, body: () -> (body: CachedBody, response: CachedResponse)?, tier: Tier) -> Lookup? {
             guard HTTPCachePolicy.matches(response, requestHeaders: request.headers) else { return nil }
+            if let integrity, let recorded = response.digests[integrity.algorithm], !integrity.matches(recorded) {
+                return nil
+            }
             let freshness = HTTPCachePolicy.freshness(of: response, requestHeaders: request.headers, now: now)
             if anyAge || freshness.isFresh {
                 guard let loaded = body() else { return nil }
@@ -160,19 +167,26 @@ final class ResponseCache: Sendable {
         }
 
         if let entry = memory.get(key),
-            let found = decide(entry.response, body: { body(of: entry, key: key).map { (.bytes($0), entry.response) } }, tier: .memory)
+            let found = decide(
+                entry.response, body: { body(of: entry, key: key, matching: integrity).map { (.bytes($0), entry.response) } },
+                tier: .memory)
         {
             return found
         }
         // One opening of the entry serves the decision and the body; a body
-        // too large for the memory tier is left in its file.
+        // too large for the memory tier is left in its file. Its digest is
+        // taken as it is read for its check, and only such digests go to
+        // the memory tier with it.
         let fromDisk = disk?.withEntry(key: key) { entry, load in
             decide(entry.response, body: {
-                guard let body = load(Int64(memoryEntryLimit)) else { return nil }
-                if case .bytes(let bytes) = body {
-                    memory.set(MemoryCache.Entry(response: entry.response, body: bytes), for: key)
+                guard let loaded = load(Int64(memoryEntryLimit), digesting: integrity?.algorithm) else { return nil }
+                var response = entry.response
+                response.digests = loaded.digests
+                if case .bytes(let bytes) = loaded.body {
+                    memory.set(MemoryCache.Entry(response: response, body: bytes), for: key)
                 }
-                return (body, entry.response)
+                if let integrity, integrity.mismatch(in: loaded.digests) != nil { return nil }
+                return (loaded.body, response)
             }, tier: .disk)
         }
         if let fromDisk, let found = fromDisk { return found }
@@ -241,8 +255,15 @@ final class ResponseCache: Sendable {
     /// The body of a memory entry: held, or read from the disk tier's body
     /// file it stands for and then held. Nil, and the entry removed, when
     /// that file is gone or no longer has the length and checksum stored.
-    private func body(of entry: MemoryCache.Entry, key: String) -> [UInt8]? {
-        guard let stored = entry.stored else { return entry.body }
+    /// Nil too when `integrity` is given and the body does not match it: a
+    /// held body by the digest recorded from it (taken now when none was),
+    /// one read from the disk tier's file by the bytes read.
+    private func body(of entry: MemoryCache.Entry, key: String, matching integrity: Integrity? = nil) -> [UInt8]? {
+        guard let stored = entry.stored else {
+            guard let integrity else { return entry.body }
+            let digest = entry.response.digests[integrity.algorithm] ?? DigestHasher.hash(entry.body, integrity.algorithm)
+            return integrity.matches(digest) ? entry.body : nil
+        }
         let file = disk.map {
             CacheBodyFile(directory: $0.directory, name: stored.name, length: Int64(stored.length), checksum: stored.checksum)
         }
@@ -251,6 +272,7 @@ final class ResponseCache: Sendable {
             return nil
         }
         memory.hold(bytes, for: key, readFrom: stored)
+        if let integrity, !integrity.matches(DigestHasher.hash(bytes, integrity.algorithm)) { return nil }
         return bytes
     }
 
@@ -262,15 +284,19 @@ final class ResponseCache: Sendable {
             notModified: head.headers, into: stale.response, requestTime: requestTime, responseTime: responseTime)
         else { return nil }
         let body: CachedBody
-        if let entry = memory.peek(stale.key), let held = self.body(of: entry, key: stale.key) {
-            body = .bytes(held)
+        // The memory tier keeps only digests taken from the bytes it holds.
+        var held = merged
+        if let entry = memory.peek(stale.key), let bytes = self.body(of: entry, key: stale.key) {
+            body = .bytes(bytes)
+            held.digests = entry.response.digests
         } else if let loaded = disk?.withEntry(key: stale.key, { _, load in load(Int64(memoryEntryLimit)) }), let loaded {
             body = loaded
+            held.digests = BodyDigests()
         } else {
             return nil
         }
         if case .bytes(let bytes) = body, bytes.count <= memoryEntryLimit {
-            memory.set(MemoryCache.Entry(response: merged, body: bytes), for: stale.key)
+            memory.set(MemoryCache.Entry(response: held, body: bytes), for: stale.key)
         }
         if let disk, disk.update(key: stale.key, response: merged) == false, disk.lookup(key: stale.key) == nil,
             case .bytes(let bytes) = body

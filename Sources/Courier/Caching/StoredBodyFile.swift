@@ -41,6 +41,12 @@ final class StoredBodyFile: Sendable {
         return bytes
     }
 
+    /// The body's digests by each of `algorithms`, read through in bounded
+    /// chunks; nil when it cannot be read whole.
+    func digests(_ algorithms: Set<HashAlgorithm>) -> BodyDigests? {
+        CacheFileIO.digests(fd, length: length, algorithms)
+    }
+
     /// Up to `count` bytes from the body's start, unchecked (what a reader
     /// of image sizes needs).
     func prefix(_ count: Int) -> [UInt8] {

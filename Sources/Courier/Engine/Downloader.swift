@@ -423,6 +423,14 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                     step { scheduler, now in scheduler.retry(order, now: now) }
                     return
                 }
+                // A stored body that some receipt's integrity refuses is not
+                // served: the origin is asked for the body.
+                let check = IntegrityCheck(order.receipts.map(\.request), taken: BodyDigests()) { hit.body.digests($0) }
+                guard check.passed else {
+                    cache.countMiss()
+                    step { scheduler, now in scheduler.retry(order, now: now) }
+                    return
+                }
                 outcomes = delivery(
                     response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body), source: .revalidated
                 ).deliver(to: order.receipts)
