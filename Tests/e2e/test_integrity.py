@@ -9,6 +9,7 @@ stored body is served only when it matches, else the origin is asked."""
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import struct
 
@@ -16,7 +17,7 @@ import pytest
 import xxhash
 
 from courier_client import RpcError
-from origin import pattern
+from origin import gzip_plain, pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
 HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH3-64s, body id
@@ -71,6 +72,23 @@ def test_a_body_that_matches_is_delivered_and_stored(courier, origin, tmp_path, 
     assert encoded["ok"] is True and encoded["source"] == "memory", encoded
     assert base64.b64decode(encoded["base64"]) == body
     assert origin.hits(f"/bytes/{size}") == 1
+
+
+def test_the_digest_is_of_the_decoded_body(courier, origin):
+    # Given a body the origin sends gzip-compressed
+    url = origin.url("/gzip?size=200000")
+    decoded = gzip_plain(200000)
+    encoded = gzip.compress(decoded, compresslevel=6, mtime=0)
+    c = courier()
+
+    # When it is downloaded with the digest of the decoded bytes, then of the compressed ones
+    outcome = c.fetch(url, integrity=sri("sha256", decoded), body="base64")
+    compressed = c.fetch(url, integrity=sri("sha256", encoded), cachePolicy="reload")
+
+    # Then the first matches (the body is delivered as decoded) and the second does not
+    assert outcome["ok"] is True and outcome["headers"]["content-encoding"] == "gzip", outcome
+    assert base64.b64decode(outcome["base64"]) == decoded
+    assert_mismatch(compressed, sri("sha256", encoded), sri("sha256", decoded))
 
 
 @pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small", "large"])
