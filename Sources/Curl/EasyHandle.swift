@@ -51,7 +51,7 @@ public enum WriteDecision: Sendable {
     /// and hands them over again once the transfer is unpaused. A pause
     /// asked before the transfer began does not hold (libcurl resets it
     /// when the transfer starts), so this is how a transfer suspended before
-    /// it began stops at its first bytes.
+    /// it began stops at its first bytes, and how one over its rate waits.
     case pause
 }
 
@@ -211,6 +211,8 @@ public final class EasyHandle {
     }
 
     public func pause() { curl_easy_pause(raw, courier_pause_all()) }
+    /// Unpausing hands over, before it returns, the bytes held since a
+    /// write callback paused the transfer.
     public func unpause() { curl_easy_pause(raw, courier_pause_cont()) }
 
     /// Frees the handle. The caller must have removed it from its multi

@@ -290,11 +290,16 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var deadline = Double.infinity
     /// Suspended by the client: a redirect's next hop starts paused too.
     private var paused = false
+    /// The engine's rate limits, which every piece of body passes.
+    private var throttle: Throttle?
+    /// Bytes per second it may take, nil for no rate of its own. Set when
+    /// it is made, then changed on the engine's thread, begun or not.
+    var maxRate: Int64?
 
     init(
         id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
         copyLimit: Int = 0, countsText: Bool = false, partials: PartialPlan? = nil, digesting: Set<HashAlgorithm> = [],
-        observer: any TransferObserver
+        maxRate: Int64? = nil, observer: any TransferObserver
     ) {
         self.id = id
         self.options = options
@@ -305,6 +310,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         self.textLength = countsText ? JSONStringLength() : nil
         self.partials = partials
         digests = BodyHasher(digesting)
+        self.maxRate = maxRate
         self.observer = observer
         clientAsksRange = options.headers.contains { $0.name.lowercased() == "range" }
         hopOptions = options
@@ -321,8 +327,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         hopOptions.acceptsEncodings = false
     }
 
-    func begin(on multi: MultiHandle, writer: BodyWriter? = nil) {
+    func begin(on multi: MultiHandle, writer: BodyWriter? = nil, throttle: Throttle? = nil) {
         self.writer = writer
+        self.throttle = throttle
         if let timeout = options.timeoutMilliseconds { deadline = MonotonicClock.now() + Double(timeout) / 1000 }
         start(hopOptions, on: multi)
     }
@@ -364,6 +371,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         return true
     }
 
+    /// Whether the client has suspended it.
+    var isSuspended: Bool { paused }
+
     func pause() {
         paused = true
         easy?.pause()
@@ -372,6 +382,12 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     func resume() {
         paused = false
         easy?.unpause()
+    }
+
+    /// The rate limiter has credit for the transfer again: it goes on,
+    /// unless the client has suspended it.
+    func unthrottle() {
+        if !paused { easy?.unpause() }
     }
 
     /// Stops the transfer without reporting it, and removes its file, or
@@ -730,6 +746,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             return stop(TransferFailure(
                 code: .network, message: "the origin sent more than the bytes \(resumedFrom ?? 0)-\(rangeEnd - 1) its Content-Range announced"))
         }
+        if let throttle, !throttle.admit(self, bytes: data.count) { return .pause }
         if stream == nil, received + Int64(data.count) > BodyWriter.directLimit { handOverFile() }
         if let stream, let writer {
             if let failure = stream.failure { return stop(failure) }

@@ -19,6 +19,10 @@ final class TransferEngine: Sendable {
         case cancel(Transfer)
         case pause(Transfer)
         case resume(Transfer)
+        /// Changes a transfer's own rate, begun or not.
+        case limit(Transfer, maxRate: Int64?)
+        /// Changes the rate of all transfers together (nil: none).
+        case limitTotal(Int64?)
         /// The body writer has closed the transfer's file.
         case flushed(Transfer, TransferFailure?, checksum: UInt64)
         case shutdown
@@ -47,6 +51,9 @@ final class TransferEngine: Sendable {
     func cancel(_ transfer: Transfer) { send(.cancel(transfer)) }
     func pause(_ transfer: Transfer) { send(.pause(transfer)) }
     func resume(_ transfer: Transfer) { send(.resume(transfer)) }
+    func limit(_ transfer: Transfer, to maxRate: Int64?) { send(.limit(transfer, maxRate: maxRate)) }
+    /// Running transfers feel the change at the engine's next turn.
+    func limitTotal(to rate: Int64?) { send(.limitTotal(rate)) }
 
     /// Stops every transfer, tears libcurl down on its own thread, and waits
     /// up to `timeout` seconds for that to be done.
@@ -69,36 +76,48 @@ final class TransferEngine: Sendable {
         let multi = MultiHandle(maxHostConnections: 0, maxTotalConnections: 0)
         wakeable.withLock { $0 = multi }
         var active: [ObjectIdentifier: Transfer] = [:]
+        let throttle = Throttle()
         var running = true
         while running {
             batch {
-                running = turn(&active, multi)
+                running = turn(&active, multi, throttle)
             }
             if running {
-                multi.poll(timeoutMilliseconds: min(multi.timeoutMilliseconds ?? 1000, 1000))
+                // The poll's timeout also serves the rate limiter's next refill.
+                let timeout = min(multi.timeoutMilliseconds ?? 1000, throttle.millisecondsToRefill ?? 1000, 1000)
+                multi.poll(timeoutMilliseconds: max(0, timeout))
             }
         }
     }
 
     /// Takes the inbox's commands, lets libcurl work, and reports finished
     /// transfers; false once the engine has shut down.
-    private func turn(_ active: inout [ObjectIdentifier: Transfer], _ multi: MultiHandle) -> Bool {
+    private func turn(_ active: inout [ObjectIdentifier: Transfer], _ multi: MultiHandle, _ throttle: Throttle) -> Bool {
         for command in inbox.withLock({ inbox in defer { inbox = [] }; return inbox }) {
             switch command {
             case .start(let transfer):
                 active[ObjectIdentifier(transfer)] = transfer
-                transfer.begin(on: multi, writer: writer)
+                throttle.add(transfer)
+                transfer.begin(on: multi, writer: writer, throttle: throttle)
             case .cancel(let transfer):
                 if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
+                    throttle.remove(transfer)
                     transfer.abandon(on: multi)
                 }
             // Also for a transfer not started yet (the downloader starts one
             // once the partial store has looked for a body it kept): it
-            // begins paused, or not.
+            // begins paused, or not, and takes its share, or none.
             case .pause(let transfer):
+                throttle.suspend(transfer)
                 transfer.pause()
             case .resume(let transfer):
+                throttle.resume(transfer)
                 transfer.resume()
+            case .limit(let transfer, let maxRate):
+                transfer.maxRate = maxRate
+                throttle.setRate(maxRate, of: transfer)
+            case .limitTotal(let rate):
+                throttle.setTotalRate(rate)
             case .flushed(let transfer, let failure, let checksum):
                 if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
                     transfer.finish(writeFailure: failure, checksum: checksum)
@@ -113,6 +132,7 @@ final class TransferEngine: Sendable {
                 return false
             }
         }
+        for id in throttle.refill() { active[id]?.unthrottle() }
         multi.perform()
         for transfer in active.values { transfer.reportData() }
         for (handle, code) in multi.completed() {
@@ -122,7 +142,9 @@ final class TransferEngine: Sendable {
                 break
             case .ended:
                 active[ObjectIdentifier(transfer)] = nil
+                throttle.remove(transfer)
             case .flushing(let stream):
+                throttle.remove(transfer)
                 writer.close(stream) { [self] failure, checksum in send(.flushed(transfer, failure, checksum: checksum)) }
             }
         }
