@@ -6,12 +6,13 @@ private func request(
     _ url: String = "http://origin/a", headers: [(name: String, value: String)] = [], slot: String? = nil,
     priority: Priority = .normal, cachePolicy: CachePolicy = .default, body: BodyKind = .none,
     destination: String? = nil, maxBytes: Int64? = nil, timeout: Double = 60, wait: Bool = false, retries: Int = 3,
-    mirrors: [String] = []
+    mirrors: [String] = [], maxRate: Int64? = nil
 ) -> DownloadRequest {
     DownloadRequest(
         url: url, scheme: String(url.prefix { $0 != ":" }), hasUserInfo: false, headers: headers, slot: slot,
         priority: priority, cachePolicy: cachePolicy, accept: nil, body: body, textEncoding: nil, destination: destination,
-        maxBytes: maxBytes, timeout: timeout, cacheKey: nil, wait: wait, retries: retries, mirrors: mirrors)
+        maxBytes: maxBytes, timeout: timeout, cacheKey: nil, wait: wait, retries: retries, mirrors: mirrors,
+        maxRate: maxRate)
 }
 
 private func response(_ status: Int = 200, length: Int64? = nil) -> ResponseHead {
@@ -42,6 +43,9 @@ private struct Harness {
     var retrying: [RetryNotice] = []
     /// Moments `wake(at:)` asked for, in order.
     var wakes: [Double] = []
+    /// Rate limits of started transfers: the one each started with, then
+    /// each change, in order.
+    var rates: [(id: TransferID, rate: Int64?)] = []
 
     /// Waits before retries are `retry`'s, scaled by `random`.
     init(
@@ -67,11 +71,13 @@ private struct Harness {
             case .start(let order):
                 #expect(transfers[order.id.task] == nil, "one transfer per task")
                 transfers[order.id.task] = order.id
+                rates.append((order.id, order.maxRate))
             case .stop(let id, _):
                 stopped.append(id)
                 transfers[id.task] = nil
             case .pause(let id): paused.insert(id)
             case .resume(let id): paused.remove(id)
+            case .limit(let id, let rate): rates.append((id, rate))
             case .deliver(let order):
                 delivering.append(order)
                 transfers[order.id.task] = nil
@@ -998,5 +1004,72 @@ private struct Harness {
             if case .answer(_, .download(let reply)) = action, reply.outcome != nil { reply } else { nil }
         }
         for reply in waited { #expect(reply.state == "finished") }
+    }
+}
+
+/// `maxRate`: a task's transfer may take the largest rate of its receipts,
+/// and none while any of them has none; the limit follows as receipts join
+/// and leave.
+@Suite struct TaskRateLimitTests {
+    private func rates(_ h: Harness) -> [Int64?] { h.rates.map(\.rate) }
+
+    @Test func aTaskStartsWithTheLargestRateOfItsReceipts() {
+        var h = Harness(maxActive: 1)
+        h.download(request("http://origin/first"))
+        h.download(request(maxRate: 100))
+        h.download(request(maxRate: 300))
+        h.download(request(maxRate: 200))
+        h.complete("t1")
+        #expect(h.rates.last?.id.task == "t2")
+        #expect(h.rates.last?.rate == 300)
+    }
+
+    @Test func aTaskHasNoLimitWhileAnyReceiptHasNone() {
+        var h = Harness()
+        h.download(request(maxRate: 100))
+        h.download(request())
+        #expect(rates(h) == [100, nil], "a receipt without a limit lifts it")
+        let limited = h.download(request("http://origin/b", maxRate: 50))
+        let open = h.download(request("http://origin/b"))
+        #expect(rates(h) == [100, nil, 50, nil])
+        #expect(h.cancel(.receipt(open.receipt)) == 1)
+        #expect(rates(h) == [100, nil, 50, nil, 50], "the limit comes back when the receipt without one leaves")
+        _ = limited
+    }
+
+    @Test func theLimitFollowsReceiptsThatJoinAndLeave() {
+        var h = Harness()
+        let slow = h.download(request(maxRate: 100))
+        let fast = h.download(request(maxRate: 400))
+        let same = h.download(request(maxRate: 400))
+        #expect(rates(h) == [100, 400], "an unchanged limit is not told again")
+        #expect(h.cancel(.receipt(fast.receipt)) == 1)
+        #expect(rates(h) == [100, 400])
+        #expect(h.cancel(.receipt(same.receipt)) == 1)
+        #expect(rates(h) == [100, 400, 100])
+        #expect(h.rates.allSatisfy { $0.id == h.transfers["t1"] })
+        _ = slow
+    }
+
+    @Test func aQueuedTaskIsToldNothingUntilItStarts() {
+        var h = Harness(maxActive: 1)
+        h.download(request("http://origin/first"))
+        let a = h.download(request(maxRate: 100))
+        h.download(request(maxRate: 200))
+        #expect(h.cancel(.receipt(a.receipt)) == 1)
+        #expect(rates(h) == [nil])
+        h.complete("t1")
+        #expect(rates(h) == [nil, 200])
+    }
+
+    @Test func aRetriedTaskStartsWithTheLimitOfTheReceiptsStillWaiting() {
+        var h = Harness()
+        h.download(request(retries: 0))
+        h.download(request(retries: 3, maxRate: 100))
+        #expect(rates(h) == [nil])
+        h.fail("t1", .network)
+        h.tick(at: 10)
+        #expect(h.started == ["t1", "t1"])
+        #expect(rates(h) == [nil, 100], "the receipt without a limit ended with the failed attempt")
     }
 }

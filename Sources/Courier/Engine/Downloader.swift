@@ -309,6 +309,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             if let transfer = transfers.withLock({ $0[id] }) { engine.pause(transfer) }
         case .resume(let id):
             if let transfer = transfers.withLock({ $0[id] }) { engine.resume(transfer) }
+        case .limit(let id, let maxRate):
+            if let transfer = transfers.withLock({ $0[id] }) { engine.limit(transfer, to: maxRate) }
         case .deliver(let order):
             let transfer = transfers.withLock { $0.removeValue(forKey: order.id) }
             let requestDate = transfer?.requestDate ?? Date()
@@ -340,7 +342,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
             body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
-            partials: plan, digesting: order.digestAlgorithms, observer: self)
+            partials: plan, digesting: order.digestAlgorithms, maxRate: order.maxRate, observer: self)
         transfers.withLock { $0[order.id] = transfer }
         guard let plan, order.revalidation == nil else {
             engine.start(transfer)

@@ -54,6 +54,8 @@ struct DownloadRequest: Sendable {
     /// What the body must hash to; checked per receipt, so receipts of one
     /// task may expect different digests.
     var integrity: Integrity? = nil
+    /// Bytes per second its transfer may take; nil for no limit of its own.
+    var maxRate: Int64?
 
     /// Header names whose values identify the user: a response to a request
     /// carrying one is never stored, and none follows a redirect to another

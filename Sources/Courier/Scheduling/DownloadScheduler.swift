@@ -178,6 +178,7 @@ struct DownloadScheduler<Waiter> {
         if tasks[taskID]!.started, let url = tasks[taskID]!.attemptURL {
             receipts[receiptID]!.countAttempt(url: url, now: now)
         }
+        updateRateLimit(of: taskID)
         pump(now: now)
         if !request.wait { answer(waiter, .download(reply(for: receipts[receiptID]!))) }
         return admission
@@ -581,6 +582,29 @@ struct DownloadScheduler<Waiter> {
         return urls[(attempt - 1) % urls.count]
     }
 
+    // MARK: - Rate limits
+
+    /// The rate task `task`'s transfer may take: the largest `maxRate` of
+    /// its receipts; none when any of them has none.
+    private func maxRate(of task: TaskRecord) -> Int64? {
+        var largest: Int64?
+        for id in task.receipts {
+            guard let rate = receipts[id]?.request.maxRate else { return nil }
+            largest = max(largest ?? rate, rate)
+        }
+        return largest
+    }
+
+    /// After receipts joined or left task `id`: its started transfer hears
+    /// of a change in its rate limit.
+    private mutating func updateRateLimit(of id: String) {
+        guard let task = tasks[id], task.started, !task.receipts.isEmpty else { return }
+        let rate = maxRate(of: task)
+        guard rate != task.maxRate else { return }
+        tasks[id]!.maxRate = rate
+        actions.append(.limit(task.transferID, maxRate: rate))
+    }
+
     // MARK: - Bookkeeping
 
     private mutating func answer(_ waiter: Waiter, _ answer: Answer) {
@@ -625,11 +649,14 @@ struct DownloadScheduler<Waiter> {
         let destination = task.receipts.first.flatMap { receipts[$0]?.request.destination }
         let countsText = task.receipts.contains { receipts[$0]?.request.body == .text }
         let digestAlgorithms = Set(task.receipts.compactMap { receipts[$0]?.request.integrity?.algorithm })
+        let maxRate = maxRate(of: task)
+        tasks[id]!.maxRate = maxRate
         actions.append(
             .start(
                 TransferOrder(
                     id: task.transferID, request: task.request, url: url, revalidation: task.revalidation,
-                    destination: destination, countsText: countsText, digestAlgorithms: digestAlgorithms)))
+                    destination: destination, countsText: countsText, digestAlgorithms: digestAlgorithms,
+                    maxRate: maxRate)))
         actions.append(.transferStarted(task: id))
         views { $0.taskStateChanged(task: id, running: true) }
     }
@@ -684,6 +711,7 @@ struct DownloadScheduler<Waiter> {
         if receipt.attached, let task = tasks[receipt.taskID] {
             figures = task.progress(now: now)
             tasks[receipt.taskID]!.receipts.removeAll { $0 == id }
+            updateRateLimit(of: receipt.taskID)
         } else {
             figures = receipt.finalProgress ?? .none(task: receipt.taskID)
         }

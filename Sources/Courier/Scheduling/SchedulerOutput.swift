@@ -92,6 +92,8 @@ struct TransferOrder: Sendable {
     /// The algorithms the receipts' `integrity` decides by: the transfer
     /// takes those digests as the body arrives.
     var digestAlgorithms: Set<HashAlgorithm> = []
+    /// Bytes per second the transfer may take (`TaskRecord.maxRate`).
+    var maxRate: Int64?
 }
 
 /// A finished transfer and the receipts it answers, for delivery.
@@ -112,6 +114,9 @@ enum SchedulerAction<Waiter> {
     case stop(TransferID, discardBody: Bool)
     case pause(TransferID)
     case resume(TransferID)
+    /// A started transfer's rate limit changed as receipts joined or left
+    /// its task: bytes per second, nil for none.
+    case limit(TransferID, maxRate: Int64?)
     case deliver(DeliveryOrder)
     /// A body file nobody will read.
     case discard(path: String)

@@ -83,6 +83,9 @@ struct TaskRecord: Sendable {
     var hadIntegrityMismatch = false
     /// The URL the attempt under way asks.
     var attemptURL: String?
+    /// Bytes per second its started transfer was told it may take: the
+    /// largest `maxRate` of its receipts, nil when any has none.
+    var maxRate: Int64?
 
     var received: Int64 = 0
     var expected: Int64?
