@@ -69,6 +69,9 @@ public struct Configuration: Sendable {
     public var retryMaxDelay = 30.0
     /// No attempt starts later than this many seconds after a receipt's first.
     public var retryMaxTime = 60.0
+    /// Bytes per second all transfers together may take, shared fairly
+    /// among those running; 0 for no limit.
+    public var maxDownloadRate: Int64 = 0
 
     public init(cacheDir: String? = nil) {
         self.cacheDir = cacheDir ?? Configuration.defaultCacheDir()
@@ -166,6 +169,7 @@ public struct Configuration: Sendable {
             "retryDelay": .double(retryDelay),
             "retryMaxDelay": .double(retryMaxDelay),
             "retryMaxTime": .double(retryMaxTime),
+            "maxDownloadRate": .integer(maxDownloadRate),
         ]
     }
 
@@ -220,6 +224,8 @@ public struct Configuration: Sendable {
             case "retryMaxDelay":
                 retryMaxDelay = try options.optionalNumber(name, range: Self.retryMaxDelayRange) ?? retryMaxDelay
             case "retryMaxTime": retryMaxTime = try options.optionalNumber(name, range: Self.retryMaxTimeRange) ?? retryMaxTime
+            case "maxDownloadRate":
+                maxDownloadRate = try options.optionalInteger(name, range: Self.rateRange) ?? maxDownloadRate
             case "logLevel":
                 guard let parsed = try options.optionalString(name).flatMap(Logger.Level.init(rawValue:)) else {
                     throw .invalidParams("option 'logLevel' must be one of \(Logger.Level.allCases.map(\.rawValue))", param: name)
@@ -250,6 +256,10 @@ extension Configuration {
     public static let retryMaxDelayRange: ClosedRange<Double> = 0...86_400
     /// Seconds `retryMaxTime` may be: none to a year.
     public static let retryMaxTimeRange: ClosedRange<Double> = 0...31_536_000
+
+    /// Bytes per second `maxDownloadRate` and a download's `maxRate` may
+    /// be: 0 (no limit) to 1 TiB/s; more is a mistake of units, not a limit.
+    public static let rateRange: ClosedRange<Int64> = 0...(1 << 40)
 }
 
 /// The least severity courier logs, one for the whole process: the

@@ -87,6 +87,9 @@ struct CourierCommand: ParsableCommand {
 
     @OptionGroup var retry: RetryOptions
 
+    @Option(help: ArgumentHelp(RateLimitOption.help), transform: parseRate)
+    var maxDownloadRate: Int64 = defaults.maxDownloadRate
+
     @Option(help: "Largest body held in memory for a text or base64 outcome, in decoded bytes (default: 64MiB).", transform: parseSize)
     var maxMemoryBody: Int64 = defaults.maxMemoryBody
 
@@ -116,7 +119,8 @@ struct CourierCommand: ParsableCommand {
             prioritization: prioritization,
             activationDelay: activationDelay, completionDelay: completionDelay, noIndicator: noIndicator,
             progressInterval: progressInterval, downloadRoot: downloadRoot, maxMemoryBody: maxMemoryBody,
-            partialCapacity: partialCapacity, framing: framing, maxMessageBytes: maxMessageBytes, logLevel: logLevel)
+            partialCapacity: partialCapacity, framing: framing, maxMessageBytes: maxMessageBytes, logLevel: logLevel,
+            maxDownloadRate: maxDownloadRate)
     }
 
     func run() throws {

@@ -129,6 +129,7 @@ enum ServerCommandLine {
         case "retry-delay": return assign(Double(value), to: &settings.retry.retryDelay)
         case "retry-max-delay": return assign(Double(value), to: &settings.retry.retryMaxDelay)
         case "retry-max-time": return assign(Double(value), to: &settings.retry.retryMaxTime)
+        case "max-download-rate": return assign(RateLimitOption.rate(value), to: &settings.maxDownloadRate)
         default: return false
         }
         return true

@@ -115,6 +115,8 @@ struct ServerSettings: Sendable {
     var framing = "auto"
     var maxMessageBytes: Int64 = 16 << 20
     var logLevel = "warning"
+    /// Bytes per second for all transfers together; 0 for no limit.
+    var maxDownloadRate: Int64 = 0
 
     /// What is wrong with the server's own values (the cache's and the
     /// transfers' are checked apart), as the command line says it.
@@ -150,6 +152,7 @@ struct ServerSettings: Sendable {
         config.framing = FramingMode(rawValue: framing)!
         config.maxMessageBytes = Int(maxMessageBytes)
         config.logLevel = Logger.Level(rawValue: logLevel)!
+        config.maxDownloadRate = maxDownloadRate
         return config
     }
 }

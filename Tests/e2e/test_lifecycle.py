@@ -401,6 +401,7 @@ def test_every_command_line_option_reaches_the_config(tmp_path):
         "--max-message-bytes", "1MiB", "--log-level", "error",
         "--retries", "5", "--retry-delay", "0.25", "--retry-max-delay", "10", "--retry-max-time", "20",
         "--partial-capacity", "5MiB",
+        "--max-download-rate", "8MiB",
     ])
     assert config == {
         "cacheDir": str(tmp_path / "cache"), "memoryCapacity": 2 << 20, "memoryAfterPurge": 1 << 20,
@@ -412,6 +413,7 @@ def test_every_command_line_option_reaches_the_config(tmp_path):
         "logLevel": "error",
         "retries": 5, "retryDelay": 0.25, "retryMaxDelay": 10.0, "retryMaxTime": 20.0,
         "partialCapacity": 5 << 20,
+        "maxDownloadRate": 8 << 20,
     }
 
 

@@ -112,10 +112,12 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         defaults.userAgent = "courier/\(Configuration.version)"
         transferDefaults = defaults
         engine = TransferEngine(logger: logger, batch: batch)
+        engine.limitTotal(to: settings.maxDownloadRate)
     }
 
     func update(settings newSettings: Configuration) {
-        settings.withLock { $0 = newSettings }
+        let previous = settings.withLock { current in defer { current = newSettings }; return current }
+        if newSettings.maxDownloadRate != previous.maxDownloadRate { engine.limitTotal(to: newSettings.maxDownloadRate) }
         step { scheduler, now in scheduler.update(settings: SchedulerSettings(newSettings), now: now) }
     }
 

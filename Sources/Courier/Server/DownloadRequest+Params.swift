@@ -9,6 +9,7 @@ extension DownloadRequest {
         "maxBytes", "timeout", "cacheKey", "wait",
         "retries", "mirrors",
         "integrity",
+        "maxRate",
     ]
 
     /// The params of a `download`, checked.
@@ -69,6 +70,8 @@ extension DownloadRequest {
                 throw .invalidParams(error.message, param: "integrity")
             }
         }
+        // 0, as for `maxDownloadRate`, is no limit.
+        maxRate = try named.optionalInteger("maxRate", range: Configuration.rateRange).flatMap { $0 > 0 ? $0 : nil }
     }
 
     /// What `download` needs of a URL it has checked.
