@@ -10,6 +10,11 @@ outputs and the cache directory are on --dir, a tmpfs by default):
   cost of writing two files per download shows;
 - W2: 200 downloads of 1 MiB, 4 at a time, each to its own destination;
 - W3: one download of 1 GiB (--w3-size), one stream; also the peak RSS;
+- W7: rate accuracy: 4 downloads of 8 MiB at once under a limit of 8 MiB/s
+  for all of them (courier `--max-download-rate 8MiB`, aria2c
+  `--max-overall-download-limit=8M`; curl has no limit for all transfers
+  together, so it runs with `--limit-rate 2M`, its per-transfer limit at a
+  quarter each): 4 s is exact, and courier's median must be within 5 % of it;
 - start-up: spawn to the answer of `initialize`, against `curl --version`
   (spawn to exit);
 - memory-cache hits pipelined by one client, against the transport's own
@@ -40,7 +45,7 @@ process's ru_maxrss from wait4.
 
     scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
         [--dir /dev/shm] [--disk-dir /var/tmp] [--markdown FILE] [--json FILE]
-        [--only w1,w1disk,w2,w3,startup,cache] [--startup-baseline PATH]
+        [--only w1,w1disk,w2,w3,w7,startup,cache] [--startup-baseline PATH]
 """
 
 from __future__ import annotations
@@ -73,7 +78,11 @@ from nginx_origin import NginxOrigin  # noqa: E402
 NO_PROXY_ENV = {k: v for k, v in os.environ.items()
                 if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")}
 FINISHED = b'"method":"download/finished"'
-WORKLOADS = ("w1", "w1disk", "w1nocache", "w2", "w3", "startup", "cache")
+# W7: this many files of this size at once, under this rate (bytes per
+# second) for all of them: exactly W7_SECONDS at the rate.
+W7_COUNT, W7_SIZE, W7_RATE = 4, 8 << 20, 8 << 20
+W7_SECONDS = W7_COUNT * W7_SIZE / W7_RATE
+WORKLOADS = ("w1", "w1disk", "w1nocache", "w2", "w3", "w7", "startup", "cache")
 DEFAULT_WORKLOADS = WORKLOADS
 
 
@@ -139,19 +148,19 @@ class PeakRSS:
 
 
 def curl_transfers(pairs: list[tuple[str, str]], parallel: int, work: str,
-                   prefix: Sequence[str] = ()) -> Run:
+                   prefix: Sequence[str] = (), extra: Sequence[str] = ()) -> Run:
     config = os.path.join(work, "curl.config")
     with open(config, "w") as file:
         for url, out in pairs:
             file.write(f'url = "{url}"\noutput = "{out}"\n')
-    argv = ["curl", "--silent", "--show-error", "--no-progress-meter", "--fail", "-K", config]
+    argv = ["curl", "--silent", "--show-error", "--no-progress-meter", "--fail", *extra, "-K", config]
     if len(pairs) > 1:
         argv[1:1] = ["--parallel", "--parallel-max", str(parallel)]
     return run_command(argv, prefix)
 
 
 def aria2c_transfers(pairs: list[tuple[str, str]], parallel: int, work: str,
-                     prefix: Sequence[str] = ()) -> Run:
+                     prefix: Sequence[str] = (), extra: Sequence[str] = ()) -> Run:
     listing = os.path.join(work, "aria2c.list")
     with open(listing, "w") as file:
         for url, out in pairs:
@@ -159,7 +168,7 @@ def aria2c_transfers(pairs: list[tuple[str, str]], parallel: int, work: str,
     argv = ["aria2c", "--no-conf", "--quiet", "--max-concurrent-downloads", str(parallel),
             "--max-connection-per-server", "1", "--split", "1", "--file-allocation", "none",
             "--allow-overwrite", "true", "--auto-file-renaming", "false", "--summary-interval", "0",
-            "--input-file", listing]
+            *extra, "--input-file", listing]
     return run_command(argv, prefix)
 
 
@@ -321,6 +330,7 @@ class Row:
     ratio_limit: float | None = None      # courier / curl must be <= this (or >= for higher)
     beat: str | None = None               # courier must beat this tool too
     anchor: str = "curl"
+    within: tuple[float, float] | None = None  # courier's median must lie in this range
 
     def median(self, tool: str) -> float | None:
         values = self.figures.get(tool)
@@ -331,6 +341,9 @@ class Row:
         return a / b if a is not None and b else None
 
     def met(self) -> bool | None:
+        if self.within is not None:
+            c = self.median("courier")
+            return None if c is None else self.within[0] <= c <= self.within[1]
         r = self.ratio("courier")
         if r is None or self.ratio_limit is None:
             return None
@@ -361,7 +374,8 @@ def alternate(runs: int, subjects: dict[str, Callable[[int], Run]], label: str,
 def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: str, parallel: int,
                       work: str, courier_extra: Sequence[str] = (), client: str = "pipe",
                       tools: Sequence[str] = ("curl", "aria2c", "courier"),
-                      rss: bool = False) -> dict[str, Callable[[int], Run]]:
+                      rss: bool = False, curl_extra: Sequence[str] = (),
+                      aria2c_extra: Sequence[str] = ()) -> dict[str, Callable[[int], Run]]:
     sources = [f"{src_dir}/{i}" for i in range(count)]
     peak = PeakRSS(work) if rss else None
     prefix = peak.prefix if peak else []
@@ -374,9 +388,9 @@ def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: st
             pairs = [(f"{base}/{name.split('-')[0]}/{i}", f"{out}/{i}") for i in range(count)]
             try:
                 if tool == "curl":
-                    result = curl_transfers(pairs, parallel, work, prefix)
+                    result = curl_transfers(pairs, parallel, work, prefix, curl_extra)
                 elif tool == "aria2c":
-                    result = aria2c_transfers(pairs, parallel, work, prefix)
+                    result = aria2c_transfers(pairs, parallel, work, prefix, aria2c_extra)
                 else:
                     cache = fresh_dir(f"{work}/{name}-cache-{run}")
                     if client == "pipe":
@@ -571,6 +585,9 @@ def main(argv: list[str] | None = None) -> int:
                   ratio_limit=1.2, beat="aria2c"),
         "w3": Row(f"W3 {human(args.w3_size)}, one stream", "ms", "≤ 1.1× curl", ratio_limit=1.1),
         "w3rss": Row("W3 peak RSS", "MiB", "≤ 3× curl", ratio_limit=3.0),
+        "w7": Row(f"W7 {W7_COUNT} × {human(W7_SIZE)} at once under {human(W7_RATE)}/s "
+                  f"(curl: --limit-rate per transfer)", "ms", "4 s ± 5 %",
+                  within=(W7_SECONDS * 950, W7_SECONDS * 1050)),
         "startup": Row("start-up: `initialize` answer vs `curl --version`", "ms", "≤ 1.5× curl",
                        ratio_limit=1.5),
         "cache-none": Row("memory-cache hits, body none, vs transport (-32601)", "/s", "≥ 0.5× transport",
@@ -585,13 +602,15 @@ def main(argv: list[str] | None = None) -> int:
     nginx = None
     try:
         www = f"{root}/www"
-        need = {"w1": "w1" in only or "w1disk" in only or "w1nocache" in only, "w2": "w2" in only, "w3": "w3" in only}
-        for name, count, size in (("w1", args.w1_count, 8192), ("w2", args.w2_count, 1 << 20), ("w3", 1, args.w3_size)):
+        need = {"w1": "w1" in only or "w1disk" in only or "w1nocache" in only, "w2": "w2" in only, "w3": "w3" in only,
+                "w7": "w7" in only}
+        for name, count, size in (("w1", args.w1_count, 8192), ("w2", args.w2_count, 1 << 20), ("w3", 1, args.w3_size),
+                                  ("w7", W7_COUNT, W7_SIZE)):
             if need[name]:
                 os.makedirs(f"{www}/{name}")
                 for i in range(count):
                     write_random(f"{www}/{name}/{i}", size)
-        if need["w1"] or need["w2"] or need["w3"]:
+        if any(need.values()):
             nginx = NginxOrigin(root).start()
             base = nginx.base_url
         print(f"courier: {binary}; files in {root}; load average {load_before[0]:.2f} {load_before[1]:.2f} "
@@ -617,6 +636,12 @@ def main(argv: list[str] | None = None) -> int:
         if "w3" in only:
             alternate(args.runs, transfer_subjects(binary, base, 1, f"{www}/w3", "w3", 1, root,
                                                    client=args.client, rss=True), "w3", rows, rss_row=rows["w3rss"])
+        if "w7" in only:
+            alternate(args.runs, transfer_subjects(
+                binary, base, W7_COUNT, f"{www}/w7", "w7", W7_COUNT, root,
+                ("--max-download-rate", str(W7_RATE)), client=args.client,
+                curl_extra=("--limit-rate", str(W7_RATE // W7_COUNT)),
+                aria2c_extra=(f"--max-overall-download-limit={W7_RATE}",)), "w7", rows)
         if "startup" in only:
             cache = fresh_dir(f"{root}/startup-cache")
             subjects = {
