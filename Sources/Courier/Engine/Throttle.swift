@@ -3,12 +3,19 @@
 /// transfers ask it, from their write callbacks, whether a piece of body
 /// may arrive now. Confined to the engine's thread.
 final class Throttle {
-    private var limiter = RateLimiter<ObjectIdentifier>(now: MonotonicClock.now())
+    /// Seconds of a monotonic clock: `MonotonicClock.now`, or a test's.
+    private let clock: () -> Double
+    private var limiter: RateLimiter<ObjectIdentifier>
+
+    init(clock: @escaping () -> Double = MonotonicClock.now) {
+        self.clock = clock
+        limiter = RateLimiter(now: clock())
+    }
 
     /// A transfer that begins, at its own rate, and taking no share while
     /// the client has it suspended.
     func add(_ transfer: Transfer) {
-        let now = MonotonicClock.now()
+        let now = clock()
         limiter.add(ObjectIdentifier(transfer), rate: transfer.maxRate, now: now)
         if transfer.isSuspended { limiter.suspend(ObjectIdentifier(transfer), now: now) }
     }
@@ -18,19 +25,19 @@ final class Throttle {
     }
 
     func setRate(_ rate: Int64?, of transfer: Transfer) {
-        limiter.setRate(rate, of: ObjectIdentifier(transfer), now: MonotonicClock.now())
+        limiter.setRate(rate, of: ObjectIdentifier(transfer), now: clock())
     }
 
     func setTotalRate(_ rate: Int64?) {
-        limiter.setTotalRate(rate, now: MonotonicClock.now())
+        limiter.setTotalRate(rate, now: clock())
     }
 
     func suspend(_ transfer: Transfer) {
-        limiter.suspend(ObjectIdentifier(transfer), now: MonotonicClock.now())
+        limiter.suspend(ObjectIdentifier(transfer), now: clock())
     }
 
     func resume(_ transfer: Transfer) {
-        limiter.resume(ObjectIdentifier(transfer), now: MonotonicClock.now())
+        limiter.resume(ObjectIdentifier(transfer), now: clock())
     }
 
     /// Whether `transfer` may take `bytes` of body now; when not, it waits
@@ -44,12 +51,18 @@ final class Throttle {
     /// Hands out the credit due now; the waiting transfers that may go on.
     func refill() -> [ObjectIdentifier] {
         guard limiter.isEngaged else { return [] }
-        return limiter.refill(now: MonotonicClock.now())
+        return limiter.refill(now: clock())
+    }
+
+    /// Bytes `transfer` may take before it waits (below zero: what it
+    /// owes); nil when it is not counted.
+    func credit(of transfer: Transfer) -> Double? {
+        limiter.credit(of: ObjectIdentifier(transfer))
     }
 
     /// Milliseconds until the next refill is due, while a transfer waits.
     var millisecondsToRefill: Int? {
-        limiter.nextRefill.map { Int((($0 - MonotonicClock.now()) * 1000).rounded(.up)) }
+        limiter.nextRefill.map { Int((($0 - clock()) * 1000).rounded(.up)) }
     }
 }
 

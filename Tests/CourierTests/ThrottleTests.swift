@@ -1,0 +1,97 @@
+import Curl
+import Foundation
+import Testing
+
+@testable import Courier
+
+/// The engine's throttle over real transfers, on a clock the test moves:
+/// what it hands out follows what the client did to a transfer, even
+/// before the transfer began.
+@Suite struct ThrottleTests {
+    private final class Ignoring: TransferObserver {
+        func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool { true }
+        func transferDidReceiveData(_ transfer: Transfer, received: Int64, textLength: Int64?, expected: Int64?) -> Bool {
+            true
+        }
+        func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {}
+    }
+
+    private final class Clock: @unchecked Sendable {
+        var now = 100.0
+    }
+
+    private static let MiB = 1 << 20
+
+    private func transfer(_ name: String, in directory: DirectoryHandle, maxRate: Int64? = nil) -> Transfer {
+        Transfer(
+            id: TransferID(task: name, attempt: 1), options: EasyOptions(url: "http://127.0.0.1:9/\(name)"),
+            body: BodyTarget(directory: directory, name: "\(name).part", mode: 0o600), maxRate: maxRate,
+            observer: Ignoring())
+    }
+
+    private func withDirectory(_ body: (DirectoryHandle) throws -> Void) throws {
+        let path = NSTemporaryDirectory() + "courier-throttle-\(getpid())-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try body(try DirectoryHandle(opening: path))
+    }
+
+    @Test func aTransferSuspendedBeforeItBeganTakesNoShareUntilResumed() throws {
+        try withDirectory { directory in try suspendedBeforeItBegan(in: directory) }
+    }
+
+    private func suspendedBeforeItBegan(in directory: DirectoryHandle) throws {
+        let clock = Clock()
+        let throttle = Throttle(clock: { clock.now })
+        throttle.setTotalRate(Int64(Self.MiB))
+
+        // Given a transfer the client suspended before the engine began it,
+        // and another that runs
+        let suspended = transfer("suspended", in: directory)
+        suspended.pause()
+        let running = transfer("running", in: directory)
+        throttle.add(suspended)
+        throttle.add(running)
+
+        // When a second goes by, refilled every tenth
+        for _ in 0..<10 {
+            clock.now += 0.1
+            _ = throttle.refill()
+        }
+
+        // Then the suspended one has no credit, and the other may keep a
+        // tenth of a second of the whole rate, not of half of it
+        #expect(throttle.credit(of: suspended) == 0)
+        let credit = try #require(throttle.credit(of: running))
+        #expect(abs(credit - Double(Self.MiB) * RateLimiter<ObjectIdentifier>.burst) < 1, "\(credit)")
+        #expect(!throttle.admit(suspended, bytes: 1), "a suspended transfer takes nothing")
+
+        // When it is resumed, it shares again
+        suspended.resume()
+        throttle.resume(suspended)
+        clock.now += 0.1
+        _ = throttle.refill()
+        let shares = [suspended, running].map { throttle.credit(of: $0) }
+        #expect(shares.allSatisfy { $0 != nil && $0! > 0 }, "\(shares)")
+    }
+
+    @Test func aRateChangedBeforeTheTransferBeganIsTheOneItTakes() throws {
+        try withDirectory { directory in
+            let clock = Clock()
+            let throttle = Throttle(clock: { clock.now })
+            // Given a transfer made without a rate of its own, given one (as
+            // the engine does when a receipt joins) before it began
+            let capped = transfer("capped", in: directory)
+            capped.maxRate = Int64(Self.MiB / 4)
+            throttle.add(capped)
+            // When a second goes by, refilled every tenth
+            for _ in 0..<10 {
+                clock.now += 0.1
+                _ = throttle.refill()
+            }
+            // Then it is counted at that rate
+            let credit = try #require(throttle.credit(of: capped))
+            #expect(abs(credit - Double(Self.MiB / 4) * RateLimiter<ObjectIdentifier>.burst) < 1, "\(credit)")
+        }
+    }
+}
