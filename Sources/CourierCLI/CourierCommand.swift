@@ -87,7 +87,7 @@ struct CourierCommand: ParsableCommand {
 
     @OptionGroup var retry: RetryOptions
 
-    @Option(help: ArgumentHelp(RateLimitOption.help), transform: parseRate)
+    @Option(help: ArgumentHelp(RateLimitOption.serverHelp), transform: parseRate)
     var maxDownloadRate: Int64 = defaults.maxDownloadRate
 
     @Option(help: "Largest body held in memory for a text or base64 outcome, in decoded bytes (default: 64MiB).", transform: parseSize)

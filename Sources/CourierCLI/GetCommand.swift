@@ -50,6 +50,7 @@ struct GetCommand: ParsableCommand {
               courier get https://example.org/logo.png
               courier get -o logo.png example.org/logo.png
               courier get -d downloads -j 8 URL1 URL2 URL3
+              courier get --limit-rate 1MiB -d downloads URL1 URL2
               courier get -i urls.txt -d downloads --no-clobber
               printf '%s\\n' URL1 URL2 | courier get -i - -d downloads
               courier get --json URL > outcomes.jsonl
@@ -89,6 +90,9 @@ struct GetCommand: ParsableCommand {
 
     @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
     var jobs: Int = 4
+
+    @Option(help: ArgumentHelp(RateLimitOption.getHelp, valueName: "rate"), transform: parseRate)
+    var limitRate: Int64 = 0
 
     @Flag(name: [.customShort("q"), .long], help: "No progress and no summary; failures are still printed.")
     var quiet = false
@@ -154,6 +158,7 @@ struct GetCommand: ParsableCommand {
         var config = cache.settings.configuration
         transfers.settings.apply(to: &config)
         config.maxActive = jobs
+        config.maxDownloadRate = limitRate
         // Every file lies in the output directory: no symbolic link inside
         // leads a download out of it.
         config.downloadRoot = destination.path

@@ -5,7 +5,11 @@ import Courier
 /// are (`8MiB` is 8 MiB/s), 0 for none. Serving takes it as
 /// `--max-download-rate`; `courier get` as `--limit-rate`, curl's name.
 enum RateLimitOption {
-    static let help = "Bytes per second all downloads together may take, shared fairly among those running, written as a size: 512KiB, 8MiB (default: 0, no limit)."
+    /// `--max-download-rate`'s help.
+    static let serverHelp = "Bytes per second all downloads together may take, shared fairly among those running, written as a size: 512KiB, 8MiB (default: 0, no limit)."
+    /// `courier get --limit-rate`'s help: unlike curl's, the limit is for
+    /// the whole run, so that more jobs never take more of the link.
+    static let getHelp = "Bytes per second all downloads of the run together may take, shared fairly among those running, written as a size: 512KiB, 8MiB (default: 0, no limit)."
 
     /// The rate `text` names, or nil when it is no size or more than
     /// `Configuration.rateRange` allows.

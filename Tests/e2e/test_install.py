@@ -291,11 +291,13 @@ def test_bash_loads_the_completion_and_completes_flags(prefix, files):
                           timeout=10)
     assert done.stdout.strip() == "complete -o filenames -F _courier courier"
     assert "--output-dir" in bash_complete(prefix, "courier get --out", files)
+    assert bash_complete(prefix, "courier get --limit", files) == ["--limit-rate"]
     assert {"--max-active", "--framing"} <= set(bash_complete(prefix, "courier --", files))
 
 
 def test_fish_completes_flags_of_both_commands(prefix, files):
     if shutil.which("fish") is None:
         pytest.skip("fish is not installed (scripts/setup installs it)")
-    assert {"--output-dir", "--no-clobber", "--overwrite"} <= set(fish_complete(prefix, "courier get --", files))
+    assert {"--output-dir", "--no-clobber", "--overwrite", "--limit-rate"} <= set(
+        fish_complete(prefix, "courier get --", files))
     assert "--max-active" in fish_complete(prefix, "courier --", files)
