@@ -11,6 +11,7 @@ loose, for a loaded machine. Every wait is for an event, with a bound.
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import time
@@ -127,6 +128,43 @@ def test_a_suspended_transfer_stays_suspended_under_the_limiter(courier, origin)
     assert final["ok"] and final["size"] == 3 * MIB, final
 
 
+def test_a_download_suspended_before_its_transfer_began_takes_no_share(courier, origin):
+    # Given a limit of 1 MiB/s and a download suspended as soon as it is
+    # answered (its transfer begins once the partial store has looked for a
+    # kept body, so the suspension may come first)
+    c = courier("--max-download-rate", "1MiB")
+    held = c.download(origin.url(f"/bytes/{MIB}?seed=early"))
+    assert c.suspend(held["receipt"])["state"] == "suspended"
+    # When another download runs
+    outcome = c.fetch(origin.url(f"/bytes/{MIB}?seed=alone"))
+    # Then it had the whole rate: shared, 1 MiB would have taken 2 s
+    assert outcome["ok"] and outcome["size"] == MIB, outcome
+    assert 0.85 <= outcome["durationMs"] / 1000 <= 1.6, outcome["durationMs"]
+    # And the suspended one, resumed, runs under the limit and finishes
+    assert c.progress(held["receipt"])["state"] == "suspended"
+    assert c.resume(held["receipt"])["state"] == "running"
+    final = c.wait(held["receipt"])
+    assert final["ok"] and final["size"] == MIB, final
+
+
+def test_a_task_waiting_to_retry_holds_no_share(courier, origin):
+    # Given a limit of 1 MiB/s, a download whose first answer is a 503 with
+    # Retry-After: 2, and another started once the first waits to retry
+    c = courier("--max-download-rate", "1MiB")
+    waiting = c.download(origin.url(f"/flaky/rate-retry?statuses=503,200&retry-after=2&size={MIB}"))
+    retrying = c.wait_notification("download/retrying")
+    assert retrying["receipts"] == [waiting["receipt"]] and retrying["delay"] >= 2, retrying
+    other = c.fetch(origin.url(f"/bytes/{MIB}?seed=while-retrying"))
+    # Then the other had the whole rate while the first waited (shared, it
+    # would have taken 2 s)
+    assert other["ok"] and other["size"] == MIB, other
+    assert 0.85 <= other["durationMs"] / 1000 <= 1.6, other["durationMs"]
+    # And the first, retried, finishes under the limit
+    outcome = c.wait(waiting["receipt"])
+    assert outcome["ok"] and outcome["size"] == MIB and outcome["attempts"] == 2, outcome
+    assert outcome["durationMs"] >= 2000 + 850, outcome["durationMs"]
+
+
 def test_a_lifted_limit_costs_nothing(courier, origin):
     # A courier whose limit was lifted at run time against one that never
     # had one, alternated, the same 16 MiB each time.
@@ -175,6 +213,53 @@ def test_max_rate_caps_one_task_and_coalesced_receipts_take_the_largest(courier,
     assert seconds[3] <= 2 and seconds[4] <= 2, seconds
     # A download without a limit is not held back by the others' (8 MiB)
     assert seconds[5] < seconds[0], seconds
+
+
+def test_one_transfer_keeps_to_its_max_rate(courier, origin):
+    # Given a download of 2 MiB capped at 1 MiB/s
+    c = courier("--progress-interval", "0.1")
+    started = c.download(origin.url(f"/bytes/{2 * MIB}?seed=one"), maxRate=MIB)
+    outcome = c.wait(started["receipt"])
+    assert outcome["ok"] and outcome["size"] == 2 * MIB, outcome
+    # Then it took 2 s, less at most one piece of body, and not much more
+    assert 1.9 <= outcome["durationMs"] / 1000 <= 2.5, outcome["durationMs"]
+    # And it kept to the rate all along: no second took more than 1 MiB and
+    # a burst of a tenth of a second
+    notes = list(c.progress_by_task[started["task"]])
+    for at, params in notes:
+        later = [p["received"] for t, p in notes if at < t <= at + 1]
+        if later:
+            assert max(later) - params["received"] <= 1.1 * MIB + 64 * KIB, (at - notes[0][0], later[-1])
+
+
+def test_a_receipt_that_joins_or_leaves_a_running_task_changes_its_rate_at_once(courier, origin):
+    # Given a download capped at 256 KiB/s
+    c = courier()
+    url = origin.url(f"/bytes/{8 * MIB}?seed=join")
+    slow = c.download(url, maxRate=256 * KIB)
+    task = slow["task"]
+    c.wait_until(lambda: received_by(c, task, time.monotonic()) >= 128 * KIB, 20, "128 KiB")
+    # When a receipt with a cap of 1 MiB/s joins its task
+    joined_at = time.monotonic()
+    fast = c.download(url, maxRate=MIB)
+    assert fast["task"] == task
+    # Then within half a second it goes far faster than 256 KiB/s
+    last = wait_progress_after(c, task, joined_at + 1.5)
+    gained = received_by(c, task, last) - received_by(c, task, joined_at + 0.5)
+    assert gained >= 1.5 * 256 * KIB * (last - joined_at - 0.5), (gained, last - joined_at)
+    # When that receipt leaves
+    assert c.cancel(receipt=fast["receipt"])["count"] == 1
+    left_at = time.monotonic()
+    # Then within half a second it is back to 256 KiB/s (its other receipt
+    # finished `cancelled`, so progress alone is waited for)
+    notes = c.progress_by_task[task]
+    c.wait_until(lambda: notes[-1][0] >= left_at + 1.6, 20, "progress 1.6 s after the receipt left")
+    last = notes[-1][0]
+    window = last - (left_at + 0.5)
+    gained = received_by(c, task, last) - received_by(c, task, left_at + 0.5)
+    assert c.progress(slow["receipt"])["state"] == "running"
+    assert gained <= 256 * KIB * window + 64 * KIB, (gained, window)
+    c.cancel(receipt=slow["receipt"])
 
 
 @pytest.mark.parametrize("args, params", [
@@ -243,3 +328,37 @@ def test_a_bad_max_download_rate_is_a_usage_error(value, message):
     assert done.returncode == EX_USAGE, (done.returncode, done.stderr)
     assert message in done.stderr and "--max-download-rate" in done.stderr, done.stderr
     assert done.stdout == ""
+
+
+# ---------------------------------------------------------------- courier get --limit-rate
+
+
+def test_get_limit_rate_holds_the_whole_run_to_it(origin, tmp_path):
+    # Given two files of 768 KiB fetched at once under --limit-rate 1MiB
+    out = tmp_path / "out"
+    urls = [origin.url(f"/files/{i}.bin?size={768 * KIB}") for i in range(2)]
+    began = time.monotonic()
+    done = subprocess.run([COURIER, "get", "--cache-dir", str(tmp_path / "cache"), "-d", str(out), "--json",
+                           "--limit-rate", "1MiB", *urls], capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+    elapsed = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    # Then both are whole, and together they took 1.5 MiB at 1 MiB/s: the
+    # limit is the run's, not each download's (that would take 0.75 s)
+    assert sorted(p.stat().st_size for p in out.iterdir()) == [768 * KIB] * 2
+    durations = [json.loads(line)["durationMs"] / 1000 for line in done.stdout.splitlines()]
+    assert len(durations) == 2 and 1.35 <= max(durations) <= 4, durations
+    assert elapsed >= 1.35, elapsed
+
+
+@pytest.mark.parametrize("value, message", [
+    ("fast", "'fast' is not a rate in bytes per second (examples: 512KiB, 8MiB, 0 for no limit)"),
+    ("2TiB", "a rate of 2199023255552 bytes per second is more than 1TiB per second"),
+])
+def test_a_bad_get_limit_rate_is_a_usage_error(origin, tmp_path, value, message):
+    done = subprocess.run([COURIER, "get", "--cache-dir", str(tmp_path / "cache"), "-d", str(tmp_path / "out"),
+                           "--limit-rate", value, origin.url("/bytes/10")], capture_output=True, text=True,
+                          timeout=10, stdin=subprocess.DEVNULL)
+    assert done.returncode == EX_USAGE, (done.returncode, done.stderr)
+    assert message in done.stderr and "--limit-rate" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
