@@ -81,11 +81,28 @@ struct GetCommand: ParsableCommand {
         help: "Name each file after its response's Content-Disposition filename, when it has one.")
     var remoteHeaderName = false
 
-    @Flag(help: "Skip a URL whose file exists (default: fail it with file_exists).")
+    @Flag(
+        name: [.customShort("c"), .customLong("continue")],
+        help: "Continue an interrupted download from the bytes kept in the cache directory, and count a file that exists and holds the body the cache has for its URL as already complete (the default; aria2c's -c, curl's -C -).")
+    var continueDownloads = false
+
+    @Flag(help: "Skip a URL whose file exists (default: already complete when the cache holds that body, else fail with file_exists).")
     var noClobber = false
 
     @Flag(help: "Replace a file that exists once the new body is complete.")
     var overwrite = false
+
+    @Option(
+        help: ArgumentHelp(
+            "What the one URL's body must hash to, in Subresource Integrity form: sha256-, sha384- or sha512-<base64> (default: none; in an -i file, an indented integrity=SRI line under a URL).",
+            valueName: "sri"))
+    var integrity: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "aria2c's form of --integrity: sha-256, sha-384 or sha-512=<hex> (default: none; in an -i file, an indented checksum=TYPE=HEX line under a URL).",
+            valueName: "type=hex"))
+    var checksum: String?
 
     @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
     var jobs: Int = 4
@@ -100,6 +117,12 @@ struct GetCommand: ParsableCommand {
 
     @OptionGroup var transfers: TransferOptions
 
+    @OptionGroup var retry: RetryOptions
+
+    /// curl's name for `--retries`.
+    @Option(name: .customLong("retry"), help: .private)
+    var curlRetry: Int?
+
     @Option(
         help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.",
         completion: .list(Logger.Level.allCases.map(\.rawValue)))
@@ -110,6 +133,17 @@ struct GetCommand: ParsableCommand {
         guard (1...10_000).contains(jobs) else { throw ValidationError("--jobs must be 1 to 10000") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         guard !(noClobber && overwrite) else { throw ValidationError("--no-clobber and --overwrite exclude each other") }
+        guard !(continueDownloads && overwrite) else { throw ValidationError("--continue and --overwrite exclude each other") }
+        if let curlRetry, !Configuration.retriesRange.contains(Int64(curlRetry)) {
+            throw ValidationError("--retry must be 0 to 1000")
+        }
+        if integrity != nil || checksum != nil {
+            guard integrity == nil || checksum == nil else { throw ValidationError("give --integrity or --checksum, not both") }
+            guard urls.count == 1, inputFile == nil else {
+                throw ValidationError("--integrity and --checksum are for one URL (in an -i file, give each URL its own)")
+            }
+            _ = try expectedDigest
+        }
         if let output {
             guard urls.count == 1, inputFile == nil else {
                 throw ValidationError("-o names one file: give one URL (-d DIR saves several)")
@@ -122,19 +156,33 @@ struct GetCommand: ParsableCommand {
         }
     }
 
-    func run() throws {
-        signal(SIGPIPE, SIG_IGN)
-
-        var all = urls
-        if let inputFile {
-            do throws(URLList.ReadFailure) {
-                all += URLList.urls(in: try URLList.read(inputFile))
+    /// `--integrity` or `--checksum` in Subresource Integrity form.
+    private var expectedDigest: String? {
+        get throws {
+            do throws(ExpectedDigest.Malformed) {
+                if let integrity { return try ExpectedDigest.integrity(integrity) }
+                if let checksum { return try ExpectedDigest.checksum(checksum) }
+                return nil
             } catch {
                 throw ValidationError(error.message)
             }
-            guard !all.isEmpty else { throw ValidationError("no URL in \(inputFile == "-" ? "stdin" : inputFile)") }
         }
-        all = all.map(URLList.withScheme)
+    }
+
+    func run() throws {
+        signal(SIGPIPE, SIG_IGN)
+
+        var entries = try urls.map { URLList.Entry(url: $0, integrity: try expectedDigest) }
+        if let inputFile {
+            do throws(URLList.ReadFailure) {
+                entries += try URLList.entries(in: try URLList.read(inputFile), name: inputFile == "-" ? "stdin" : inputFile)
+            } catch {
+                throw ValidationError(error.message)
+            }
+            guard !entries.isEmpty else { throw ValidationError("no URL in \(inputFile == "-" ? "stdin" : inputFile)") }
+        }
+        for index in entries.indices { entries[index].url = URLList.withScheme(entries[index].url) }
+        let all = entries.map(\.url)
 
         // The directory as the user wrote it (for what is shown), and the
         // name -o gives.
@@ -153,6 +201,9 @@ struct GetCommand: ParsableCommand {
 
         var config = cache.settings.configuration
         transfers.settings.apply(to: &config)
+        var retrySettings = retry.settings
+        if let curlRetry { retrySettings.retries = curlRetry }
+        retrySettings.apply(to: &config)
         config.maxActive = jobs
         // Every file lies in the output directory: no symbolic link inside
         // leads a download out of it.
@@ -165,10 +216,11 @@ struct GetCommand: ParsableCommand {
 
         let shownDirectory = directory
         let shown: @Sendable (String) -> String = { name in shownDirectory.map { Self.joined($0, name) } ?? name }
-        let report = ProgressReport(urls: all, json: json, quiet: quiet, shown: shown)
+        let report = ProgressReport(urls: all, retries: retrySettings.retries, json: json, quiet: quiet, shown: shown)
         let downloads = try InProcessDownloads(configuration: config, logger: Logger(label: "courier")) { event in
             switch event {
             case .progress(let request, let progress): report.progress(request - 1, progress)
+            case .retrying(let request, let retry): report.retrying(request - 1, retry)
             case .finished(let request, let completion): report.finished(request - 1, completion)
             }
         }
@@ -183,11 +235,11 @@ struct GetCommand: ParsableCommand {
             again: { _ in report.abandon() })
 
         let existing: ExistingFile = noClobber ? .skip : overwrite ? .replace : .refuse
-        for (index, url) in all.enumerated() {
+        for (index, entry) in entries.enumerated() {
             guard interrupted.signal.load(ordering: .relaxed) == 0 else { break }
             let request = InProcessDownloads.Request(
-                url: url, directory: destination, name: fixedName ?? RemoteFileName.forURL(url),
-                nameFromResponse: remoteHeaderName, existing: existing)
+                url: entry.url, directory: destination, name: fixedName ?? RemoteFileName.forURL(entry.url),
+                nameFromResponse: remoteHeaderName, existing: existing, integrity: entry.integrity)
             do throws(InProcessDownloads.RequestError) {
                 switch try downloads.start(request) {
                 case .started(_, let name): report.started(index, name: shown(name))
