@@ -29,20 +29,35 @@ struct GetCommand: ParsableCommand {
             Content-Disposition filename, made safe the same way, comes first. A URL without a \
             scheme is taken as http://, as curl does.
 
-            A file already at a download's name is never replaced or renamed around: by default the \
-            download fails with file_exists before any transfer; --no-clobber skips it instead, and \
-            --overwrite replaces it once the new body is complete. The body streams into a hidden \
-            file beside its name, so no partial file ever has the name. Two URLs of one run that \
-            come to one name: the second fails with file_exists.
+            A file already at a download's name is never replaced or renamed around. By default \
+            (-c, --continue) it is compared with the body the cache directory holds for its URL, \
+            without asking the origin: the same bytes make the download 'already complete'; \
+            anything else, or no stored body, fails it with file_exists. --no-clobber skips such \
+            a file instead, and --overwrite replaces it once the new body is complete. The body \
+            streams into a hidden file, so no partial file ever has the name. Two URLs of one run \
+            that come to one name: the second fails with file_exists.
+
+            An interrupted download (Ctrl-C, a kill, a failure) keeps what arrived in the cache \
+            directory when its origin gives a validator (a strong ETag or Last-Modified) and the \
+            output directory is on the cache directory's file system, and the \
+            same command run again asks only for the rest (Range with If-Range), never splicing \
+            two versions. Transient failures (timeouts, resets, HTTP 408, 429, 500, 502, 503, 504) \
+            are retried --retries times (curl's --retry is read too) after a doubling wait, \
+            continuing the body; a Retry-After longer than --retry-max-delay fails at once. A \
+            waiting download shows 'retry 1/3 in 0.5 s' on its line. --integrity (SRI) or \
+            --checksum (aria2c's TYPE=HEX) names what the body must hash to: a body that does not \
+            match fails integrity_mismatch, printing both digests, and is not saved.
 
             Results go to stdout: `URL -> FILE (SIZE, TIME)` for each file saved (`from cache` when \
-            the cache served it) and `URL -> FILE (exists, skipped)`, or with --json each outcome as \
-            a JSON line. Progress and messages go to stderr: on a terminal a line per running \
+            the cache served it; the attempts when more than one; `resumed at SIZE` when kept bytes \
+            were continued), `URL -> FILE (already complete)` and `URL -> FILE (exists, skipped)`, \
+            or with --json each outcome as a JSON line. Progress and messages go to stderr: on a terminal a line per running \
             download and a total (bytes, rate, ETA) fitted to its width, `URL: error_code: message` \
-            for each failure, and a closing summary (files ok, from cache, skipped, failed; bytes \
-            from the network with their time and rate, cache hits left out).
+            for each failure and each attempt to be retried, and a closing summary (files ok, from \
+            cache, retried, already complete, skipped, failed; bytes from the network with their \
+            time and rate, cache hits left out).
 
-            Exit status: 0 when every URL was saved or skipped, 1 when any failed, 64 for a bad \
+            Exit status: 0 when every URL was saved, skipped or already complete, 1 when any failed, 64 for a bad \
             command line, 130 after Ctrl-C, which cancels every download and leaves no partial \
             file (a second Ctrl-C exits at once).
 
@@ -53,6 +68,9 @@ struct GetCommand: ParsableCommand {
               courier get -i urls.txt -d downloads --no-clobber
               printf '%s\\n' URL1 URL2 | courier get -i - -d downloads
               courier get --json URL > outcomes.jsonl
+              courier get --retries 10 --retry-max-time 600 https://example.org/big.iso
+              courier get --checksum sha-256=9f86d081884c7d65...0f00a08 https://example.org/big.iso
+              courier get -c https://example.org/big.iso    (again, after Ctrl-C: continues)
             """)
 
     @Argument(help: ArgumentHelp("URLs to download (http:// is assumed when there is no scheme).", valueName: "url"))
