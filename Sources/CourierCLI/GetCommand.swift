@@ -69,7 +69,7 @@ struct GetCommand: ParsableCommand {
               printf '%s\\n' URL1 URL2 | courier get -i - -d downloads
               courier get --json URL > outcomes.jsonl
               courier get --retries 10 --retry-max-time 600 https://example.org/big.iso
-              courier get --checksum sha-256=9f86d081884c7d65...0f00a08 https://example.org/big.iso
+              courier get --checksum sha-256=HEX https://example.org/big.iso
               courier get -c https://example.org/big.iso    (again, after Ctrl-C: continues)
             """)
 
