@@ -39,27 +39,27 @@ struct GetCommand: ParsableCommand {
 
             An interrupted download (Ctrl-C, a kill, a failure) keeps what arrived in the cache \
             directory when its origin gives a validator (a strong ETag or Last-Modified) and the \
-            output directory is on the cache directory's file system, and the \
-            same command run again asks only for the rest (Range with If-Range), never splicing \
-            two versions. Transient failures (timeouts, resets, HTTP 408, 429, 500, 502, 503, 504) \
-            are retried --retries times (curl's --retry is read too) after a doubling wait, \
-            continuing the body; a Retry-After longer than --retry-max-delay fails at once. A \
-            waiting download shows 'retry 1/3 in 0.5 s' on its line. --integrity (SRI) or \
-            --checksum (aria2c's TYPE=HEX) names what the body must hash to: a body that does not \
-            match fails integrity_mismatch, printing both digests, and is not saved.
+            output directory is on the cache directory's file system, and the same command run again \
+            asks only for the rest (Range with If-Range), never splicing two versions. Transient \
+            failures (timeouts, resets, HTTP 408, 429, 500, 502, 503, 504) are retried --retries \
+            times (curl's --retry is read too) after a doubling wait, continuing the body; a \
+            Retry-After longer than --retry-max-delay fails at once. A waiting download shows 'retry \
+            1/3 in 0.5 s' on its line. --integrity (SRI) or --checksum (aria2c's TYPE=HEX) names \
+            what the body must hash to: a body that does not match fails integrity_mismatch, \
+            printing both digests, and is not saved.
 
             Results go to stdout: `URL -> FILE (SIZE, TIME)` for each file saved (`from cache` when \
             the cache served it; the attempts when more than one; `resumed at SIZE` when kept bytes \
             were continued), `URL -> FILE (already complete)` and `URL -> FILE (exists, skipped)`, \
-            or with --json each outcome as a JSON line. Progress and messages go to stderr: on a terminal a line per running \
-            download and a total (bytes, rate, ETA) fitted to its width, `URL: error_code: message` \
-            for each failure and each attempt to be retried, and a closing summary (files ok, from \
-            cache, retried, already complete, skipped, failed; bytes from the network with their \
-            time and rate, cache hits left out).
+            or with --json each outcome as a JSON line. Progress and messages go to stderr: on a \
+            terminal a line per running download and a total (bytes, rate, ETA) fitted to its width, \
+            `URL: error_code: message` for each failure and each attempt to be retried, and a \
+            closing summary (files ok, from cache, retried, already complete, skipped, failed; bytes \
+            from the network with their time and rate, cache hits left out).
 
-            Exit status: 0 when every URL was saved, skipped or already complete, 1 when any failed, 64 for a bad \
-            command line, 130 after Ctrl-C, which cancels every download and leaves no partial \
-            file (a second Ctrl-C exits at once).
+            Exit status: 0 when every URL was saved, skipped or already complete, 1 when any failed, \
+            64 for a bad command line, 130 after Ctrl-C, which cancels every download and leaves no \
+            partial file (a second Ctrl-C exits at once).
 
             Examples:
               courier get https://example.org/logo.png
@@ -151,12 +151,16 @@ struct GetCommand: ParsableCommand {
         guard (1...10_000).contains(jobs) else { throw ValidationError("--jobs must be 1 to 10000") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         guard !(noClobber && overwrite) else { throw ValidationError("--no-clobber and --overwrite exclude each other") }
-        guard !(continueDownloads && overwrite) else { throw ValidationError("--continue and --overwrite exclude each other") }
+        guard !(continueDownloads && overwrite) else {
+            throw ValidationError("--continue and --overwrite exclude each other")
+        }
         if let curlRetry, !Configuration.retriesRange.contains(Int64(curlRetry)) {
             throw ValidationError("--retry must be 0 to 1000")
         }
         if integrity != nil || checksum != nil {
-            guard integrity == nil || checksum == nil else { throw ValidationError("give --integrity or --checksum, not both") }
+            guard integrity == nil || checksum == nil else {
+                throw ValidationError("give --integrity or --checksum, not both")
+            }
             guard urls.count == 1, inputFile == nil else {
                 throw ValidationError("--integrity and --checksum are for one URL (in an -i file, give each URL its own)")
             }
@@ -193,7 +197,8 @@ struct GetCommand: ParsableCommand {
         var entries = try urls.map { URLList.Entry(url: $0, integrity: try expectedDigest) }
         if let inputFile {
             do throws(URLList.ReadFailure) {
-                entries += try URLList.entries(in: try URLList.read(inputFile), name: inputFile == "-" ? "stdin" : inputFile)
+                let name = inputFile == "-" ? "stdin" : inputFile
+                entries += try URLList.entries(in: try URLList.read(inputFile), name: name)
             } catch {
                 throw ValidationError(error.message)
             }

@@ -139,9 +139,9 @@ final class ProgressReport: @unchecked Sendable {
         lock.withLock { _ in
             guard items.indices.contains(index), items[index].end == nil else { return }
             // After a retry the count starts again from the bytes kept.
-            let received = items[index].retry == nil ? max(items[index].received, progress.received) : progress.received
+            let kept = items[index].retry == nil ? items[index].received : 0
             items[index].retry = nil
-            items[index].received = received
+            items[index].received = max(kept, progress.received)
             items[index].expected = progress.expected ?? items[index].expected
             items[index].running = true
         }
@@ -156,7 +156,8 @@ final class ProgressReport: @unchecked Sendable {
             items[index].running = true
             guard summarizes else { return }
             let reason = failure(code: retry.errorCode, message: retry.errorMessage, conflict: nil)
-            let message = "\(items[index].url): \(reason); \(Self.retryText(retry.attempt, of: retries, in: retry.delay))"
+            let wait = Self.retryText(retry.attempt, of: retries, in: retry.delay)
+            let message = "\(items[index].url): \(reason); \(wait)"
             Self.write(STDERR_FILENO, clearing() + TerminalText.printable(message) + "\n")
             draw(now: now)
         }
@@ -192,7 +193,8 @@ final class ProgressReport: @unchecked Sendable {
                 items[index].expected = completion.size
                 end(
                     index, .saved(fromCache: completion.fromCache),
-                    result: "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(Self.how(completion))\(Self.tries(completion)))",
+                    result: "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(Self.how(completion))"
+                        + "\(Self.tries(completion)))",
                     json: completion.json)
             } else {
                 let code = completion.errorCode ?? "failed"
@@ -437,7 +439,8 @@ final class ProgressReport: @unchecked Sendable {
             case .cancelled, nil: cancelled += 1
             }
         }
-        let notes = [fromCache > 0 ? "\(fromCache) from cache" : nil, retried > 0 ? "\(retried) retried" : nil].compactMap { $0 }
+        let notes = [fromCache > 0 ? "\(fromCache) from cache" : nil, retried > 0 ? "\(retried) retried" : nil]
+            .compactMap { $0 }
         var counts = ["\(ok) ok" + (notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))")]
         if complete > 0 { counts.append("\(complete) already complete") }
         if skipped > 0 { counts.append("\(skipped) skipped") }

@@ -32,17 +32,18 @@ enum URLList {
             let trimmed = line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
             guard !trimmed.isEmpty, trimmed.first != "#" else { continue }
             let text = String(trimmed)
-            guard line.first?.isWhitespace == true, let digest = try digestOption(text, at: "\(name):\(number + 1)") else {
+            let place = "\(name):\(number + 1)"
+            guard line.first?.isWhitespace == true, let digest = try digestOption(text, at: place) else {
                 entries.append(Entry(url: text))
                 continue
             }
-            guard !entries.isEmpty else {
-                throw ReadFailure(message: "\(name):\(number + 1): '\(text)' comes before any URL")
+            guard let last = entries.indices.last else {
+                throw ReadFailure(message: "\(place): '\(text)' comes before any URL")
             }
-            guard entries[entries.count - 1].integrity == nil else {
-                throw ReadFailure(message: "\(name):\(number + 1): a second digest for \(entries[entries.count - 1].url)")
+            guard entries[last].integrity == nil else {
+                throw ReadFailure(message: "\(place): a second digest for \(entries[last].url)")
             }
-            entries[entries.count - 1].integrity = digest
+            entries[last].integrity = digest
         }
         return entries
     }

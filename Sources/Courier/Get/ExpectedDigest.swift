@@ -40,9 +40,9 @@ public enum ExpectedDigest {
         bytes.reserveCapacity(hex.count / 2)
         var index = 0
         while index + 1 < hex.count {
-            guard let high = RemoteFileName.hexValue(hex[index]), let low = RemoteFileName.hexValue(hex[index + 1]) else {
-                return nil
-            }
+            guard let high = RemoteFileName.hexValue(hex[index]),
+                let low = RemoteFileName.hexValue(hex[index + 1])
+            else { return nil }
             bytes.append(high << 4 | low)
             index += 2
         }
