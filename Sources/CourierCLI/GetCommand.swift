@@ -29,22 +29,37 @@ struct GetCommand: ParsableCommand {
             Content-Disposition filename, made safe the same way, comes first. A URL without a \
             scheme is taken as http://, as curl does.
 
-            A file already at a download's name is never replaced or renamed around: by default the \
-            download fails with file_exists before any transfer; --no-clobber skips it instead, and \
-            --overwrite replaces it once the new body is complete. The body streams into a hidden \
-            file beside its name, so no partial file ever has the name. Two URLs of one run that \
-            come to one name: the second fails with file_exists.
+            A file already at a download's name is never replaced or renamed around. By default \
+            (-c, --continue) it is compared with the body the cache directory holds for its URL, \
+            without asking the origin: the same bytes make the download 'already complete'; \
+            anything else, or no stored body, fails it with file_exists. --no-clobber skips such \
+            a file instead, and --overwrite replaces it once the new body is complete. The body \
+            streams into a hidden file, so no partial file ever has the name. Two URLs of one run \
+            that come to one name: the second fails with file_exists.
+
+            An interrupted download (Ctrl-C, a kill, a failure) keeps what arrived in the cache \
+            directory when its origin gives a validator (a strong ETag or Last-Modified) and the \
+            output directory is on the cache directory's file system, and the same command run again \
+            asks only for the rest (Range with If-Range), never splicing two versions. Transient \
+            failures (timeouts, resets, HTTP 408, 429, 500, 502, 503, 504) are retried --retries \
+            times (curl's --retry is read too) after a doubling wait, continuing the body; a \
+            Retry-After longer than --retry-max-delay fails at once. A waiting download shows 'retry \
+            1/3 in 0.5 s' on its line. --integrity (SRI) or --checksum (aria2c's TYPE=HEX) names \
+            what the body must hash to: a body that does not match fails integrity_mismatch, \
+            printing both digests, and is not saved.
 
             Results go to stdout: `URL -> FILE (SIZE, TIME)` for each file saved (`from cache` when \
-            the cache served it) and `URL -> FILE (exists, skipped)`, or with --json each outcome as \
-            a JSON line. Progress and messages go to stderr: on a terminal a line per running \
-            download and a total (bytes, rate, ETA) fitted to its width, `URL: error_code: message` \
-            for each failure, and a closing summary (files ok, from cache, skipped, failed; bytes \
+            the cache served it; the attempts when more than one; `resumed at SIZE` when kept bytes \
+            were continued), `URL -> FILE (already complete)` and `URL -> FILE (exists, skipped)`, \
+            or with --json each outcome as a JSON line. Progress and messages go to stderr: on a \
+            terminal a line per running download and a total (bytes, rate, ETA) fitted to its width, \
+            `URL: error_code: message` for each failure and each attempt to be retried, and a \
+            closing summary (files ok, from cache, retried, already complete, skipped, failed; bytes \
             from the network with their time and rate, cache hits left out).
 
-            Exit status: 0 when every URL was saved or skipped, 1 when any failed, 64 for a bad \
-            command line, 130 after Ctrl-C, which cancels every download and leaves no partial \
-            file (a second Ctrl-C exits at once).
+            Exit status: 0 when every URL was saved, skipped or already complete, 1 when any failed, \
+            64 for a bad command line, 130 after Ctrl-C, which cancels every download and leaves no \
+            partial file (a second Ctrl-C exits at once).
 
             Examples:
               courier get https://example.org/logo.png
@@ -54,6 +69,9 @@ struct GetCommand: ParsableCommand {
               courier get -i urls.txt -d downloads --no-clobber
               printf '%s\\n' URL1 URL2 | courier get -i - -d downloads
               courier get --json URL > outcomes.jsonl
+              courier get --retries 10 --retry-max-time 600 https://example.org/big.iso
+              courier get --checksum sha-256=HEX https://example.org/big.iso
+              courier get -c https://example.org/big.iso    (again, after Ctrl-C: continues)
             """)
 
     @Argument(help: ArgumentHelp("URLs to download (http:// is assumed when there is no scheme).", valueName: "url"))
@@ -82,11 +100,28 @@ struct GetCommand: ParsableCommand {
         help: "Name each file after its response's Content-Disposition filename, when it has one.")
     var remoteHeaderName = false
 
-    @Flag(help: "Skip a URL whose file exists (default: fail it with file_exists).")
+    @Flag(
+        name: [.customShort("c"), .customLong("continue")],
+        help: "Continue an interrupted download from the bytes kept in the cache directory, and count a file that exists and holds the body the cache has for its URL as already complete (the default; aria2c's -c, curl's -C -).")
+    var continueDownloads = false
+
+    @Flag(help: "Skip a URL whose file exists (default: already complete when the cache holds that body, else fail with file_exists).")
     var noClobber = false
 
     @Flag(help: "Replace a file that exists once the new body is complete.")
     var overwrite = false
+
+    @Option(
+        help: ArgumentHelp(
+            "What the one URL's body must hash to, in Subresource Integrity form: sha256-, sha384- or sha512-<base64> (default: none; in an -i file, an indented integrity=SRI line under a URL).",
+            valueName: "sri"))
+    var integrity: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "aria2c's form of --integrity: sha-256, sha-384 or sha-512=<hex> (default: none; in an -i file, an indented checksum=TYPE=HEX line under a URL).",
+            valueName: "type=hex"))
+    var checksum: String?
 
     @Option(name: [.customShort("j"), .long], help: "Downloads running at once.")
     var jobs: Int = 4
@@ -104,6 +139,12 @@ struct GetCommand: ParsableCommand {
 
     @OptionGroup var transfers: TransferOptions
 
+    @OptionGroup var retry: RetryOptions
+
+    /// curl's name for `--retries`.
+    @Option(name: .customLong("retry"), help: .private)
+    var curlRetry: Int?
+
     @Option(
         help: "Log level on stderr: trace, debug, info, notice, warning, error or critical.",
         completion: .list(Logger.Level.allCases.map(\.rawValue)))
@@ -114,6 +155,21 @@ struct GetCommand: ParsableCommand {
         guard (1...10_000).contains(jobs) else { throw ValidationError("--jobs must be 1 to 10000") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         guard !(noClobber && overwrite) else { throw ValidationError("--no-clobber and --overwrite exclude each other") }
+        guard !(continueDownloads && overwrite) else {
+            throw ValidationError("--continue and --overwrite exclude each other")
+        }
+        if let curlRetry, !Configuration.retriesRange.contains(Int64(curlRetry)) {
+            throw ValidationError("--retry must be 0 to 1000")
+        }
+        if integrity != nil || checksum != nil {
+            guard integrity == nil || checksum == nil else {
+                throw ValidationError("give --integrity or --checksum, not both")
+            }
+            guard urls.count == 1, inputFile == nil else {
+                throw ValidationError("--integrity and --checksum are for one URL (in an -i file, give each URL its own)")
+            }
+            _ = try expectedDigest
+        }
         if let output {
             guard urls.count == 1, inputFile == nil else {
                 throw ValidationError("-o names one file: give one URL (-d DIR saves several)")
@@ -126,19 +182,34 @@ struct GetCommand: ParsableCommand {
         }
     }
 
-    func run() throws {
-        signal(SIGPIPE, SIG_IGN)
-
-        var all = urls
-        if let inputFile {
-            do throws(URLList.ReadFailure) {
-                all += URLList.urls(in: try URLList.read(inputFile))
+    /// `--integrity` or `--checksum` in Subresource Integrity form.
+    private var expectedDigest: String? {
+        get throws {
+            do throws(ExpectedDigest.Malformed) {
+                if let integrity { return try ExpectedDigest.integrity(integrity) }
+                if let checksum { return try ExpectedDigest.checksum(checksum) }
+                return nil
             } catch {
                 throw ValidationError(error.message)
             }
-            guard !all.isEmpty else { throw ValidationError("no URL in \(inputFile == "-" ? "stdin" : inputFile)") }
         }
-        all = all.map(URLList.withScheme)
+    }
+
+    func run() throws {
+        signal(SIGPIPE, SIG_IGN)
+
+        var entries = try urls.map { URLList.Entry(url: $0, integrity: try expectedDigest) }
+        if let inputFile {
+            do throws(URLList.ReadFailure) {
+                let name = inputFile == "-" ? "stdin" : inputFile
+                entries += try URLList.entries(in: try URLList.read(inputFile), name: name)
+            } catch {
+                throw ValidationError(error.message)
+            }
+            guard !entries.isEmpty else { throw ValidationError("no URL in \(inputFile == "-" ? "stdin" : inputFile)") }
+        }
+        for index in entries.indices { entries[index].url = URLList.withScheme(entries[index].url) }
+        let all = entries.map(\.url)
 
         // The directory as the user wrote it (for what is shown), and the
         // name -o gives.
@@ -157,6 +228,9 @@ struct GetCommand: ParsableCommand {
 
         var config = cache.settings.configuration
         transfers.settings.apply(to: &config)
+        var retrySettings = retry.settings
+        if let curlRetry { retrySettings.retries = curlRetry }
+        retrySettings.apply(to: &config)
         config.maxActive = jobs
         config.maxDownloadRate = limitRate
         // Every file lies in the output directory: no symbolic link inside
@@ -170,10 +244,11 @@ struct GetCommand: ParsableCommand {
 
         let shownDirectory = directory
         let shown: @Sendable (String) -> String = { name in shownDirectory.map { Self.joined($0, name) } ?? name }
-        let report = ProgressReport(urls: all, json: json, quiet: quiet, shown: shown)
+        let report = ProgressReport(urls: all, retries: retrySettings.retries, json: json, quiet: quiet, shown: shown)
         let downloads = try InProcessDownloads(configuration: config, logger: Logger(label: "courier")) { event in
             switch event {
             case .progress(let request, let progress): report.progress(request - 1, progress)
+            case .retrying(let request, let retry): report.retrying(request - 1, retry)
             case .finished(let request, let completion): report.finished(request - 1, completion)
             }
         }
@@ -188,11 +263,11 @@ struct GetCommand: ParsableCommand {
             again: { _ in report.abandon() })
 
         let existing: ExistingFile = noClobber ? .skip : overwrite ? .replace : .refuse
-        for (index, url) in all.enumerated() {
+        for (index, entry) in entries.enumerated() {
             guard interrupted.signal.load(ordering: .relaxed) == 0 else { break }
             let request = InProcessDownloads.Request(
-                url: url, directory: destination, name: fixedName ?? RemoteFileName.forURL(url),
-                nameFromResponse: remoteHeaderName, existing: existing)
+                url: entry.url, directory: destination, name: fixedName ?? RemoteFileName.forURL(entry.url),
+                nameFromResponse: remoteHeaderName, existing: existing, integrity: entry.integrity)
             do throws(InProcessDownloads.RequestError) {
                 switch try downloads.start(request) {
                 case .started(_, let name): report.started(index, name: shown(name))

@@ -11,15 +11,17 @@ import Locking
 
 /// What `courier get` shows as downloads run and end.
 ///
-/// Results go to stdout: a line per file saved or skipped
+/// Results go to stdout: a line per file saved, skipped or already complete
 /// (`URL -> FILE (SIZE, TIME)`), or with `--json` every outcome as a JSON
-/// line. The rest goes to stderr: failures (`URL: error_code: message`) and,
-/// unless quiet, a closing summary. When stderr is a terminal (and not
-/// quiet), a live display there shows a line per running download and a
-/// total — bytes, rate, ETA, fitted to the terminal's width — redrawn in
-/// place at most ten times a second, with each result and message printed
-/// above it; it is cleared at the end. Cache hits are shown as such, and
-/// their bytes count in no rate.
+/// line. The rest goes to stderr: failures (`URL: error_code: message`),
+/// attempts to be retried (`URL: error_code: message; retry 1/3 in 0.5 s`)
+/// and, unless quiet, a closing summary. When stderr is a terminal (and not
+/// quiet), a live display there shows a line per running download (one
+/// waiting to be retried counts down: `retry 1/3 in 0.5 s`) and a total —
+/// bytes, rate, ETA, fitted to the terminal's width — redrawn in place at
+/// most ten times a second, with each result and message printed above it;
+/// it is cleared at the end. Cache hits are shown as such, and their bytes
+/// count in no rate.
 ///
 /// Events arrive from the downloads' queue and ticks from a timer: every
 /// method takes `lock`, so what is written never interleaves.
@@ -28,6 +30,8 @@ final class ProgressReport: @unchecked Sendable {
     private enum End {
         case saved(fromCache: Bool)
         case skipped
+        /// The file there holds the body the cache has for the URL.
+        case complete
         case failed
         case cancelled
     }
@@ -44,8 +48,22 @@ final class ProgressReport: @unchecked Sendable {
         var running = false
         var end: End?
         var meter = RateMeter()
+        /// The wait before the next attempt, while there is one.
+        var retry: RetryWait?
+        /// Requests to origins the download took, once it ended.
+        var attempts = 0
     }
 
+    /// A download between a failed attempt and the next.
+    private struct RetryWait {
+        /// The number of the attempt to come: 2 for the first retry.
+        var attempt: Int
+        /// When it starts, on `now()`'s clock.
+        var until: Double
+    }
+
+    /// `--retries`: how many more attempts a download may get.
+    private let retries: Int
     private let lock = Locked(())
     /// A file's name as the user wrote its directory.
     private let shown: (String) -> String
@@ -66,7 +84,8 @@ final class ProgressReport: @unchecked Sendable {
 
     /// `quiet` leaves out the display and the summary; `shown` gives a
     /// file's name as the user wrote its directory.
-    init(urls: [String], json: Bool, quiet: Bool, shown: @escaping (String) -> String) {
+    init(urls: [String], retries: Int, json: Bool, quiet: Bool, shown: @escaping (String) -> String) {
+        self.retries = retries
         self.shown = shown
         self.json = json
         live = !quiet && isatty(STDERR_FILENO) == 1
@@ -119,10 +138,36 @@ final class ProgressReport: @unchecked Sendable {
     func progress(_ index: Int, _ progress: InProcessDownloads.Progress) {
         lock.withLock { _ in
             guard items.indices.contains(index), items[index].end == nil else { return }
-            items[index].received = max(items[index].received, progress.received)
+            // After a retry the count starts again from the bytes kept.
+            let kept = items[index].retry == nil ? items[index].received : 0
+            items[index].retry = nil
+            items[index].received = max(kept, progress.received)
             items[index].expected = progress.expected ?? items[index].expected
             items[index].running = true
         }
+    }
+
+    /// An attempt of URL `index` failed, and the next waits.
+    func retrying(_ index: Int, _ retry: InProcessDownloads.Retry) {
+        lock.withLock { _ in
+            guard items.indices.contains(index), items[index].end == nil else { return }
+            let now = Self.now()
+            items[index].retry = RetryWait(attempt: retry.attempt, until: now + retry.delay)
+            items[index].running = true
+            guard summarizes else { return }
+            let reason = failure(code: retry.errorCode, message: retry.errorMessage, conflict: nil)
+            let wait = Self.retryText(retry.attempt, of: retries, in: retry.delay)
+            let message = "\(items[index].url): \(reason); \(wait)"
+            Self.write(STDERR_FILENO, clearing() + TerminalText.printable(message) + "\n")
+            draw(now: now)
+        }
+    }
+
+    /// `retry 1/3 in 0.5 s`: the attempt to come as a retry, of how many
+    /// there may be, and the wait before it (while there is one).
+    private static func retryText(_ attempt: Int, of retries: Int, in seconds: Double) -> String {
+        let count = "retry \(attempt - 1)/\(max(retries, attempt - 1))"
+        return seconds > 0.05 ? count + Units.format(" in %.1f s", seconds) : count
     }
 
     /// The download of URL `index` has ended.
@@ -130,8 +175,12 @@ final class ProgressReport: @unchecked Sendable {
         lock.withLock { _ in
             guard items.indices.contains(index) else { return }
             if let name = completion.name { items[index].name = shown(name) }
+            items[index].retry = nil
+            items[index].attempts = completion.attempts
             let item = items[index]
-            if completion.skipped {
+            if completion.alreadyComplete {
+                end(index, .complete, result: "\(item.url) -> \(item.name) (already complete)", json: completion.json)
+            } else if completion.skipped {
                 end(index, .skipped, result: "\(item.url) -> \(item.name) (exists, skipped)", json: completion.json)
             } else if completion.ok {
                 // A revalidated body comes from the cache too: the origin
@@ -144,11 +193,19 @@ final class ProgressReport: @unchecked Sendable {
                 items[index].expected = completion.size
                 end(
                     index, .saved(fromCache: completion.fromCache),
-                    result: "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(Self.how(completion)))",
+                    result: "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(Self.how(completion))"
+                        + "\(Self.tries(completion)))",
                     json: completion.json)
             } else {
                 let code = completion.errorCode ?? "failed"
-                let message = failure(code: code, message: completion.errorMessage, conflict: completion.conflict)
+                var message = failure(code: code, message: completion.errorMessage, conflict: completion.conflict)
+                if let expected = completion.expected {
+                    message = "\(code): expected \(expected), got \(completion.actual ?? "no digest")"
+                }
+                if let seconds = completion.retryAfter {
+                    message += "; Retry-After asked for \(seconds) s, past --retry-max-delay or --retry-max-time"
+                }
+                message += completion.attempts > 1 ? " (after \(completion.attempts) attempts)" : ""
                 end(index, code == "cancelled" ? .cancelled : .failed, failure: "\(item.url): \(message)", json: completion.json)
             }
         }
@@ -210,6 +267,14 @@ final class ProgressReport: @unchecked Sendable {
             guard let message, !message.isEmpty, message != code else { return code }
             return "\(code): \(message)"
         }
+    }
+
+    /// What a transfer took beyond one attempt: `, 3 attempts`, `, resumed
+    /// at 1.0 MiB`, or nothing.
+    private static func tries(_ completion: InProcessDownloads.Completion) -> String {
+        var text = completion.attempts > 1 ? ", \(completion.attempts) attempts" : ""
+        if let offset = completion.resumedFrom { text += ", resumed at \(Units.bytes(offset))" }
+        return text
     }
 
     /// How a saved file came: its transfer's time, or the cache.
@@ -290,7 +355,7 @@ final class ProgressReport: @unchecked Sendable {
         let running = items.filter { $0.running && $0.end == nil }
         let room = max(1, rows - 3)
         let labelWidth = min(24, running.map { TerminalText.width($0.name) }.max() ?? 0)
-        var lines = running.prefix(room).map { Self.line(for: $0, labelWidth: labelWidth, now: now) }
+        var lines = running.prefix(room).map { line(for: $0, labelWidth: labelWidth, now: now) }
         if running.count > room {
             lines.append(ProgressLine(label: "…", labelWidth: 0, numbers: ["\(running.count - room) more running"]))
         }
@@ -300,14 +365,20 @@ final class ProgressReport: @unchecked Sendable {
         Self.write(STDERR_FILENO, Self.hideCursor + text)
     }
 
-    private static func line(for item: Item, labelWidth: Int, now: Double) -> ProgressLine {
+    private func line(for item: Item, labelWidth: Int, now: Double) -> ProgressLine {
+        let fraction = item.expected.flatMap { $0 > 0 ? min(1, Double(item.received) / Double($0)) : nil }
+        if let retry = item.retry {
+            let sizes = item.expected.map { Units.bytes(item.received, of: $0) } ?? Units.bytes(item.received)
+            return ProgressLine(
+                label: item.name, labelWidth: labelWidth, fraction: fraction,
+                numbers: [Self.retryText(retry.attempt, of: retries, in: retry.until - now), sizes], optional: 1)
+        }
         let rate = item.meter.rate(now: now)
-        guard let expected = item.expected, expected > 0 else {
+        guard let expected = item.expected, let fraction else {
             return ProgressLine(
                 label: item.name, labelWidth: labelWidth, numbers: [Units.bytes(item.received), Units.rate(rate)],
                 optional: 1)
         }
-        let fraction = min(1, Double(item.received) / Double(expected))
         return ProgressLine(
             label: item.name, labelWidth: labelWidth, fraction: fraction,
             numbers: [
@@ -352,6 +423,8 @@ final class ProgressReport: @unchecked Sendable {
         var ok = 0
         var fromCache = 0
         var skipped = 0
+        var complete = 0
+        var retried = 0
         var failed = 0
         var cancelled = 0
         for item in items {
@@ -359,12 +432,17 @@ final class ProgressReport: @unchecked Sendable {
             case .saved(let cached):
                 ok += 1
                 if cached { fromCache += 1 }
+                if item.attempts > 1 { retried += 1 }
             case .skipped: skipped += 1
+            case .complete: complete += 1
             case .failed: failed += 1
             case .cancelled, nil: cancelled += 1
             }
         }
-        var counts = ["\(ok) ok" + (fromCache > 0 ? " (\(fromCache) from cache)" : "")]
+        let notes = [fromCache > 0 ? "\(fromCache) from cache" : nil, retried > 0 ? "\(retried) retried" : nil]
+            .compactMap { $0 }
+        var counts = ["\(ok) ok" + (notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))")]
+        if complete > 0 { counts.append("\(complete) already complete") }
         if skipped > 0 { counts.append("\(skipped) skipped") }
         if failed > 0 { counts.append("\(failed) failed") }
         if cancelled > 0 { counts.append("\(cancelled) cancelled") }

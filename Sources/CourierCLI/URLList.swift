@@ -3,23 +3,61 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Courier
 
 /// The URLs `courier get` fetches: those of its command line, then those of
 /// its `-i` file, one a line (blank lines and lines starting with `#` left
 /// out, as aria2c reads them), with `http://` put before each that names no
-/// scheme, as curl does.
+/// scheme, as curl does. As in aria2c's input files, an indented line
+/// `checksum=TYPE=HEX` or `integrity=SRI` under a URL gives that URL's
+/// expected digest.
 enum URLList {
     /// Why the `-i` file could not be read, as a sentence naming it.
     struct ReadFailure: Error {
         let message: String
     }
 
-    /// The URLs of `text`, one a line, spaces around them left out.
-    static func urls(in text: String) -> [String] {
-        text.split(whereSeparator: \.isNewline).compactMap { line in
-            let url = line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
-            return url.isEmpty || url.first == "#" ? nil : String(url)
+    /// One URL of the list, with what its body must hash to.
+    struct Entry: Equatable {
+        var url: String
+        /// In Subresource Integrity form.
+        var integrity: String?
+    }
+
+    /// The entries of `text`, one URL a line, spaces around them left out;
+    /// `name` names the file in messages.
+    static func entries(in text: String, name: String) throws(ReadFailure) -> [Entry] {
+        var entries: [Entry] = []
+        for (number, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+            let trimmed = line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
+            guard !trimmed.isEmpty, trimmed.first != "#" else { continue }
+            let text = String(trimmed)
+            let place = "\(name):\(number + 1)"
+            guard line.first?.isWhitespace == true, let digest = try digestOption(text, at: place) else {
+                entries.append(Entry(url: text))
+                continue
+            }
+            guard let last = entries.indices.last else {
+                throw ReadFailure(message: "\(place): '\(text)' comes before any URL")
+            }
+            guard entries[last].integrity == nil else {
+                throw ReadFailure(message: "\(place): a second digest for \(entries[last].url)")
+            }
+            entries[last].integrity = digest
         }
+        return entries
+    }
+
+    /// The digest an option line gives, in Subresource Integrity form, or
+    /// nil when the line is not one.
+    private static func digestOption(_ line: String, at place: String) throws(ReadFailure) -> String? {
+        do throws(ExpectedDigest.Malformed) {
+            if line.hasPrefix("checksum=") { return try ExpectedDigest.checksum(String(line.dropFirst(9))) }
+            if line.hasPrefix("integrity=") { return try ExpectedDigest.integrity(String(line.dropFirst(10))) }
+        } catch {
+            throw ReadFailure(message: "\(place): \(error.message)")
+        }
+        return nil
     }
 
     /// `url`, after `http://` when it starts with no `scheme://`

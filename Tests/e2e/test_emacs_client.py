@@ -1,8 +1,9 @@
 """The Emacs client (clients/emacs/courier.el) on Emacs's built-in jsonrpc.el:
 byte-compiled without a warning, then run in `emacs --batch` against the
 built courier and a local origin: a courier that cannot run, downloads,
-cancel, error codes, progress bound to a buffer, the indicator in the mode
-line, `courier-download-file`'s destination, and shutdown when Emacs exits."""
+cancel, error codes, progress bound to a buffer, the indicator and a download
+waiting to be retried in the mode line, `courier-download-file`'s
+destination, and shutdown when Emacs exits."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ CHECKS = [
     "indicator shown",
     "indicator in mode line",
     "indicator hidden",
+    "retry in mode line",
+    "retry cleared",
     "command asks for a destination",
     "relative destination",
     "raw download leaves nothing",

@@ -190,6 +190,14 @@ def test_a_rerun_on_a_terminal_says_the_file_exists_and_what_to_do(origin, cache
     first = pane(get_command(cache, url), width=width)
     assert first.exit_status() == 0
     first.close()
+    complete = pane(get_command(cache, url), width=width)
+    assert complete.exit_status() == 0
+    assert complete.screen() == [
+        f"{url} -> report.pdf (already complete)",
+        "1 file: 0 ok, 1 already complete; 0 B downloaded in 0.0 s",
+    ]
+    complete.close()
+    (tmp_path / "report.pdf").write_bytes(b"edited")
     p = pane(get_command(cache, url), width=width)
     assert p.exit_status() == 1
     assert p.screen() == [
@@ -200,6 +208,28 @@ def test_a_rerun_on_a_terminal_says_the_file_exists_and_what_to_do(origin, cache
     skipped = pane(get_command(cache, "--no-clobber", url), width=width)
     assert skipped.exit_status() == 0
     assert skipped.screen()[0] == f"{url} -> report.pdf (exists, skipped)"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_download_waiting_to_be_retried_says_so_on_its_line(origin, cache, tmp_path, pane, width):
+    # Given a download whose first attempt fails with a 503 and whose retry
+    # waits 2 to 4 seconds
+    url = origin.url("/flaky/waiting-for-retry.bin?statuses=503,200&size=20000")
+    p = pane(get_command(cache, "--retry-delay", "4", url), width=width)
+
+    # Then its line counts down the wait, whole, with the total below
+    waiting = re.compile(r"^  waiting-for-retry\.bin\s+retry 1/3 in \d\.\d s(  0 B)?$")
+    during = p.wait_screen(lambda lines: any(waiting.match(line) for line in lines), "the waiting retry's line")
+    assert f"{url}: http_status: the origin answered HTTP 503; retry 1/3 in " in during[0], during
+    assert all(len(line) < width for line in during[1:]), during
+    assert re.match(r"^  total\s+0/1", during[-1]), during
+    # And once the retry has succeeded, its result counts the attempts
+    assert p.exit_status(timeout=30) == 0
+    after = p.screen()
+    assert any(line.startswith(f"{url} -> waiting-for-retry.bin (19.5 KiB, ") and line.endswith(", 2 attempts)")
+               for line in after), after
+    assert any(line.startswith("1 file: 1 ok (1 retried)") for line in after[-2:]), after
+    save_screen(tmp_path, f"retry-{width}", during, after)
 
 
 def test_results_go_to_a_file_while_progress_stays_on_the_terminal(origin, cache, tmp_path, pane):

@@ -1,6 +1,7 @@
 """The Neovim client (clients/nvim) in headless Neovim, against the built
 courier and a local origin: a courier that cannot run, downloads, cancel,
-error codes, progress bound to a buffer, the indicator in the statusline,
+error codes, progress bound to a buffer, the indicator and a download
+waiting to be retried in the statusline,
 :CourierDownload's destination, and shutdown when Neovim exits."""
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ CHECKS = [
     "indicator shown",
     "indicator in statusline",
     "indicator hidden",
+    "retry in statusline",
+    "retry cleared",
+    "retrying in statusline",
     "command asks for a destination",
     "command cancelled",
     "command takes a destination",

@@ -19,8 +19,9 @@
 ;;                     :buffer (current-buffer))
 ;;
 ;; `courier-cancel' cancels, `courier-progress' asks for progress, and
-;; `courier-mode-line-mode' shows courier's activity indicator and the
-;; progress of the download bound to each buffer in the mode line.
+;; `courier-mode-line-mode' shows courier's activity indicator, the
+;; progress of the download bound to each buffer, and downloads waiting
+;; to be retried in the mode line.
 ;; courier is shut down (`shutdown', then `exit') when Emacs exits.
 
 ;;; Code:
@@ -54,6 +55,12 @@ For example (:activationDelay 0.5 :maxActive 8)."
   "What the mode line shows while courier's activity indicator is visible."
   :type 'string)
 
+(defcustom courier-retrying-text " retrying"
+  "What the mode line shows while downloads wait to be retried.
+Not shown in a buffer whose own download waits: that one shows
+\" retry N\".  Followed by the count when several wait."
+  :type 'string)
+
 (defcustom courier-shutdown-timeout 3
   "Seconds to wait for courier to answer `shutdown' and to exit."
   :type 'number)
@@ -68,6 +75,11 @@ For example (:activationDelay 0.5 :maxActive 8)."
 (defvar courier-progress-functions nil
   "Functions called with BUFFER and PROGRESS when a bound buffer progresses.
 PROGRESS is the plist of the `view/progress' notification.")
+
+(defvar courier-retrying-functions nil
+  "Functions called with JOB and PARAMS when JOB's download waits to be retried.
+PARAMS is the plist of the `download/retrying' notification (:attempt,
+:delay, :error ...).")
 
 (defvar courier-notification-functions nil
   "Functions called with METHOD (a string) and PARAMS on every notification.")
@@ -89,6 +101,14 @@ PROGRESS is the plist of the `view/progress' notification.")
 A plist (:fraction :received :expected); :fraction is nil while the
 size is unknown.")
 
+(defvar-local courier-buffer-retry nil
+  "While the download bound to this buffer waits to be retried, a plist.
+\(:attempt :delay :code): the attempt to come, the seconds it waits,
+and the error code of the attempt that failed.")
+
+(defvar courier-retrying-count 0
+  "How many receipts wait to be retried.")
+
 (defvar-local courier--buffer-receipt nil
   "The receipt whose progress this buffer shows.")
 
@@ -100,6 +120,8 @@ size is unknown.")
 Kept while a `courier-download' awaits courier's answer.")
 (defvar courier--awaiting 0
   "How many `courier-download' requests await courier's answer.")
+(defvar courier--retrying (make-hash-table :test #'equal)
+  "Receipt -> `download/retrying' params while it waits.")
 (defvar courier--views (make-hash-table :test #'equal)
   "View name -> buffer.")
 (defvar courier--view-counter 0)
@@ -130,6 +152,7 @@ Kept while a `courier-download' awaits courier's answer.")
         (when (or (null courier--buffer-receipt)
                   (equal courier--buffer-receipt (courier-job-receipt job)))
           (setq courier-buffer-progress nil
+                courier-buffer-retry nil
                 courier--buffer-receipt nil)
           (force-mode-line-update))))))
 
@@ -148,8 +171,29 @@ Kept while a `courier-download' awaits courier's answer.")
     (courier--release-buffer job)
     (courier--safe-call (courier-job-callback job) outcome job)))
 
+(defun courier--set-retrying (receipt params)
+  "Record that RECEIPT waits to be retried (PARAMS), or not (nil).
+For its jobs' buffers and `courier-retrying-count'."
+  (when (or params (gethash receipt courier--retrying))
+    (if params
+        (puthash receipt params courier--retrying)
+      (remhash receipt courier--retrying))
+    (setq courier-retrying-count (hash-table-count courier--retrying))
+    (dolist (job (gethash receipt courier--jobs))
+      (let ((buffer (courier-job-buffer job)))
+        (when (buffer-live-p buffer)
+          (with-current-buffer buffer
+            (when (equal courier--buffer-receipt receipt)
+              (setq courier-buffer-retry
+                    (and params
+                         (list :attempt (plist-get params :attempt)
+                               :delay (plist-get params :delay)
+                               :code (plist-get (plist-get params :error) :code)))))))))
+    (force-mode-line-update t)))
+
 (defun courier--finish-receipt (receipt outcome)
   "End every job that holds RECEIPT with OUTCOME."
+  (courier--set-retrying receipt nil)
   (let ((jobs (gethash receipt courier--jobs)))
     (remhash receipt courier--jobs)
     (dolist (job jobs)
@@ -194,8 +238,15 @@ Kept while a `courier-download' awaits courier's answer.")
               (courier--finish-receipt receipt (plist-get params :outcome)))
              ((> courier--awaiting 0)
               (puthash receipt params courier--early)))))
+    ('download/retrying
+     (mapc (lambda (receipt)
+             (courier--set-retrying receipt params)
+             (dolist (job (gethash receipt courier--jobs))
+               (run-hook-with-args 'courier-retrying-functions job params)))
+           (plist-get params :receipts)))
     ('download/progress
      (mapc (lambda (receipt)
+             (courier--set-retrying receipt nil)
              (dolist (job (gethash receipt courier--jobs))
                (setf (courier-job-progress job) params)
                (courier--safe-call (courier-job-on-progress job) params job)))
@@ -500,11 +551,18 @@ Interactively, offer that name in `default-directory'."
 ;;;; Mode line
 
 (defun courier-mode-line ()
-  "The mode line text: the indicator, then this buffer's progress."
-  (let ((progress courier-buffer-progress))
+  "The mode line text: the indicator, then this buffer's progress.
+While this buffer's download waits to be retried, \" retry N\" instead
+of its progress; while others wait, `courier-retrying-text'."
+  (let ((progress courier-buffer-progress)
+        (retry courier-buffer-retry))
     (concat
      (if courier-indicator-visible courier-indicator-text "")
-     (when progress
+     (cond (retry (format " retry %d" (1- (or (plist-get retry :attempt) 2))))
+           ((> courier-retrying-count 1)
+            (format "%s %d" courier-retrying-text courier-retrying-count))
+           ((= courier-retrying-count 1) courier-retrying-text))
+     (when (and progress (not retry))
        (let ((fraction (plist-get progress :fraction)))
          (if (numberp fraction)
              (format " %d%%%%" (floor (* 100 fraction)))

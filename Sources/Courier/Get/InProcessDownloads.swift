@@ -28,16 +28,20 @@ public final class InProcessDownloads: Sendable {
         public var nameFromResponse: Bool
         /// What to do with a file that has the name already.
         public var existing: ExistingFile
+        /// The body's expected digests, in Subresource Integrity form (the
+        /// `integrity` param).
+        public var integrity: String?
 
         public init(
             url: String, directory: OutputDirectory, name: String, nameFromResponse: Bool = false,
-            existing: ExistingFile = .refuse
+            existing: ExistingFile = .refuse, integrity: String? = nil
         ) {
             self.url = url
             self.directory = directory
             self.name = name
             self.nameFromResponse = nameFromResponse
             self.existing = existing
+            self.integrity = integrity
         }
     }
 
@@ -57,6 +61,19 @@ public final class InProcessDownloads: Sendable {
         public var expected: Int64?
     }
 
+    /// A request's attempt failed and the next waits (`download/retrying`).
+    public struct Retry: Sendable {
+        /// The number of the attempt to come: 2 for the first retry.
+        public var attempt: Int
+        /// Seconds until it starts.
+        public var delay: Double
+        /// The failed attempt's error code (`http_status`, `network`, …).
+        public var errorCode: String
+        public var errorMessage: String
+        /// The failed response's status, for `http_status`.
+        public var httpStatus: Int?
+    }
+
     /// How a request ended (the outcome of `download/finished`).
     public struct Completion: Sendable {
         public var url: String
@@ -64,17 +81,31 @@ public final class InProcessDownloads: Sendable {
         public var size: Int64
         public var source: String
         public var durationMs: Double
+        /// Requests to origins the download took: 0 for a cache hit.
+        public var attempts: Int
+        /// The byte offset a kept partial body was continued from.
+        public var resumedFrom: Int64?
         /// The file's name in its directory; nil when no file was made.
         public var name: String?
         /// The body came, and a file with its name was there and stays
         /// (`ExistingFile.skip`).
         public var skipped: Bool
+        /// A file had the name and holds the body the cache has for the
+        /// URL: it stays, and the download counts as done
+        /// (`ExistingFile.refuse`).
+        public var alreadyComplete: Bool
         /// One of the outcome error codes (`http_status`, `cancelled`, …),
         /// or `file_exists` when a file had the name and the request said
         /// to keep it (`ExistingFile.refuse`), or another URL of the run
         /// had claimed it.
         public var errorCode: String?
         public var errorMessage: String?
+        /// With `integrity_mismatch`: the digests asked for and the body's.
+        public var expected: String?
+        public var actual: String?
+        /// With a failure: the seconds an origin's `Retry-After` asked for
+        /// when waiting that long is why no attempt followed.
+        public var retryAfter: Int64?
         /// Why the name was taken, with `file_exists`.
         public var conflict: NameConflict?
         /// The outcome as `download/finished` carries it, with `skipped`
@@ -86,19 +117,25 @@ public final class InProcessDownloads: Sendable {
         /// Served by a cache tier without asking the origin.
         public var fromCache: Bool { source == "memory" || source == "disk" }
 
-        init(_ outcome: Outcome, name: String?, skipped: Bool = false) {
+        init(_ outcome: Outcome, name: String?, skipped: Bool = false, alreadyComplete: Bool = false) {
             self.name = name
             self.skipped = skipped
+            self.alreadyComplete = alreadyComplete
             url = outcome.url
             path = outcome.path
             size = outcome.size
             source = outcome.source.rawValue
             durationMs = outcome.durationMs
+            attempts = outcome.attempts
+            resumedFrom = outcome.resumedFrom.flatMap { $0 > 0 ? $0 : nil }
             errorCode = outcome.error?.code.rawValue
             errorMessage = outcome.error?.message
+            expected = outcome.error?.expected
+            actual = outcome.error?.actual
+            retryAfter = outcome.error == nil ? nil : outcome.retryAfter
             var json = outcome.json
-            if skipped, case .object(var fields) = json {
-                fields["skipped"] = true
+            if skipped || alreadyComplete, case .object(var fields) = json {
+                fields[skipped ? "skipped" : "alreadyComplete"] = true
                 json = .object(fields)
             }
             self.json = json
@@ -149,6 +186,7 @@ public final class InProcessDownloads: Sendable {
     /// Events name requests by the number `start` returned.
     public enum Event: Sendable {
         case progress(request: Int, Progress)
+        case retrying(request: Int, Retry)
         case finished(request: Int, Completion)
     }
 
@@ -173,18 +211,29 @@ public final class InProcessDownloads: Sendable {
     }
 
     /// Where a started request's body goes: delivered as `staged`, then
-    /// placed under its name.
+    /// placed under its name; or, for a name a file has, the cache's body
+    /// for the request, delivered as `staged` to be compared with that file.
     private struct Placement: Sendable {
         var request: Request
         var staged: String
+        /// The request asks the cache alone whether the file at its name is
+        /// its body.
+        var checksExisting = false
 
         /// The completion once the staged file has its name, or the reason
         /// it has none.
         func finish(_ outcome: Outcome) -> Completion {
             var outcome = outcome
-            guard outcome.ok, outcome.path != nil else { return Completion(outcome, name: nil) }
             let directory = request.directory
             var name = request.name
+            if checksExisting {
+                let same = outcome.ok && outcome.path != nil && directory.sameContents(staged, name)
+                directory.remove(staged)
+                guard same else { return .nameTaken(outcome, .exists(name: name)) }
+                outcome.path = directory.path + "/" + name
+                return Completion(outcome, name: name, alreadyComplete: true)
+            }
+            guard outcome.ok, outcome.path != nil else { return Completion(outcome, name: nil) }
             if request.nameFromResponse {
                 name = outcome.headers["content-disposition"].flatMap(RemoteFileName.forContentDisposition) ?? name
                 guard directory.claim(name) else {
@@ -251,7 +300,13 @@ public final class InProcessDownloads: Sendable {
                     handler(.finished(request: request, placement?.finish(outcome) ?? Completion(outcome, name: nil)))
                     unfinished.leave()
                 }
-            case .view, .retrying:
+            case .retrying(let notice):
+                let requests = state.withLock { state in notice.receipts.compactMap { state.requestsByReceipt[$0] } }
+                let retry = Retry(
+                    attempt: notice.attempt, delay: notice.delay, errorCode: notice.error.code.rawValue,
+                    errorMessage: notice.error.message, httpStatus: notice.httpStatus)
+                events.async { for request in requests { handler(.retrying(request: request, retry)) } }
+            case .view:
                 break
             }
         }
@@ -267,10 +322,13 @@ public final class InProcessDownloads: Sendable {
 
     /// Starts a request: its body goes to a hidden file in the request's
     /// directory, which takes the request's name once complete. A name
-    /// another URL of this run has claimed, or a file has (unless the
-    /// request replaces files), stops it here: `file_exists`, or `skipped`
-    /// with `ExistingFile.skip`. Every call takes the next number, a
-    /// refused request too, so numbers follow the order of calls.
+    /// another URL of this run has claimed stops it here (`file_exists`),
+    /// as does a file with the name under `ExistingFile.skip` (`skipped`).
+    /// Under `ExistingFile.refuse` such a file is compared with the body
+    /// the cache holds for the request, without asking any origin: the
+    /// same bytes finish it `alreadyComplete`, anything else (or nothing
+    /// stored) `file_exists`. Every call takes the next number, a refused
+    /// request too, so numbers follow the order of calls.
     public func start(_ request: Request) throws(RequestError) -> Start {
         let id = state.withLock { state in
             state.next += 1
@@ -278,22 +336,24 @@ public final class InProcessDownloads: Sendable {
         }
         let staged = OutputDirectory.stagingName(for: request.name)
         let checked: DownloadRequest
+        var params: [String: JSON] = [
+            "url": .string(request.url), "destination": .string(request.directory.path + "/" + staged),
+        ]
+        if let integrity = request.integrity { params["integrity"] = .string(integrity) }
+        let checksExisting = !request.nameFromResponse && request.existing != .replace
+            && request.directory.exists(request.name)
+        if checksExisting, request.existing == .refuse { params["cachePolicy"] = "cacheOnly" }
         do throws(RPCError) {
-            checked = try DownloadRequest(
-                Params(["url": .string(request.url), "destination": .string(request.directory.path + "/" + staged)]),
-                defaults: configuration)
+            checked = try DownloadRequest(Params(.object(params)), defaults: configuration)
         } catch {
             throw RequestError(code: "invalid_request", message: error.message)
         }
+        if checksExisting, request.existing == .skip { return .skipped(name: request.name) }
         if !request.nameFromResponse {
-            if request.existing != .replace, request.directory.exists(request.name) {
-                guard request.existing == .skip else { throw RequestError(.exists(name: request.name)) }
-                return .skipped(name: request.name)
-            }
             guard request.directory.claim(request.name) else { throw RequestError(.claimed(name: request.name)) }
         }
         state.withLock { state in
-            state.placements[id] = Placement(request: request, staged: staged)
+            state.placements[id] = Placement(request: request, staged: staged, checksExisting: checksExisting)
         }
         unfinished.enter()
         downloader.download(checked, waiter: id)

@@ -71,6 +71,30 @@ public final class OutputDirectory: Sendable {
         throw .io("cannot move \(path)/\(staged) to \(path)/\(name): \(String(cString: strerror(failure)))")
     }
 
+    /// Whether the regular files `name` and `other` hold the same bytes: one
+    /// file under two names, or two of one size read through side by side
+    /// (never through a symbolic link).
+    func sameContents(_ name: String, _ other: String) -> Bool {
+        guard let first = directory.openFile(name) else { return false }
+        defer { close(first.fd) }
+        guard let second = directory.openFile(other) else { return false }
+        defer { close(second.fd) }
+        if first.info.st_dev == second.info.st_dev, first.info.st_ino == second.info.st_ino { return true }
+        guard first.info.st_size == second.info.st_size else { return false }
+        let chunk = 1 << 16
+        var one = [UInt8](repeating: 0, count: chunk)
+        var two = [UInt8](repeating: 0, count: chunk)
+        var offset: off_t = 0
+        while true {
+            let count = one.withUnsafeMutableBytes { pread(first.fd, $0.baseAddress, chunk, offset) }
+            guard count >= 0 else { return false }
+            let otherCount = two.withUnsafeMutableBytes { pread(second.fd, $0.baseAddress, count, offset) }
+            guard otherCount == count, one[..<count] == two[..<count] else { return false }
+            if count == 0 { return true }
+            offset += off_t(count)
+        }
+    }
+
     /// Removes the file `name`.
     func remove(_ name: String) {
         directory.remove(name)

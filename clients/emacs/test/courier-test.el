@@ -124,7 +124,8 @@ would: its :eval form, then %-escapes."
   "Run every check."
   (courier-test-file-names)
   (courier-test-cannot-run)
-  (setq courier-arguments (list "--cache-dir" (expand-file-name "cache" courier-test-dir))
+  (setq courier-arguments (list "--cache-dir" (expand-file-name "cache" courier-test-dir)
+                                "--retry-delay" "1")
         courier-initialize-options '(:activationDelay 0 :completionDelay 0.05)
         courier-indicator-text " [courier]")
   (courier-mode-line-mode 1)
@@ -322,6 +323,36 @@ would: its :eval form, then %-escapes."
               (not courier-indicator-visible)
               (not (string-search "[courier]" (courier-test-mode-line buffer))))
          indicator-events)))
+
+    ;; a download waiting to be retried: " retry 1" in its buffer's mode
+    ;; line, " retrying" elsewhere; both gone once it has finished
+    (let (retried events lines)
+      (add-hook 'courier-retrying-functions
+                (lambda (_job params)
+                  (push params events)
+                  (push (cons (courier-test-mode-line buffer)
+                              (with-temp-buffer (courier-mode-line)))
+                        lines)))
+      (courier-download (concat courier-test-base "/flaky/emacs-retry?statuses=503,200&size=300")
+                        (lambda (o _) (setq retried o))
+                        :buffer buffer)
+      (courier-test-check
+       "retry in mode line"
+       (and (courier-test-wait-for retried)
+            (courier-outcome-ok-p retried)
+            (equal (plist-get retried :attempts) 2)
+            (= (length events) 1)
+            (equal (plist-get (car events) :attempt) 2)
+            (equal (plist-get (plist-get (car events) :error) :code) "http_status")
+            (string-search "retry 1" (car (car lines)))
+            (string-match-p " retrying\\'" (cdr (car lines))))
+       (list retried events lines))
+      (courier-test-check
+       "retry cleared"
+       (and (null (buffer-local-value 'courier-buffer-retry buffer))
+            (= courier-retrying-count 0)
+            (not (string-search "retry" (courier-test-mode-line buffer))))
+       (list (buffer-local-value 'courier-buffer-retry buffer) courier-retrying-count)))
 
     (courier-test-destinations courier-test-base)
 

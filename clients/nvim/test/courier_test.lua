@@ -80,7 +80,7 @@ local function run()
     "index.html", "a_b", "index.html", "x_y_" }), inspect(names))
   cannot_run(courier)
   courier.setup({
-    args = { "--cache-dir", dir .. "/cache" },
+    args = { "--cache-dir", dir .. "/cache", "--retry-delay", "1" },
     options = { activationDelay = 0, completionDelay = 0.05 },
     statusline = true,
     indicator_text = "[courier]",
@@ -201,6 +201,31 @@ local function run()
   check("indicator hidden", final ~= nil and final.visible == false and final.activityCount == 0
     and not vim.g.courier_indicator_visible
     and not courier.statusline():find("[courier]", 1, true), inspect(indicator_events))
+
+  -- a download waiting to be retried: "retry 1" for the current buffer's,
+  -- "retrying" for one of no buffer; both gone once it has finished
+  local waiting_lines, waiting_events, retried = {}, {}, nil
+  courier.download(base .. "/flaky/nvim-buffer?statuses=503,200&size=300", {
+    buffer = 0,
+    on_retrying = function(r)
+      table.insert(waiting_events, r)
+      table.insert(waiting_lines, vim.api.nvim_eval_statusline(vim.o.statusline, {}).str)
+    end,
+  }, function(o) retried = o end)
+  local finished = wait(function() return retried ~= nil end)
+  check("retry in statusline", finished and #waiting_events == 1 and waiting_events[1].attempt == 2
+    and waiting_events[1].error.code == "http_status" and waiting_lines[1]:find("retry 1", 1, true)
+    and retried.ok and retried.attempts == 2, inspect({ waiting_events, waiting_lines, retried }))
+  check("retry cleared", vim.b[buf].courier_retry == nil and vim.g.courier_retrying == 0
+    and not courier.statusline():find("retry", 1, true), inspect({ vim.b[buf].courier_retry, courier.statusline() }))
+  local other_line, other = nil, nil
+  courier.on("download/retrying", function()
+    if other_line == nil then other_line = courier.statusline() end
+  end)
+  courier.download(base .. "/flaky/nvim-other?statuses=503,200", {}, function(o) other = o end)
+  check("retrying in statusline", wait(function() return other ~= nil end) and other.ok
+    and other_line and other_line:match("retrying$") and not other_line:find("retry %d")
+    and not courier.statusline():find("retry", 1, true), inspect({ other_line, other }))
 
   -- :CourierDownload URL asks where to save, offering the URL's name here;
   -- an answer that is a directory gets that name

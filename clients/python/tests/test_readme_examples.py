@@ -31,6 +31,8 @@ def stand_ins(base: str) -> Dict[str, str]:
     """Each example.org URL of the examples, and what the origin serves for it."""
     return {
         "https://example.org/logo.png": f"{base}/image/png",
+        "https://example.org/big.iso": f"{base}/flaky/readme-big?statuses=503,200&size=5000",
+        "https://mirror.example.org/big.iso": f"{base}/flaky/readme-mirror?seed=readme-big&size=5000",
         "https://example.org/missing": f"{base}/status/404",
         "https://example.org/a.tar.gz": f"{base}/drip?size=3000&chunks=3&interval=0.05",
         "https://example.org/": f"{base}/cache?body=",

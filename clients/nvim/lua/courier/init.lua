@@ -28,6 +28,9 @@ local defaults = {
   statusline = false,
   -- what statusline() shows while the indicator is visible
   indicator_text = "courier",
+  -- what statusline() shows while downloads wait to be retried (and are
+  -- not the current buffer's, which shows "retry N")
+  retrying_text = "retrying",
   -- how long shutdown waits for courier to answer and to exit, in ms
   shutdown_timeout = 3000,
 }
@@ -35,7 +38,7 @@ local defaults = {
 local config = vim.deepcopy(defaults)
 
 -- Client-side keys of download()'s opts; every other key is a `download` param.
-local CLIENT_KEYS = { buffer = true, on_progress = true }
+local CLIENT_KEYS = { buffer = true, on_progress = true, on_retrying = true }
 
 local state = {
   rpc = nil,            -- the client returned by vim.lsp.rpc.start
@@ -51,6 +54,7 @@ local state = {
                         -- `download` answer (kept while a download awaits one)
   views = {},           -- view name -> bufnr
   listeners = {},       -- method -> list of functions(params)
+  retrying = {},        -- receipt -> download/retrying params while it waits
   indicator = { visible = false, activityCount = 0 },
 }
 
@@ -120,6 +124,7 @@ local function release_buffer(job)
     local bound = vim.b[job.buffer].courier_receipt
     if bound == nil or bound == job.receipt then
       vim.b[job.buffer].courier_progress = nil
+      vim.b[job.buffer].courier_retry = nil
       vim.b[job.buffer].courier_receipt = nil
       state.views[view] = nil
     end
@@ -135,7 +140,26 @@ local function finish(job, outcome)
   safe_call(job.on_finished, outcome, job)
 end
 
+-- Records whether `receipt` waits to be retried (params: its
+-- download/retrying, or nil once it runs or ends), for its jobs, their
+-- buffers and vim.g.courier_retrying (how many receipts wait).
+local function set_retrying(receipt, params)
+  if state.retrying[receipt] == nil and params == nil then return end
+  state.retrying[receipt] = params
+  vim.g.courier_retrying = vim.tbl_count(state.retrying)
+  for _, job in ipairs(state.jobs[receipt] or {}) do
+    job.retry = params
+    if job.buffer and vim.api.nvim_buf_is_valid(job.buffer) and vim.b[job.buffer].courier_receipt == receipt then
+      vim.b[job.buffer].courier_retry = params and {
+        attempt = params.attempt, delay = params.delay, code = params.error and params.error.code,
+      } or nil
+    end
+  end
+  redraw()
+end
+
 local function finish_receipt(receipt, outcome)
+  set_retrying(receipt, nil)
   local jobs = state.jobs[receipt]
   state.jobs[receipt] = nil
   for _, job in ipairs(jobs or {}) do
@@ -169,8 +193,19 @@ handlers["download/finished"] = function(params)
   end
 end
 
+handlers["download/retrying"] = function(params)
+  for _, receipt in ipairs(params.receipts or {}) do
+    set_retrying(receipt, params)
+    for _, job in ipairs(state.jobs[receipt] or {}) do
+      safe_call(job.on_retrying, params, job)
+    end
+  end
+  user_event("CourierRetrying", params)
+end
+
 handlers["download/progress"] = function(params)
   for _, receipt in ipairs(params.receipts or {}) do
+    set_retrying(receipt, nil)
     for _, job in ipairs(state.jobs[receipt] or {}) do
       job.progress = params
       safe_call(job.on_progress, params, job)
@@ -377,6 +412,7 @@ function M.download(url, opts, on_finished)
     url = url,
     on_finished = on_finished,
     on_progress = opts.on_progress,
+    on_retrying = opts.on_retrying,
     finished = false,
   }, Job)
   if opts.buffer ~= nil then
@@ -476,7 +512,14 @@ function M.statusline()
     table.insert(parts, config.indicator_text)
   end
   local ok, progress = pcall(function() return vim.b.courier_progress end)
-  if ok and type(progress) == "table" then
+  local _, retry = pcall(function() return vim.b.courier_retry end)
+  if type(retry) == "table" then
+    table.insert(parts, ("retry %d"):format((tonumber(retry.attempt) or 2) - 1))
+  elseif (tonumber(vim.g.courier_retrying) or 0) > 0 then
+    local waiting = tonumber(vim.g.courier_retrying)
+    table.insert(parts, waiting > 1 and ("%s %d"):format(config.retrying_text, waiting) or config.retrying_text)
+  end
+  if type(retry) ~= "table" and ok and type(progress) == "table" then
     local fraction = progress.fraction
     if type(fraction) == "number" then
       table.insert(parts, ("%d%%"):format(math.floor(fraction * 100)))

@@ -42,7 +42,9 @@ from ._common import (
     frame,
 )
 from ._types import (
+    DownloadParams,
     DownloadProgress,
+    DownloadRetrying,
     DownloadResult,
     DownloadState,
     Image,
@@ -77,6 +79,8 @@ __all__ = [
     "DownloadResult",
     "DownloadState",
     "DownloadProgress",
+    "DownloadRetrying",
+    "DownloadParams",
     "CAPTURE",
     "file_name",
     "frame",

@@ -89,7 +89,10 @@ class DownloadError(CourierError):
 
     ``code`` is the outcome's ``error.code`` (``"http_status"``, ``"timeout"``,
     ``"cancelled"`` ...), ``message`` its text, ``http_status``,
-    ``curl_code`` and ``retry_after`` (seconds) its optional details,
+    ``curl_code``, ``retry_after`` (seconds: an origin's ``Retry-After``
+    that courier did not wait for) and, with ``integrity_mismatch``,
+    ``expected`` and ``actual`` (the digests asked for and received) its
+    optional details, ``attempts`` the requests it took,
     ``outcome`` the whole outcome and ``receipt`` the receipt it belongs to
     (when known).
     """
@@ -103,6 +106,9 @@ class DownloadError(CourierError):
         self.http_status: Optional[int] = error.get("httpStatus")
         self.curl_code: Optional[int] = error.get("curlCode")
         self.retry_after: Optional[float] = error.get("retryAfter")
+        self.expected: Optional[str] = error.get("expected")
+        self.actual: Optional[str] = error.get("actual")
+        self.attempts: int = outcome.get("attempts", 0)
         text = f"{self.code}: {self.message}" if self.message else f"{self.code}"
         if receipt is not None:
             text = f"{receipt}: {text}"

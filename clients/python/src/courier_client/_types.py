@@ -15,6 +15,8 @@ __all__ = [
     "Outcome",
     "DownloadResult",
     "DownloadProgress",
+    "DownloadRetrying",
+    "DownloadParams",
 ]
 
 OutcomeSource = Literal["network", "memory", "disk", "revalidated"]
@@ -117,3 +119,30 @@ class DownloadProgress(TypedDict):
     expected: Optional[int]
     fraction: Optional[float]
     bytesPerSecond: float
+
+
+class DownloadRetrying(TypedDict):
+    """The params of a ``download/retrying`` notification: an attempt of
+    ``task`` failed with ``error`` (a transient one), and ``receipts`` wait
+    ``delay`` seconds for attempt number ``attempt`` (2 for the first
+    retry). Meanwhile the task's state is ``retrying``."""
+
+    task: str
+    receipts: List[str]
+    attempt: int
+    delay: float
+    error: OutcomeError
+
+
+class DownloadParams(TypedDict, total=False):
+    """The resilience params of ``download``, for a ``**params`` dict that
+    type checkers follow (every other param is in protocol/README.md)."""
+
+    retries: int
+    """More attempts a transient failure gets; 0 turns retrying off."""
+    mirrors: List[str]
+    """More http(s) URLs of the same resource, tried in turn."""
+    integrity: str
+    """What the body must hash to: ``sha256-<base64>`` (or sha384, sha512)."""
+    maxRate: int
+    """Bytes per second for this download."""
