@@ -584,6 +584,64 @@ private struct Harness {
         #expect(received == received.sorted())
     }
 
+    @Test func bytesHeldBackByTheIntervalAreToldWhenItEndsThoughNoMoreArrive() {
+        var h = Harness(progressInterval: 1)
+        h.download(request())
+        let id = h.transfers["t1"]!
+        _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
+        _ = h.scheduler.dataArrived(id, received: 30, expected: 100, now: 0.2)
+        _ = h.scheduler.dataArrived(id, received: 50, expected: 100, now: 0.4)
+        func told(_ actions: [SchedulerAction<Int>]) -> [Int64] {
+            actions.compactMap { action -> Int64? in
+                if case .notify(.progress(let figures, _)) = action { figures.received } else { nil }
+            }
+        }
+        #expect(told(h.take()) == [10])
+        #expect(h.wakes == [1])
+        // The transfer stalls: the clock reaches the end of the interval.
+        h.now = 1
+        h.scheduler.tick(now: 1)
+        #expect(told(h.take()) == [50])
+        // Nothing more arrived, so nothing more is due.
+        #expect(h.wakes == [1])
+        h.now = 2
+        h.scheduler.tick(now: 2)
+        #expect(told(h.take()) == [])
+    }
+
+    @Test func bytesHeldBackAreToldWhenTheTaskIsSuspendedNotDuringTheSuspension() throws {
+        var h = Harness(progressInterval: 1)
+        let a = h.download(request())
+        let id = h.transfers["t1"]!
+        _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
+        _ = h.scheduler.dataArrived(id, received: 30, expected: 100, now: 0.2)
+        _ = h.take()
+        h.now = 0.3
+        let now = h.now
+        _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.receipt(a.receipt), waiter: w, now: now) }
+        let told = h.log.compactMap { action -> Int64? in
+            if case .notify(.progress(let figures, _)) = action { figures.received } else { nil }
+        }
+        #expect(told == [10, 30])
+        h.log = []
+        h.now = 1
+        h.scheduler.tick(now: 1)
+        #expect(!h.take().contains { if case .notify(.progress) = $0 { true } else { false } })
+    }
+
+    @Test func bytesToldBeforeTheirWakeAreNotToldAgain() {
+        var h = Harness(progressInterval: 1)
+        h.download(request())
+        let id = h.transfers["t1"]!
+        _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
+        _ = h.scheduler.dataArrived(id, received: 30, expected: 100, now: 0.5)
+        _ = h.scheduler.dataArrived(id, received: 60, expected: 100, now: 1)
+        _ = h.take()
+        h.now = 1
+        h.scheduler.tick(now: 1)
+        #expect(!h.take().contains { if case .notify(.progress) = $0 { true } else { false } })
+    }
+
     @Test func progressAnswersForLiveAndFinishedReceiptsAndForgetsUnknownOnes() throws {
         var h = Harness()
         let a = h.download(request())

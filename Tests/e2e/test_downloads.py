@@ -392,6 +392,19 @@ def test_progress_notifications_respect_the_interval(courier, origin, interval):
     assert len(notes) >= 3
 
 
+def test_bytes_that_arrive_just_before_a_stall_are_told(courier, origin):
+    # Given a response that sends 300,000 of its bytes at once, then nothing
+    c = courier("--progress-interval", "0.2")
+    result = c.download(origin.url("/stall?after=300000&seed=told"))
+    # When its transfer stalls after them
+    # Then a progress notification within the interval tells all of them
+    c.wait_until(lambda: c.progress_by_task[result["task"]]
+                 and c.progress_by_task[result["task"]][-1][1]["received"] == 300000, 10,
+                 "a download/progress telling the 300,000 bytes that arrived before the stall")
+    assert c.progress(result["receipt"])["received"] == 300000
+    c.cancel(receipt=result["receipt"])
+
+
 def test_progress_of_one_receipt_while_running_and_after_it_finished(courier, origin):
     c = courier()
     result = c.download(drip(origin, "pr", size=20000, chunks=20, interval=0.05))

@@ -207,6 +207,11 @@ struct DownloadScheduler<Waiter> {
         guard let id = try resolve(target, waiter: waiter) else { return }
         switch tasks[id]!.state {
         case .running:
+            // What arrived before the suspension is told now, not during it.
+            if tasks[id]!.progressDueAt != nil {
+                tasks[id]!.progressDueAt = nil
+                emitProgress(id, now: now)
+            }
             tasks[id]!.state = .suspended
             tasks[id]!.activeSeconds += now - (tasks[id]!.runningSince ?? now)
             tasks[id]!.runningSince = nil
@@ -378,7 +383,13 @@ struct DownloadScheduler<Waiter> {
             if let failure { tooLarge.append((id, Outcome(url: request.url, failure: failure))) }
         }
         if !tooLarge.isEmpty, !end(tooLarge, of: transfer.task, now: now) { return false }
-        if now - task.lastProgressAt >= settings.progressInterval { emitProgress(transfer.task, now: now) }
+        if now - task.lastProgressAt >= settings.progressInterval {
+            emitProgress(transfer.task, now: now)
+        } else if task.progressDueAt == nil, task.state == .running {
+            let due = task.lastProgressAt + settings.progressInterval
+            tasks[transfer.task]!.progressDueAt = due
+            actions.append(.wake(at: due))
+        }
         return true
     }
 
@@ -454,10 +465,17 @@ struct DownloadScheduler<Waiter> {
 
     // MARK: - Retries
 
-    /// The clock has reached a moment asked for with `wake(at:)`: tasks
-    /// whose wait has ended go back to the run queue, before the tasks of
-    /// their priority that never started.
+    /// The clock has reached a moment asked for with `wake(at:)`: bytes
+    /// held back by `progressInterval` are told (so a transfer that stalls
+    /// does not leave its last figures untold), and tasks whose wait has
+    /// ended go back to the run queue, before the tasks of their priority
+    /// that never started.
     mutating func tick(now: Double) {
+        for (id, task) in tasks {
+            guard let due = task.progressDueAt, due <= now else { continue }
+            tasks[id]!.progressDueAt = nil
+            emitProgress(id, now: now)
+        }
         let due = tasks.values.compactMap { task -> (until: Double, id: String)? in
             guard case .retrying(let until) = task.state, until <= now else { return nil }
             return (until, task.id)
@@ -468,7 +486,7 @@ struct DownloadScheduler<Waiter> {
         }
         pump(now: now)
         if let next = tasks.values.compactMap({ task -> Double? in
-            if case .retrying(let until) = task.state { until } else { nil }
+            if case .retrying(let until) = task.state { until } else { task.progressDueAt }
         }).min() {
             actions.append(.wake(at: next))
         }
@@ -525,6 +543,7 @@ struct DownloadScheduler<Waiter> {
         tasks[id]!.started = false
         tasks[id]!.attempt += 1
         tasks[id]!.state = .retrying(until: until)
+        tasks[id]!.progressDueAt = nil
         tasks[id]!.lastFailure = (failure, response)
         if failure.code == .integrityMismatch { tasks[id]!.hadIntegrityMismatch = true }
         running -= 1

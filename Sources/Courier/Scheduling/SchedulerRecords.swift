@@ -97,6 +97,9 @@ struct TaskRecord: Sendable {
     var runningSince: Double?
     var lastProgressAt = -Double.infinity
     var lastProgressReceived: Int64 = -1
+    /// When bytes that arrived within `progressInterval` of the last
+    /// `download/progress` are told, should no more arrive before then.
+    var progressDueAt: Double?
 
     init(id: String, attempt: Int = 1, request: DownloadRequest) {
         self.id = id
@@ -123,6 +126,7 @@ struct TaskRecord: Sendable {
         activeSeconds = 0
         lastProgressAt = -.infinity
         lastProgressReceived = -1
+        progressDueAt = nil
     }
 
     func bytesPerSecond(now: Double) -> Double {
