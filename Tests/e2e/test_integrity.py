@@ -25,6 +25,9 @@ HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body len
 # larger ones by the body writer's thread: both take the digests.
 SMALL = 3001
 LARGE = (1 << 20) + 7
+# A body that fails its integrity is fetched once more: without a wait worth
+# waiting for.
+QUICK = ("--retry-delay", "0.001")
 
 
 def sri(algorithm: str, data: bytes) -> str:
@@ -106,7 +109,7 @@ def test_a_body_that_does_not_match_fails_and_leaves_nothing(courier, origin, tm
         del sent[size // 2:]
     out = tmp_path / "out"
     out.mkdir()
-    c = courier()
+    c = courier(*QUICK)
 
     # When it is downloaded with the good body's digest, to a file, as
     # base64, and as a path
@@ -116,15 +119,17 @@ def test_a_body_that_does_not_match_fails_and_leaves_nothing(courier, origin, tm
         c.fetch(url, integrity=sri("sha384", good)),
     ]
 
-    # Then each fails integrity_mismatch, saying what was expected and what came
+    # Then each fails integrity_mismatch, saying what was expected and what
+    # came, once the body came wrong a second time
     for outcome in outcomes:
         assert_mismatch(outcome, sri("sha384", good), sri("sha384", bytes(sent)))
         assert outcome["status"] == 200
         assert outcome["size"] == len(sent)
+        assert outcome["attempts"] == 2
     # And nothing is at the destination, not even a partial file beside it
     assert leftovers(out) == []
-    # And nothing was stored: each request went to the origin
-    assert origin.hits(f"/tampered/{size}") == 3
+    # And nothing was stored: each attempt went to the origin
+    assert origin.hits(f"/tampered/{size}") == 6
     assert lookup(c, url)["cached"] is False
 
 
@@ -134,7 +139,7 @@ def test_coalesced_receipts_are_each_checked_against_their_own_digests(courier, 
     url = origin.url(f"/hold/mixed?size={size}")
     body = pattern(size, "mixed")
     other = pattern(size, "other")
-    c = courier()
+    c = courier(*QUICK)
     right = c.download(url, integrity=sri("sha256", body), destination=str(tmp_path / "right.bin"))
     origin.wait_held("mixed")
 
@@ -149,8 +154,11 @@ def test_coalesced_receipts_are_each_checked_against_their_own_digests(courier, 
     origin.release("mixed")
     outcomes = c.wait_all([r["receipt"] for r in (right, wrong, plain, late)])
 
-    # Then the origin was asked once, and each receipt has its own verdict
-    assert origin.hits("/hold/mixed") == 1
+    # Then each receipt has its own verdict: the origin was asked once, and
+    # once more for the receipt the body failed alone
+    assert origin.hits("/hold/mixed") == 2
+    assert [n.params["receipts"] for n in c.notifications("download/retrying")] == [[wrong["receipt"]]]
+    assert outcomes[wrong["receipt"]]["attempts"] == 2
     assert outcomes[right["receipt"]]["ok"] is True
     assert (tmp_path / "right.bin").read_bytes() == body
     assert_mismatch(outcomes[wrong["receipt"]], sri("sha512", other), sri("sha512", body))
@@ -163,6 +171,117 @@ def test_coalesced_receipts_are_each_checked_against_their_own_digests(courier, 
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+# ------------------------------------------------------------------ retries
+
+
+def retried(session, receipt: str) -> list[dict]:
+    return [n.params for n in session.notifications("download/retrying") if receipt in n.params["receipts"]]
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small", "large"])
+def test_a_body_corrupted_in_flight_once_is_fetched_again(courier, origin, tmp_path, size):
+    # Given an origin whose first answer has one byte inverted
+    key = f"once{size}"
+    url = origin.url(f"/corrupt-once/{key}?size={size}")
+    good = pattern(size, key)
+    bad = bytearray(good)
+    bad[size // 2] ^= 0xFF
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "file.bin"
+    c = courier(*QUICK)
+
+    # When it is downloaded with the good body's digest
+    result = c.download(url, integrity=sri("sha256", good), destination=str(target))
+    outcome = c.wait(result["receipt"])
+
+    # Then the first body was refused and the second delivered
+    assert outcome["ok"] is True, outcome
+    assert outcome["attempts"] == 2
+    assert target.read_bytes() == good
+    notices = retried(c, result["receipt"])
+    assert [(n["attempt"], n["error"]["code"]) for n in notices] == [(2, "integrity_mismatch")]
+    assert notices[0]["error"]["expected"] == sri("sha256", good)
+    assert notices[0]["error"]["actual"] == sri("sha256", bytes(bad))
+    assert [e["corrupt"] for e in origin.corrupt_log(key)] == [True, False]
+    assert leftovers(out) == ["file.bin"]
+
+
+def test_a_body_that_fails_twice_fails_at_once_with_the_second_mismatch(courier, origin, tmp_path):
+    # Given an origin that corrupts a body on every request
+    size = SMALL
+    url = origin.url(f"/tampered/{size}?seed=twice&flip=7")
+    good = pattern(size, "twice")
+    out = tmp_path / "out"
+    out.mkdir()
+    c = courier(*QUICK)
+
+    # When it is downloaded with retries to spare
+    result = c.download(url, integrity=sri("sha512", good), destination=str(out / "f"), retries=5)
+    outcome = c.wait(result["receipt"])
+
+    # Then the second mismatch ends it: two requests, one retry
+    assert outcome["error"]["code"] == "integrity_mismatch", outcome
+    assert outcome["attempts"] == 2
+    assert origin.hits(f"/tampered/{size}") == 2
+    assert len(retried(c, result["receipt"])) == 1
+    assert leftovers(out) == []
+
+
+def test_only_the_receipts_a_body_fails_are_fetched_again(courier, origin, tmp_path):
+    # Given a held transfer, and receipts joining it: one whose digest the
+    # first (corrupted) body matches, one expecting the good body, one
+    # without integrity
+    size = 300_000
+    key = "mixedretry"
+    url = origin.url(f"/corrupt-once/{key}?size={size}&hold=1")
+    good = pattern(size, key)
+    bad = bytearray(good)
+    bad[size // 2] ^= 0xFF
+    c = courier(*QUICK)
+    wants_bad = c.download(url, integrity=sri("sha256", bytes(bad)), body="base64")
+    origin.wait_held(f"corrupt-once/{key}")
+    wants_good = c.download(url, integrity=sri("sha384", good), body="base64")
+    plain = c.download(url, body="base64")
+    origin.release(f"corrupt-once/{key}")
+    outcomes = c.wait_all([r["receipt"] for r in (wants_bad, wants_good, plain)])
+
+    # Then those the first body suits have it after one attempt; the other
+    # was fetched again, alone, and has the good body
+    assert {r["task"] for r in (wants_bad, wants_good, plain)} == {wants_bad["task"]}
+    assert base64.b64decode(outcomes[wants_bad["receipt"]]["base64"]) == bytes(bad)
+    assert base64.b64decode(outcomes[plain["receipt"]]["base64"]) == bytes(bad)
+    assert outcomes[wants_bad["receipt"]]["attempts"] == 1 and outcomes[plain["receipt"]]["attempts"] == 1
+    assert outcomes[wants_good["receipt"]]["ok"] is True, outcomes[wants_good["receipt"]]
+    assert base64.b64decode(outcomes[wants_good["receipt"]]["base64"]) == good
+    assert outcomes[wants_good["receipt"]]["attempts"] == 2
+    assert [n.params["receipts"] for n in c.notifications("download/retrying")] == [[wants_good["receipt"]]]
+    assert len(origin.corrupt_log(key)) == 2
+
+
+def test_a_body_continued_from_corrupt_kept_bytes_starts_anew(courier, origin, tmp_path):
+    # Given an origin whose first answer carries a corrupted byte and ends
+    # early, and which honours Range
+    size = 400_000
+    key = "resumed"
+    url = origin.url(f"/corrupt-once/{key}?size={size}&flip=1000&cut=100000")
+    good = pattern(size, key)
+    c = courier(*QUICK)
+
+    # When it is downloaded with the good body's digest
+    outcome = c.fetch(url, integrity=sri("sha256", good), body="base64")
+
+    # Then the rest was asked for, the spliced body refused, and the third
+    # attempt asked for the whole body, not the rest of the corrupt one
+    assert outcome["ok"] is True, outcome
+    assert base64.b64decode(outcome["base64"]) == good
+    assert outcome["attempts"] == 3 and "resumedFrom" not in outcome
+    log = origin.corrupt_log(key)
+    assert [(e["range"], e["status"]) for e in log] == [(None, 200), ("bytes=100000-", 206), (None, 200)]
+    codes = [n.params["error"]["code"] for n in c.notifications("download/retrying")]
+    assert codes == ["network", "integrity_mismatch"]
+
+
 # ------------------------------------------------------------------ stored bodies
 
 
@@ -170,7 +289,7 @@ def test_a_stored_body_is_served_only_when_it_matches(courier, origin, cache_dir
     # Given a stored response, and an origin that has changed it since
     old, new = pattern(5000, "old"), pattern(5000, "new")
     url = origin.set_resource("doc", old, LONG)
-    c = courier()
+    c = courier(*QUICK)
     assert c.fetch(url)["source"] == "network"
     origin.set_resource("doc", new, LONG)
 
@@ -186,16 +305,17 @@ def test_a_stored_body_is_served_only_when_it_matches(courier, origin, cache_dir
     again = c.fetch(url, integrity=sri("sha256", new), body="base64")
     assert again["source"] == "memory" and base64.b64decode(again["base64"]) == new
     c.close()
-    d = courier()
+    d = courier(*QUICK)
     from_disk = d.fetch(url, integrity=sri("sha512", new), body="base64")
     assert from_disk["source"] == "disk" and base64.b64decode(from_disk["base64"]) == new
     assert origin.hits("/res/doc") == 2
 
     # And one that matches neither what is stored nor what the origin sends
-    # asks the origin and fails, leaving the stored body in place
+    # asks the origin (twice: once more after the first mismatch) and
+    # fails, leaving the stored body in place
     refused = d.fetch(url, integrity=sri("sha256", old))
     assert_mismatch(refused, sri("sha256", old), sri("sha256", new))
-    assert origin.hits("/res/doc") == 3
+    assert origin.hits("/res/doc") == 4
     assert lookup(d, url)["cached"] is True
     assert d.fetch(url, integrity=sri("sha256", old), cachePolicy="cacheOnly")["error"]["code"] == "not_cached"
     assert d.fetch(url, cachePolicy="cacheOnly")["source"] == "memory"
