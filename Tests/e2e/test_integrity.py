@@ -12,6 +12,7 @@ import base64
 import gzip
 import hashlib
 import struct
+import time
 
 import pytest
 import xxhash
@@ -395,6 +396,132 @@ def test_a_stored_body_known_not_to_match_is_not_revalidated(courier, origin):
     assert outcome["ok"] is True and outcome["source"] == "network", outcome
     assert origin.hits("/res/known") == 2
     assert "if-none-match" not in origin.last_headers("/res/known")
+
+
+# ------------------------------------------------------------------ content addressing
+
+
+def entry_files(cache_dir) -> list:
+    return [p for p in (cache_dir / "http").iterdir() if len(p.name) == 64]
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small", "large"])
+def test_a_stored_body_answers_another_url_by_its_digest(courier, origin, tmp_path, size):
+    # Given a body stored from one URL, fetched with its digest
+    body = pattern(size, "addressed")
+    first = origin.set_resource("first", body, LONG)
+    other = origin.set_resource("other", b"never asked", LONG)
+    c = courier()
+    assert c.fetch(first, integrity=sri("sha256", body))["source"] == "network"
+
+    # When another URL is asked for with that digest, in this process and the next
+    out = tmp_path / "out"
+    out.mkdir()
+    here = c.fetch(other, integrity=sri("sha256", body), destination=str(out / "here.bin"))
+    c.close()
+    d = courier()
+    there = d.fetch(other, integrity=f"sha256-{'A' * 43}= {sri('sha256', body)}", body="base64")
+
+    # Then the stored body answers both, without asking the origin for it
+    for outcome, source in ((here, "memory"), (there, "disk")):
+        assert outcome["ok"] is True, outcome
+        assert outcome["source"] == source
+        assert outcome["attempts"] == 0
+        assert outcome["url"] == other
+        assert outcome["finalUrl"] == first
+        assert outcome["size"] == size
+    assert (out / "here.bin").read_bytes() == body
+    assert base64.b64decode(there["base64"]) == body
+    assert origin.hits("/res/other") == 0 and origin.hits("/res/first") == 1
+    # And nothing was stored under the URL it answered
+    assert lookup(d, other)["cached"] is False
+
+
+def test_a_stale_stored_body_answers_by_its_digest_without_revalidation(courier, origin):
+    body = pattern(2000, "stale")
+    first = origin.set_resource("stale", body, {"Cache-Control": "no-cache", "ETag": '"s"'})
+    other = origin.set_resource("fresh-name", body, LONG)
+    c = courier()
+    assert c.fetch(first, integrity=sri("sha384", body))["ok"] is True
+    outcome = c.fetch(other, integrity=sri("sha384", body), body="base64")
+    assert outcome["source"] == "memory" and base64.b64decode(outcome["base64"]) == body, outcome
+    assert origin.hits("/res/stale") == 1 and origin.hits("/res/fresh-name") == 0
+
+
+def test_content_addressing_follows_the_cache_policy(courier, origin):
+    body = pattern(3000, "policy")
+    first = origin.set_resource("policy", body, LONG)
+    other = origin.set_resource("policy-copy", body, LONG)
+    c = courier()
+    assert c.fetch(first, integrity=sri("sha256", body))["ok"] is True
+    # cacheOnly is answered by a body stored under another URL
+    only = c.fetch(other, integrity=sri("sha256", body), cachePolicy="cacheOnly")
+    assert only["ok"] is True and only["source"] == "memory", only
+    # reload asks the origin, and a digest no stored body has is a miss
+    reload = c.fetch(other, integrity=sri("sha256", body), cachePolicy="reload")
+    assert reload["source"] == "network"
+    missing = c.fetch(other, integrity=sri("sha256", b"other bytes"), cachePolicy="cacheOnly")
+    assert missing["error"]["code"] == "not_cached"
+    assert origin.hits("/res/policy-copy") == 1
+
+
+def test_a_body_stored_without_a_digest_is_found_once_a_read_proves_it(courier, origin, cache_dir):
+    # Given a body stored by a download without integrity: no digest is taken
+    body = pattern(4000, "later")
+    first = origin.set_resource("later", body, LONG)
+    other = origin.set_resource("later-copy", body, LONG)
+    writer = courier()
+    assert writer.fetch(first)["ok"] is True
+    writer.close()
+    assert b'"digests":{}' in entry_files(cache_dir)[0].read_bytes()
+    probe = courier()
+    assert probe.fetch(other, integrity=sri("sha512", body), cachePolicy="cacheOnly")["error"]["code"] == "not_cached"
+    probe.close()
+
+    # When a process serves it from disk for its own URL with a digest
+    c = courier()
+    assert c.fetch(first, integrity=sri("sha512", body))["source"] == "disk"
+
+    # Then the digest the read proved is recorded with the entry, and the
+    # next process finds the body by it for another URL
+    deadline = time.monotonic() + 10
+    while b'"sha512"' not in entry_files(cache_dir)[0].read_bytes():
+        assert time.monotonic() < deadline, "the digest was not recorded"
+        time.sleep(0.01)
+    c.close()
+    d = courier()
+    found = d.fetch(other, integrity=sri("sha512", body), body="base64")
+    assert found["source"] == "disk" and base64.b64decode(found["base64"]) == body, found
+    assert origin.hits("/res/later-copy") == 0
+
+
+def test_a_stored_body_is_not_served_by_its_recorded_digest_alone(courier, origin, cache_dir):
+    # Given a body stored with its digest, whose body file another process
+    # then rewrote to other bytes of the same length, fixing the entry's
+    # checksum but not the digest it records
+    body, forged = pattern(4096, "genuine"), pattern(4096, "forgery")
+    first = origin.set_resource("genuine", body, LONG)
+    other = origin.set_resource("genuine-copy", body, LONG)
+    writer = courier()
+    assert writer.fetch(first, integrity=sri("sha256", body))["ok"] is True
+    writer.close()
+    entry = entry_files(cache_dir)[0]
+    data = entry.read_bytes()
+    magic, version, metadata_length, length, metadata_sum, _, body_id = HEADER.unpack_from(data)
+    body_file = cache_dir / "http" / f"{entry.name}.{body_id:016x}"
+    body_file.unlink()
+    body_file.write_bytes(forged)
+    entry.write_bytes(HEADER.pack(magic, version, metadata_length, length, metadata_sum,
+                                  xxhash.xxh3_64_intdigest(forged), body_id) + data[HEADER.size:])
+
+    # When another URL is asked for with the true digest
+    c = courier()
+    outcome = c.fetch(other, integrity=sri("sha256", body), body="base64")
+
+    # Then the forged body is not served: the origin is asked
+    assert outcome["ok"] is True and outcome["source"] == "network", outcome
+    assert base64.b64decode(outcome["base64"]) == body
+    assert origin.hits("/res/genuine-copy") == 1
 
 
 # ------------------------------------------------------------------ bad input
