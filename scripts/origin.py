@@ -1687,3 +1687,104 @@ def _dispatch_with_tampered(self: _Handler) -> None:
 
 
 _Handler._dispatch = _dispatch_with_tampered  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------
+# Bodies corrupted in flight, for tests of retrying `integrity_mismatch`:
+#
+# /corrupt-once/KEY?size=N&flip=K&times=T&cut=M&seed=S
+#     pattern(N, S) (S defaulting to KEY) with a strong ETag "KEY" and
+#     Accept-Ranges; honours `Range: bytes=A-` when If-Range is absent or
+#     names that ETag. The first T requests for KEY (default 1) have byte K
+#     (default N/2) inverted, when it lies in what they send; with `cut`,
+#     the first request sends at most M bytes of its body and closes the
+#     connection cleanly (a body shorter than its Content-Length); with
+#     `hold=1` the first request waits for Origin.release("corrupt-once/KEY")
+#     before it is answered (Origin.wait_held("corrupt-once/KEY") waits for
+#     it to arrive).
+#
+# Origin.corrupt_log(KEY) lists each request for it, oldest first:
+# {"range": <Range or None>, "if_range": <If-Range or None>, "status": S,
+#  "corrupt": <whether the inverted byte was sent>}.
+
+
+def _corrupt_requests(self: Origin) -> dict:
+    with self._lock:
+        return self.__dict__.setdefault("_corrupt_requests", {})
+
+
+def _corrupt_log(self: Origin, key: str) -> list:
+    with self._lock:
+        return [dict(entry) for entry in self.__dict__.get("_corrupt_requests", {}).get(key, [])]
+
+
+Origin.corrupt_log = _corrupt_log  # type: ignore[attr-defined]
+
+
+def _corrupt_once(self: _Handler, key: str) -> None:
+    size = self._int("size", 100_000)
+    if not 1 <= size <= 1 << 30:
+        raise ValueError("size must be within 1..2^30")
+    flip = self._int("flip", size // 2)
+    if not 0 <= flip < size:
+        raise ValueError("flip must be within 0..N-1")
+    requests = _corrupt_requests(self.origin)
+    with self.origin._lock:
+        log = requests.setdefault(key, [])
+        index = len(log)
+        entry = {"range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
+                 "status": None, "corrupt": False}
+        log.append(entry)
+    if index == 0 and self.q.get("hold") == "1":
+        holds = _holds(self.origin)
+        with holds.changed:
+            holds.started[f"corrupt-once/{key}"] = holds.started.get(f"corrupt-once/{key}", 0) + 1
+            holds.changed.notify_all()
+            stopping = self.origin._stopping
+            holds.changed.wait_for(lambda: f"corrupt-once/{key}" in holds.released or stopping.is_set(), 60)
+    body = bytearray(pattern(size, self.q.get("seed", key)))
+    etag = f'"{key}"'
+    asked = _asked_range(self.headers.get("Range"), size)
+    if asked is not None and self.headers.get("If-Range") not in (None, etag):
+        asked = None
+    first, last = asked if asked is not None else (0, size - 1)
+    corrupt = index < self._int("times", 1) and first <= flip <= last
+    if corrupt:
+        body[flip] ^= 0xFF
+    piece = bytes(body[first:last + 1])
+    headers = [("Content-Type", "application/octet-stream"), ("ETag", etag), ("Accept-Ranges", "bytes"),
+               ("Content-Length", str(len(piece)))]
+    status = 200
+    if asked is not None:
+        status = 206
+        headers.append(("Content-Range", f"bytes {first}-{last}/{size}"))
+    limit = min(len(piece), self._int("cut", len(piece))) if index == 0 else len(piece)
+    with self.origin._lock:
+        entry["status"], entry["corrupt"] = status, corrupt and flip - first < limit
+    self._start(status, headers)
+    self._stream(piece[:limit])
+    if limit < len(piece):
+        self.wfile.flush()
+        self.close_connection = True
+
+
+_dispatch_without_corrupt_once = _Handler._dispatch
+
+
+def _dispatch_with_corrupt_once(self: _Handler) -> None:
+    parts = urlsplit(self.path)
+    prefix = "/corrupt-once/"
+    if not parts.path.startswith(prefix) or len(parts.path) == len(prefix) or self.origin._resource(parts.path):
+        _dispatch_without_corrupt_once(self)
+        return
+    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    self.origin._record(parts.path, self.path, self.headers)
+    try:
+        _corrupt_once(self, parts.path[len(prefix):])
+    except ValueError as exc:
+        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+
+_Handler._dispatch = _dispatch_with_corrupt_once  # type: ignore[method-assign]
+
+# End of the bodies corrupted in flight block.

@@ -6,14 +6,17 @@ private func request(
     _ url: String = "http://origin/a", headers: [(name: String, value: String)] = [], slot: String? = nil,
     priority: Priority = .normal, cachePolicy: CachePolicy = .default, body: BodyKind = .none,
     destination: String? = nil, maxBytes: Int64? = nil, timeout: Double = 60, wait: Bool = false, retries: Int = 3,
-    mirrors: [String] = [], maxRate: Int64? = nil
+    mirrors: [String] = [], maxRate: Int64? = nil, integrity: Integrity? = nil
 ) -> DownloadRequest {
     DownloadRequest(
         url: url, scheme: String(url.prefix { $0 != ":" }), hasUserInfo: false, headers: headers, slot: slot,
         priority: priority, cachePolicy: cachePolicy, accept: nil, body: body, textEncoding: nil, destination: destination,
         maxBytes: maxBytes, timeout: timeout, cacheKey: nil, wait: wait, retries: retries, mirrors: mirrors,
-        maxRate: maxRate)
+        integrity: integrity, maxRate: maxRate)
 }
+
+private let sha256 = try! Integrity(parsing: "sha256-" + String(repeating: "A", count: 43) + "=")
+private let sha512 = try! Integrity(parsing: "sha512-" + String(repeating: "A", count: 86) + "==")
 
 private func response(_ status: Int = 200, length: Int64? = nil) -> ResponseHead {
     ResponseHead(status: status, headers: length.map { [("content-length", String($0))] } ?? [])
@@ -132,24 +135,30 @@ private struct Harness {
         _ = take()
     }
 
-    /// Delivers every pending order: a success for each receipt, or the
-    /// transfer's failure.
-    mutating func deliverAll() {
+    /// Delivers every pending order: a success for each receipt, except an
+    /// `integrity_mismatch` for those in `mismatching`, from `source`; or
+    /// the transfer's failure.
+    mutating func deliverAll(mismatching: Set<String> = [], source: OutcomeSource = .network) {
         let orders = delivering
         delivering = []
         for order in orders {
             guard order.result.failure == nil else {
                 let failures = Delivery.failures(of: order.result, for: order.receipts.map(\.request))
-                scheduler.delivered(zip(order.receipts, failures).map { ($0.0.id, $0.1) }, now: now)
+                scheduler.delivered(zip(order.receipts, failures).map { ($0.0.id, $0.1) }, of: order, now: now)
                 _ = take()
                 continue
             }
             let outcomes = order.receipts.map { receipt -> (receipt: String, outcome: Outcome) in
                 var outcome = Outcome(url: receipt.request.url)
                 outcome.size = order.result.size
+                outcome.source = source
+                if mismatching.contains(receipt.id) {
+                    outcome.error = TransferFailure(
+                        code: .integrityMismatch, message: "mismatch", expected: receipt.request.integrity?.expected, actual: "sha256-x")
+                }
                 return (receipt.id, outcome)
             }
-            scheduler.delivered(outcomes, now: now)
+            scheduler.delivered(outcomes, of: order, now: now)
             _ = take()
         }
     }
@@ -196,6 +205,9 @@ private struct Harness {
 
     /// The URL each started transfer asked, in order.
     var startedURLs: [String] { log.compactMap { if case .start(let order) = $0 { order.url } else { nil } } }
+
+    /// What bound views were told, in order.
+    var views: [ViewNotice] { log.compactMap { if case .notify(.view(let notice)) = $0 { notice } else { nil } } }
 
     func finishedCount(_ receipt: String) -> Int { finished.filter { $0.receipt == receipt }.count }
 
@@ -962,18 +974,104 @@ private struct Harness {
         #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
     }
 
-    @Test func anIntegrityMismatchIsRetriedOncePerTask() {
+    @Test func aBodyThatFailsItsIntegrityOnceIsFetchedAgainThenFailsAtOnce() throws {
+        // Given a download with integrity, and a view bound to its task
         var h = Harness()
-        let a = h.download(request())
-        h.fail("t1", .integrityMismatch, response: response())
-        #expect(h.retrying.map(\.error.code) == [.integrityMismatch])
+        let a = h.download(request(integrity: sha256))
+        _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "spinner", to: .task(a.task), kind: .animating, waiter: w) }
+        // When its body from the network does not match
+        h.complete("t1")
+        h.deliverAll(mismatching: [a.receipt])
+        // Then it does not finish: it waits for attempt 2, told why, the view still animating
+        #expect(h.finished.isEmpty)
+        #expect(h.retrying.map(\.attempt) == [2] && h.retrying.map(\.error.code) == [.integrityMismatch])
+        #expect(h.retrying.first?.receipts == [a.receipt] && h.retrying.first?.delay == 1)
+        #expect(h.state(of: a.receipt) == "retrying" && h.wakes == [1])
+        #expect(h.views.last == .animating(view: "spinner", animating: true))
+        // When attempt 2's body does not match either
         h.tick(at: 1)
-        h.fail("t1", .network, response: response())
+        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
+        h.complete("t1")
+        h.deliverAll(mismatching: [a.receipt])
+        // Then it fails at once, after 2 attempts, and the view stops
+        #expect(h.retrying.count == 1)
+        #expect(h.outcome(a.receipt)?.error?.code == .integrityMismatch && h.outcome(a.receipt)?.attempts == 2)
+        #expect(h.views.last == .animating(view: "spinner", animating: false))
+        #expect(h.scheduler.tasks.isEmpty && h.indicator.isEmpty && h.scheduler.running == 0)
+    }
+
+    @Test func aSecondMismatchFailsAtOnceEvenAfterOtherRetries() {
+        var h = Harness()
+        let a = h.download(request(integrity: sha256))
+        h.complete("t1")
+        h.deliverAll(mismatching: [a.receipt])
+        h.tick(at: 1)
+        h.fail("t1", .network)
         h.tick(at: h.wakes.last!)
-        h.fail("t1", .integrityMismatch, response: response())
-        h.deliverAll()
-        #expect(h.retrying.count == 2)
+        h.complete("t1")
+        h.deliverAll(mismatching: [a.receipt])
+        #expect(h.retrying.map(\.error.code) == [.integrityMismatch, .network])
         #expect(h.outcome(a.receipt)?.error?.code == .integrityMismatch && h.outcome(a.receipt)?.attempts == 3)
+    }
+
+    @Test func onlyTheReceiptsABodyFailedWaitForTheNextAttempt() {
+        // Given three receipts of one task: one whose digest the body
+        // matches, one it does not, and one without integrity
+        var h = Harness()
+        let good = h.download(request(integrity: sha256))
+        let bad = h.download(request(integrity: sha512))
+        let plain = h.download(request())
+        #expect(Set([good.task, bad.task, plain.task]) == ["t1"])
+        // When the body is delivered
+        h.complete("t1")
+        h.deliverAll(mismatching: [bad.receipt])
+        // Then those it suits finish, and only the other waits, on the same task
+        #expect(h.outcome(good.receipt)?.ok == true && h.outcome(plain.receipt)?.ok == true)
+        #expect(h.finishedCount(bad.receipt) == 0 && h.retrying.first?.receipts == [bad.receipt])
+        #expect(h.retrying.first?.task == "t1")
+        // And a new receipt for the same request joins the waiting task
+        let joining = h.download(request())
+        #expect(joining.task == "t1" && joining.admission == .joined)
+        h.tick(at: 1)
+        h.complete("t1")
+        h.deliverAll()
+        #expect(h.outcome(bad.receipt)?.ok == true && h.outcome(bad.receipt)?.attempts == 2)
+        #expect(h.outcome(joining.receipt)?.ok == true && h.outcome(joining.receipt)?.attempts == 1)
+    }
+
+    @Test func aMismatchIsNotRetriedWithoutRetriesOrForAStoredBody() {
+        var h = Harness()
+        let none = h.download(request(retries: 0, integrity: sha256))
+        h.complete("t1")
+        h.deliverAll(mismatching: [none.receipt])
+        #expect(h.outcome(none.receipt)?.error?.code == .integrityMismatch && h.retrying.isEmpty)
+        let revalidated = h.download(request("http://origin/b", integrity: sha256))
+        h.complete("t2")
+        h.deliverAll(mismatching: [revalidated.receipt], source: .revalidated)
+        #expect(h.outcome(revalidated.receipt)?.error?.code == .integrityMismatch && h.retrying.isEmpty)
+    }
+
+    @Test func aMismatchDeliveredAfterShutdownEndsWithIt() {
+        var h = Harness()
+        let a = h.download(request(integrity: sha256))
+        h.complete("t1")
+        h.scheduler.shutdown(now: 1)
+        _ = h.take()
+        h.deliverAll(mismatching: [a.receipt])
+        #expect(h.outcome(a.receipt)?.error?.code == .integrityMismatch && h.retrying.isEmpty)
+        #expect(h.scheduler.tasks.isEmpty && h.wakes.isEmpty)
+    }
+
+    @Test func boundViewsHearThatATaskWithIntegrityFinishedOnceItsBodyIsChecked() throws {
+        var h = Harness()
+        let a = h.download(request(integrity: sha256))
+        _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "bar", to: .task(a.task), kind: .progress, waiter: w) }
+        h.complete("t1")
+        #expect(h.views.last == .progress(view: "bar", received: 10, expected: 10))
+        h.deliverAll()
+        #expect(h.views.last == .progress(view: "bar", received: 10, expected: 10))
+        #expect(h.outcome(a.receipt)?.ok == true)
+        #expect(h.scheduler.bindings.views(boundTo: "t1").isEmpty)
     }
 
     // MARK: mirrors

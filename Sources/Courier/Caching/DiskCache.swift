@@ -82,6 +82,11 @@ final class DiskCache: Sendable {
     let durable: Bool
     let orphanAge: TimeInterval
     private let state = Locked(State())
+    /// The keys of entries by their bodies' recorded digests: filled by the
+    /// first sweep from every entry's metadata, and kept by this process's
+    /// writes, reads and removals. Entries other processes write later are
+    /// found when this process reads them by key.
+    private let index = Locked(DigestIndex())
     /// Left once the first sweep, which `init` starts, has counted the
     /// directory.
     private let firstSweep = DispatchGroup()
@@ -112,7 +117,7 @@ final class DiskCache: Sendable {
         state.withLock { $0.sweeping = true }
         firstSweep.enter()
         firstSweepQueue.async { [self] in
-            sweep(claimed: true)
+            sweep(claimed: true, indexing: true)
             firstSweep.leave()
         }
     }
@@ -157,6 +162,15 @@ final class DiskCache: Sendable {
         guard let opened = open(key) else { return nil }
         defer { opened.close() }
         return visit(opened.entry, BodyLoader { [self] limit, algorithm in loadBody(opened, inMemoryUpTo: limit, digesting: algorithm) })
+    }
+
+    /// The keys of entries recorded with a body whose digest by `algorithm`
+    /// is `digest`, the most recently recorded first: a hint, which the
+    /// entry read by its key confirms or not (see `DigestIndex`). Waits for
+    /// the first sweep, which indexes the entries already there.
+    func keys(withDigest digest: [UInt8], _ algorithm: HashAlgorithm) -> [String] {
+        waitForFirstSweep()
+        return index.withLock { $0.keys(algorithm, digest) }
     }
 
     /// Loads an opened entry's body: `load(limit)` gives the bytes when the
@@ -266,10 +280,26 @@ final class DiskCache: Sendable {
             body: .existing(id: header.bodyID, length: header.bodyLength, checksum: header.bodyChecksum)) != nil
     }
 
+    /// Adds `digests`, taken from the body file `body` as it was read and
+    /// checked, to the record of `key`'s entry, when that entry still names
+    /// that body file (a body id names one write's body); its metadata is
+    /// otherwise kept as it is now.
+    func record(_ digests: BodyDigests, key: String, body: String) {
+        guard let opened = open(key) else { return }
+        opened.close()
+        guard opened.entry.bodyPath.isExactly(body) else { return }
+        var response = opened.entry.response
+        response.digests = response.digests.merging(digests)
+        guard response.digests != opened.entry.response.digests else { return }
+        let header = opened.header
+        _ = write(key: key, response: response, body: .existing(id: header.bodyID, length: header.bodyLength, checksum: header.bodyChecksum))
+    }
+
     @discardableResult
     func remove(key: String) -> Bool {
         waitForFirstSweep()
         let name = Self.entryName(for: key)
+        index.withLock { $0.remove(key: key) }
         guard let found = peek(name), directory.remove(name) else { return false }
         forget(found.entrySize + removeBody(of: name, found.header))
         return true
@@ -287,6 +317,7 @@ final class DiskCache: Sendable {
             state.usage = 0
             state.count = 0
         }
+        index.withLock { $0.removeAll() }
         sweep()
     }
 
@@ -302,8 +333,9 @@ final class DiskCache: Sendable {
     }
 
     /// Sweeps as `sweep` does; `claimed` when the caller has set `sweeping`
-    /// already.
-    private func sweep(claimed alreadyClaimed: Bool) {
+    /// already. `indexing` (the first sweep) also reads every entry's
+    /// metadata for the digests it records.
+    private func sweep(claimed alreadyClaimed: Bool, indexing: Bool = false) {
         let claimed = alreadyClaimed || state.withLock { state in
             defer { state.sweeping = true }
             return !state.sweeping
@@ -319,10 +351,13 @@ final class DiskCache: Sendable {
         }
         var entries: [String: (size: Int64, used: Int64)] = [:]
         var bodies: [String: [Body]] = [:]
+        var records: [String: (key: String, digests: BodyDigests)] = [:]
         directory.forEachName { name in
             guard let info = directory.status(of: name), info.st_mode & S_IFMT == S_IFREG else { return }
             if Self.isEntryName(name[...]) {
-                entries[String(decoding: name, as: UTF8.self)] = (Int64(info.st_size), CacheFileIO.modified(info))
+                let entryName = String(decoding: name, as: UTF8.self)
+                entries[entryName] = (Int64(info.st_size), CacheFileIO.modified(info))
+                if indexing, let record = digestRecord(of: entryName) { records[entryName] = record }
             } else if let entry = Self.bodyEntryName(name) {
                 bodies[entry, default: []].append(
                     Body(name: String(decoding: name, as: UTF8.self), size: Int64(info.st_size), changed: CacheFileIO.changed(info)))
@@ -354,9 +389,15 @@ final class DiskCache: Sendable {
             let target = Int64(Double(capacity) * Self.sweepTarget)
             for (name, entry) in entries.sorted(by: { $0.value.used < $1.value.used }) where total > target {
                 guard directory.remove(name) || errno == ENOENT else { continue }
+                records[name] = nil
                 for body in bodies[name] ?? [] { directory.remove(body.name) }
                 total -= costs[name] ?? entry.size
                 remaining -= 1
+            }
+        }
+        if !records.isEmpty {
+            index.withLock { index in
+                for record in records.values { index.record(key: record.key, digests: record.digests) }
             }
         }
         state.withLock { state in
@@ -436,6 +477,7 @@ final class DiskCache: Sendable {
             if replaced.header?.bodyID != placed.id { freed += removeBody(of: name, replaced.header) }
         }
         if durable { fsync(directory.fd) }
+        index.withLock { $0.record(key: key, digests: response.digests) }
         let needsSweep = state.withLock { state in
             state.usage += header.fileLength + placed.added - freed
             if replaced == nil { state.count += 1 }
@@ -508,7 +550,10 @@ final class DiskCache: Sendable {
     /// result.
     private func open(_ key: String) -> Opened? {
         let name = Self.entryName(for: key)
-        guard let (fd, info) = directory.openFile(name) else { return nil }
+        guard let (fd, info) = directory.openFile(name) else {
+            index.withLock { $0.remove(key: key) }
+            return nil
+        }
         let size = Int64(info.st_size)
         let bytes = size <= DiskCacheEntry.headerLength + DiskCacheEntry.metadataLimit
             ? CacheFileIO.read(fd, count: Int(size), at: 0) : nil
@@ -543,11 +588,31 @@ final class DiskCache: Sendable {
         let entry = DiskCacheEntry(
             key: key, response: response, bodyLength: header.bodyLength, path: directory.path(of: name),
             bodyPath: directory.path(of: bodyName))
+        index.withLock { $0.record(key: key, digests: response.digests) }
         return Opened(entryFD: fd, bodyFD: bodyFD, entry: entry, header: header, bodyName: bodyName)
+    }
+
+    /// The key and digests the entry file `name` records, when its header
+    /// and metadata are intact, it is the file its key names and it records
+    /// a digest; nothing is deleted (a reader does that).
+    private func digestRecord(of name: String) -> (key: String, digests: BodyDigests)? {
+        guard let (fd, info) = directory.openFile(name) else { return nil }
+        defer { close(fd) }
+        let size = Int64(info.st_size)
+        guard size <= DiskCacheEntry.headerLength + DiskCacheEntry.metadataLimit,
+            let bytes = CacheFileIO.read(fd, count: Int(size), at: 0), let header = DiskCacheEntry.Header(bytes[...]),
+            header.fileLength == size
+        else { return nil }
+        let metadata = Array(bytes[DiskCacheEntry.headerLength...])
+        guard XXH3.hash(metadata) == header.metadataChecksum, let (key, response) = DiskCacheEntry.parseMetadata(metadata),
+            !response.digests.isEmpty, Self.entryName(for: key).isExactly(name)
+        else { return nil }
+        return (key, response.digests)
     }
 
     /// Deletes an entry whose body failed its check.
     private func discard(_ opened: Opened) {
+        index.withLock { $0.remove(key: opened.entry.key) }
         removeIfSame(opened.entryFD, name: Self.entryName(for: opened.entry.key), header: opened.header)
     }
 

@@ -27,8 +27,9 @@ import JSON
 /// `[name, value]`), `vary` (an object), `requestTime`, `responseTime`,
 /// `storedAt` in seconds since 1970, and `digests`, an object from `sha256`,
 /// `sha384` or `sha512` to the body's digest in base64, for the algorithms
-/// taken when it was stored (absent from entries written before digests
-/// were kept). A pair of files is an entry only if the
+/// taken when it was stored or when a read proved it since (absent from
+/// entries written before digests were kept); `DiskCache` indexes entries
+/// by them for content addressing. A pair of files is an entry only if the
 /// entry file's size is exactly header + metadata length, the metadata's
 /// checksum matches, the body file is a regular file of exactly the body
 /// length, and (checked whenever the body is read) the body's checksum

@@ -1,4 +1,5 @@
 import Curl
+import Dispatch
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
@@ -62,6 +63,8 @@ final class ResponseCache: Sendable {
     let memory: MemoryCache
     let disk: DiskCache?
     private let counters = Locked(Counters())
+    /// Writes the digests reads of stored bodies took into their entries.
+    private let recorder = DispatchQueue(label: "courier.cache.digests", qos: .utility)
     private let logger: Logger
 
     /// The disk tier lives in `root`'s `http` directory; without it (a cache
@@ -143,8 +146,17 @@ final class ResponseCache: Sendable {
     /// What the caches can do for `request` under its cache policy. For a
     /// request with `integrity`, a stored body is served only when it
     /// matches, and one whose recorded digest does not match is neither
-    /// served nor revalidated: the origin is asked instead.
+    /// served nor revalidated; when what is stored under its URL cannot be
+    /// served as it is, any stored body with its digest is
+    /// (`lookup(content:)`); else the origin is asked.
     func lookup(_ request: DownloadRequest, now: Date = Date()) -> Lookup {
+        let found = lookup(url: request, now: now)
+        if case .hit = found { return found }
+        return lookup(content: request).map(Lookup.hit) ?? found
+    }
+
+    /// What is stored under `request`'s own key, as `lookup` uses it.
+    private func lookup(url request: DownloadRequest, now: Date) -> Lookup {
         guard request.cachePolicy != .reload, Self.applies(to: request) else { return .miss }
         let key = Self.key(for: request)
         let anyAge = request.cachePolicy == .cacheElseLoad || request.cachePolicy == .cacheOnly
@@ -185,12 +197,56 @@ final class ResponseCache: Sendable {
                 if case .bytes(let bytes) = loaded.body {
                     memory.set(MemoryCache.Entry(response: response, body: bytes), for: key)
                 }
+                recordDigests(loaded.digests, of: entry, key: key)
                 if let integrity, integrity.mismatch(in: loaded.digests) != nil { return nil }
                 return (loaded.body, response)
             }, tier: .disk)
         }
         if let fromDisk, let found = fromDisk { return found }
         return .miss
+    }
+
+    /// A stored body whose digest is one `request`'s `integrity` gives,
+    /// whatever URL it was stored under (content addressing), for a request
+    /// the cache applies to and whose policy is not `reload`: the body of a
+    /// stored `200`, fresh or not (the digest, not the URL, says what the
+    /// client wants), found through the disk tier's digest index and
+    /// served from the memory tier when it holds it. A hint the index gives
+    /// is followed only when the entry's own record has the digest, and the
+    /// body is served only when its bytes hash to it: those the memory tier
+    /// holds by the digest taken from them, those read from the disk as
+    /// they are read.
+    func lookup(content request: DownloadRequest) -> Hit? {
+        guard let integrity = request.integrity, request.cachePolicy != .reload, Self.applies(to: request), let disk
+        else { return nil }
+        let algorithm = integrity.algorithm
+        for digest in integrity.digests {
+            for key in disk.keys(withDigest: digest, algorithm) {
+                if let entry = memory.get(key), entry.response.status == 200, entry.response.digests[algorithm] == digest,
+                    let bytes = body(of: entry, key: key, matching: integrity)
+                {
+                    return Hit(key: key, response: entry.response, body: .bytes(bytes), tier: .memory)
+                }
+                let hit = disk.withEntry(key: key) { entry, load -> Hit? in
+                    guard entry.response.status == 200, entry.response.digests[algorithm] == digest,
+                        let loaded = load(Int64(memoryEntryLimit), digesting: algorithm), loaded.digests[algorithm] == digest
+                    else { return nil }
+                    return Hit(key: key, response: entry.response, body: loaded.body, tier: .disk)
+                }
+                if let hit = hit ?? nil { return hit }
+            }
+        }
+        return nil
+    }
+
+    /// Records with `key`'s disk entry the digests a read of its body took
+    /// that its record lacks, so that content addressing finds it by them
+    /// without hashing it again: on `recorder`, so no lookup waits on the
+    /// write.
+    private func recordDigests(_ taken: BodyDigests, of entry: DiskCacheEntry, key: String) {
+        guard let disk, !taken.algorithms.isSubset(of: entry.response.digests.algorithms) else { return }
+        let body = entry.bodyPath
+        recorder.async { disk.record(taken, key: key, body: body) }
     }
 
     /// Stores a fresh network response under `keys`; returns the body when

@@ -465,7 +465,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             outcomes = Delivery.failures(of: result, for: order.receipts.map(\.request))
         }
         let finished = zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }
-        step { scheduler, now in scheduler.delivered(finished, now: now) }
+        step { scheduler, now in scheduler.delivered(finished, of: order, now: now) }
     }
 
     private func delivery(

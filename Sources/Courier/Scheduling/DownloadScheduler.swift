@@ -86,6 +86,10 @@ struct DownloadScheduler<Waiter> {
     private var counter = 0
     private(set) var isShutDown = false
     private(set) var bindings = ViewBindings()
+    /// Tasks whose body is complete and is being checked against their
+    /// receipts' `integrity`: their bound views hear that they finished
+    /// once it is known that no receipt waits for another attempt.
+    private var verifying: Set<String> = []
     private var actions: [SchedulerAction<Waiter>] = []
     /// The random factor of each wait before a retry, in 0.5...1.
     private let random: @Sendable () -> Double
@@ -429,7 +433,9 @@ struct DownloadScheduler<Waiter> {
         if result.failure == nil, task.received != task.lastProgressReceived { emitProgress(transfer.task, now: now) }
         for id in task.receipts { receipts[id]?.phase = .completing }
         let claimed = task.receipts.compactMap { id in receipts[id].map { (id: id, request: $0.request) } }
-        detach(transfer.task, completed: result.failure == nil, now: now)
+        let checksIntegrity = result.failure == nil && task.revalidation == nil && claimed.contains { $0.request.integrity != nil }
+        if checksIntegrity { verifying.insert(transfer.task) }
+        detach(transfer.task, completed: result.failure == nil, keepingViews: checksIntegrity, now: now)
         pump(now: now)
         actions.append(
             .deliver(DeliveryOrder(id: transfer, request: task.request, revalidation: task.revalidation, receipts: claimed, result: result)))
@@ -438,6 +444,65 @@ struct DownloadScheduler<Waiter> {
     /// The outcomes of receipts whose task ended or a cache tier answered.
     mutating func delivered(_ outcomes: [(receipt: String, outcome: Outcome)], now: Double) {
         for (id, outcome) in outcomes { finish(id, outcome, now: now) }
+    }
+
+    /// The outcomes of the receipts of `order`, a finished transfer. A
+    /// receipt that the body from the network failed with
+    /// `integrity_mismatch` for the first time (a body corrupted in flight)
+    /// does not finish when the retry policy lets it wait: with the others
+    /// the body failed, it waits on the task, which keeps its id and fetches
+    /// the body anew for them alone (a complete body is never kept to be
+    /// continued). Every other receipt finishes. Views bound to the task
+    /// hear that it finished only when no receipt waits.
+    mutating func delivered(_ outcomes: [(receipt: String, outcome: Outcome)], of order: DeliveryOrder, now: Double) {
+        var plan = RetryPlan()
+        var failure: TransferFailure?
+        let random = self.random()
+        for (id, outcome) in outcomes {
+            guard !isShutDown, let error = outcome.error, error.code == .integrityMismatch, let receipt = receipts[id],
+                receipt.phase == .completing
+            else { continue }
+            let attempt = AttemptFailure(
+                code: .integrityMismatch, attempt: order.id.attempt, fromNetwork: outcome.source == .network,
+                followsIntegrityMismatch: receipt.hadIntegrityMismatch)
+            let budget = RetryBudget(
+                retries: receipt.request.retries, attempts: receipt.attempts, elapsed: now - (receipt.firstAttemptAt ?? now))
+            if case .retry(let delay) = settings.retry.decision(after: attempt, budget: budget, random: random) {
+                plan.delay = delay
+                plan.waiting.append(id)
+                failure = failure ?? error
+            }
+        }
+        let waiting = Set(plan.waiting)
+        for (id, outcome) in outcomes where !waiting.contains(id) { finish(id, outcome, now: now) }
+        if let failure {
+            waitAgain(order, plan, after: failure, now: now)
+        } else if verifying.remove(order.id.task) != nil {
+            views { $0.taskFinished(task: order.id.task, received: order.result.size, expected: order.result.size) }
+        }
+    }
+
+    /// Receipts of `order` the body failed wait `plan.delay` seconds on
+    /// its task, brought back under its id for another attempt.
+    private mutating func waitAgain(_ order: DeliveryOrder, _ plan: RetryPlan, after failure: TransferFailure, now: Double) {
+        let id = order.id.task
+        var again = TaskRecord(id: id, attempt: order.id.attempt + 1, request: order.request)
+        let until = now + plan.delay
+        again.state = .retrying(until: until)
+        again.lastFailure = (failure, order.result.response)
+        for receiptID in plan.waiting {
+            receipts[receiptID]!.phase = .active
+            receipts[receiptID]!.attached = true
+            receipts[receiptID]!.finalProgress = nil
+            receipts[receiptID]!.hadIntegrityMismatch = true
+            again.receipts.append(receiptID)
+        }
+        tasks[id] = again
+        if tasksByKey[again.key] == nil { tasksByKey[again.key] = id }
+        if verifying.remove(id) == nil { views { $0.taskStateChanged(task: id, running: true) } }
+        let notice = RetryNotice(task: id, receipts: again.receipts, attempt: again.attempt, delay: plan.delay, error: failure)
+        actions.append(.notify(.retrying(notice)))
+        actions.append(.wake(at: until))
     }
 
     /// The origin answered a revalidation with a 304 that no stored body
@@ -506,9 +571,7 @@ struct DownloadScheduler<Waiter> {
         _ id: String, after failure: TransferFailure, status: Int?, retryAfter: Int64? = nil, now: Double
     ) -> RetryPlan {
         let task = tasks[id]!
-        let attempt = AttemptFailure(
-            code: failure.code, httpStatus: status, attempt: task.attempt, retryAfter: retryAfter,
-            followsIntegrityMismatch: task.hadIntegrityMismatch)
+        let attempt = AttemptFailure(code: failure.code, httpStatus: status, attempt: task.attempt, retryAfter: retryAfter)
         var plan = RetryPlan()
         guard RetryPolicy.isTransient(attempt) else {
             plan.ending = task.receipts.map { ($0, nil) }
@@ -545,7 +608,6 @@ struct DownloadScheduler<Waiter> {
         tasks[id]!.state = .retrying(until: until)
         tasks[id]!.progressDueAt = nil
         tasks[id]!.lastFailure = (failure, response)
-        if failure.code == .integrityMismatch { tasks[id]!.hadIntegrityMismatch = true }
         running -= 1
         actions.append(.stop(failed, discardBody: false))
         actions.append(.transferStopped(task: id))
@@ -682,22 +744,25 @@ struct DownloadScheduler<Waiter> {
 
     /// Removes a task from every map and stops its transfer; `completed`
     /// when its body is complete and about to be delivered. Its receipts
-    /// keep its final figures.
-    private mutating func detach(_ id: String, completed: Bool, now: Double) {
+    /// keep its final figures. Its bound views hear that it finished unless
+    /// `keepingViews` (its delivery tells them).
+    private mutating func detach(_ id: String, completed: Bool, keepingViews: Bool = false, now: Double) {
         guard let task = tasks.removeValue(forKey: id) else { return }
         let figures = task.progress(now: now)
         for receipt in task.receipts where receipts[receipt] != nil {
             receipts[receipt]!.attached = false
             receipts[receipt]!.finalProgress = figures
         }
-        if task.state == .running { views { $0.taskStateChanged(task: id, running: false) } }
+        if task.state == .running, !keepingViews { views { $0.taskStateChanged(task: id, running: false) } }
         if task.started {
             running -= 1
             if !completed { actions.append(.stop(task.transferID, discardBody: true)) }
         }
         if tasksByKey[task.key] == id { tasksByKey[task.key] = nil }
         actions.append(.transferStopped(task: id))
-        views { $0.taskFinished(task: id, received: completed ? task.received : nil, expected: completed ? task.received : nil) }
+        if !keepingViews {
+            views { $0.taskFinished(task: id, received: completed ? task.received : nil, expected: completed ? task.received : nil) }
+        }
     }
 
     /// Ends the receipts a transfer can no longer satisfy and says whether

@@ -79,8 +79,6 @@ struct TaskRecord: Sendable {
     /// How the last attempt failed, while the next one waits: a receipt
     /// past `--retry-max-time` when it would start ends with it.
     var lastFailure: (failure: TransferFailure, response: ResponseHead?)?
-    /// An attempt has failed `integrity_mismatch`: another one is not retried.
-    var hadIntegrityMismatch = false
     /// The URL the attempt under way asks.
     var attemptURL: String?
     /// Bytes per second its started transfer was told it may take: the
@@ -170,6 +168,9 @@ struct ReceiptRecord<Waiter> {
     /// The URL of its last attempt: a failed outcome without a response
     /// names it as `finalUrl`.
     var attemptURL: String?
+    /// A body from the network failed its `integrity`: another that does
+    /// is not retried.
+    var hadIntegrityMismatch = false
 
     /// An attempt asking `url` began for it.
     mutating func countAttempt(url: String, now: Double) {
