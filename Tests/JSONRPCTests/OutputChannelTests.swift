@@ -175,7 +175,9 @@ struct OutputChannelTests {
         // When what was held is enqueued, releasing its room
         let held = message("held", size: 16 << 10)
         channel.enqueue(estimate: held.count, releasingHeld: 16 << 10, wake: true) { held }
-        #expect(channel.queuedBytes == 76 << 10)
+        // (the woken writer may already have put one slice into the pipe,
+        // all its 4 KiB capacity takes)
+        #expect(((76 << 10) - 4096...(76 << 10)).contains(channel.queuedBytes))
         #expect(channel.hold(16 << 10, within: 16 << 10))
         #expect(!channel.hold(1, within: 16 << 10))
 
