@@ -310,7 +310,7 @@ def measure(binary: str, runs: int, size: int, cut: int, work: str,
 # ---------------------------------------------------------------- report
 
 NAMES = {
-    "curl": "curl --retry 20 --retry-all-errors -C -",
+    "curl": "curl --retry 20 --retry-all-errors --retry-delay 1 -C -",
     "curl-rerun": "curl -C -, run again after each failure",
     "aria2c": "aria2c -c --max-tries 20 --retry-wait 0",
     "courier": "courier --retries 20 --retry-delay 0",
