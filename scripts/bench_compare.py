@@ -21,6 +21,10 @@ outputs and the cache directory are on --dir, a tmpfs by default):
 - memory-cache hits pipelined by one client, against the transport's own
   messages per second (an unknown method, -32601) through the same client
   (scripts/bench_cache.py's measurements).
+- W6: one 256 MiB file (--w6-size) from an origin that closes every
+  connection cleanly after 32 MiB of body (--w6-cut), against curl and
+  aria2c with retries and resume; time, bytes the origin sent, and whether
+  the output is right (scripts/bench_flaky.py).
 
 curl runs as `curl --parallel --parallel-max P -K config` (one process, one
 transfer per URL and output), aria2c as `aria2c -j P -x 1 -s 1 -i list`;
@@ -46,7 +50,8 @@ process's ru_maxrss from wait4.
 
     scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
         [--dir /dev/shm] [--disk-dir /var/tmp] [--markdown FILE] [--json FILE]
-        [--only w1,w1disk,w2,w3,w7,startup,cache] [--startup-baseline PATH]
+        [--only w1,w1disk,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
+        [--w6-size 256MiB] [--w6-cut 32MiB]
 """
 
 from __future__ import annotations
@@ -85,6 +90,9 @@ W7_COUNT, W7_SIZE, W7_RATE = 4, 8 << 20, 8 << 20
 W7_SECONDS = W7_COUNT * W7_SIZE / W7_RATE
 WORKLOADS = ("w1", "w1disk", "w1nocache", "w2", "w3", "w7", "startup", "cache")
 DEFAULT_WORKLOADS = WORKLOADS
+# W6, a flaky link: scripts/bench_flaky.py.
+WORKLOADS += ("w6",)
+DEFAULT_WORKLOADS += ("w6",)
 
 
 def parse_size(text: str) -> int:
@@ -562,6 +570,10 @@ def main(argv: list[str] | None = None) -> int:
                                        f"(default: {','.join(DEFAULT_WORKLOADS)})")
     parser.add_argument("--client", choices=("pipe", "python"), default="pipe",
                         help="how courier is driven for W1-W3 (default: a raw pipe writer)")
+    # W6, a flaky link.
+    parser.add_argument("--w6-size", type=parse_size, default=256 << 20, help="W6's one file (default 256MiB)")
+    parser.add_argument("--w6-cut", type=parse_size, default=32 << 20,
+                        help="W6: body bytes the origin sends on a connection before it closes it (default 32MiB)")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     parser.add_argument("--json", metavar="FILE", help="also write every run's figures as JSON to FILE")
     args = parser.parse_args(argv)
@@ -580,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{tool} is not installed (scripts/bench installs it)")
 
     cache_cpu = ""
+    w6_detail: list[list[str]] = []
     load_before = os.getloadavg()
     started_at = datetime.datetime.now(datetime.timezone.utc)
     P1, P2 = 8, 4
@@ -674,6 +687,12 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
         if "cache" in only:
             cache_cpu = cache_figures(binary, args.runs, args.cache_count, root, rows)
+        # W6, a flaky link.
+        if "w6" in only:
+            import bench_flaky
+            w6_results = bench_flaky.measure(binary, args.runs, args.w6_size, args.w6_cut, root)
+            rows.update(bench_flaky.rows(w6_results, args.w6_size, args.w6_cut))
+            w6_detail = bench_flaky.detail(w6_results, args.w6_size, args.w6_cut)
     finally:
         if nginx is not None:
             nginx.stop()
@@ -699,6 +718,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({binary}, commit {commit}); courier driven by a {args.client} client")
     if cache_cpu:
         print(cache_cpu)
+    if w6_detail:
+        print()
+        print(render_text(w6_detail))
 
     if args.markdown:
         text = [
@@ -718,6 +740,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if cache_cpu:
             text += [cache_cpu, ""]
+        if w6_detail:
+            text += [render_markdown(w6_detail), ""]
         Path(args.markdown).write_text("\n".join(text), encoding="utf-8")
         print(f"wrote {args.markdown}")
     if args.json:
