@@ -42,9 +42,10 @@ struct GetCommand: ParsableCommand {
             output directory is on the cache directory's file system, and the same command run again \
             asks only for the rest (Range with If-Range), never splicing two versions. Transient \
             failures (timeouts, resets, HTTP 408, 429, 500, 502, 503, 504) are retried --retries \
-            times (curl's --retry is read too) after a doubling wait, continuing the body; a \
-            Retry-After longer than --retry-max-delay fails at once. A waiting download shows 'retry \
-            1/3 in 0.5 s' on its line. --integrity (SRI) or --checksum (aria2c's TYPE=HEX) names \
+            times (curl's --retry is read too) after a doubling wait, continuing the body (an attempt \
+            that moves the body on gives the download its retries again); a Retry-After longer than \
+            --retry-max-delay fails at once. A waiting download shows 'retry 1/3 in 0.5 s' on its \
+            line. --integrity (SRI) or --checksum (aria2c's TYPE=HEX) names \
             what the body must hash to: a body that does not match fails integrity_mismatch, \
             printing both digests, and is not saved.
 

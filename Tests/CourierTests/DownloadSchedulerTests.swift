@@ -123,15 +123,18 @@ private struct Harness {
         return count
     }
 
-    /// Runs `task`'s transfer to its end: headers, `bytes` of body, success.
-    mutating func complete(_ task: String, bytes: Int64 = 10) {
+    /// Runs `task`'s transfer to its end: headers, `bytes` of body, success;
+    /// `resumedFrom`: the byte the attempt continued a kept body from.
+    mutating func complete(_ task: String, bytes: Int64 = 10, resumedFrom: Int64? = nil) {
         guard let id = transfers[task] else {
             Issue.record("\(task) has no transfer")
             return
         }
         _ = scheduler.responseArrived(id, response(length: bytes), now: now)
         _ = scheduler.dataArrived(id, received: bytes, expected: bytes, now: now)
-        scheduler.transferEnded(id, TransferResult(response: response(length: bytes), size: bytes, bodyPath: "/body-\(task)"), now: now)
+        let result = TransferResult(
+            response: response(length: bytes), size: bytes, bodyPath: "/body-\(task)", resumedFrom: resumedFrom)
+        scheduler.transferEnded(id, result, now: now)
         _ = take()
     }
 
@@ -163,14 +166,16 @@ private struct Harness {
         }
     }
 
-    /// Ends `task`'s transfer with `code`, before or after its response.
-    mutating func fail(_ task: String, _ code: OutcomeErrorCode, response: ResponseHead? = nil) {
+    /// Ends `task`'s transfer with `code`, before or after its response;
+    /// `resumedFrom`: the byte the attempt continued a kept body from.
+    mutating func fail(_ task: String, _ code: OutcomeErrorCode, response: ResponseHead? = nil, resumedFrom: Int64? = nil) {
         guard let id = transfers[task] else {
             Issue.record("\(task) has no transfer")
             return
         }
         let failure = TransferFailure(code: code, message: "\(code)")
-        scheduler.transferEnded(id, TransferResult(response: response, size: 0, bodyPath: nil, failure: failure), now: now)
+        scheduler.transferEnded(
+            id, TransferResult(response: response, size: 0, bodyPath: nil, failure: failure, resumedFrom: resumedFrom), now: now)
         _ = take()
     }
 
@@ -860,6 +865,78 @@ private struct Harness {
         #expect(h.scheduler.tasks.isEmpty && h.scheduler.running == 0)
     }
 
+    @Test func aLinkCutMoreOftenThanTheRetriesFinishesWhileEachAttemptMovesTheBodyOn() {
+        // Given a download with 3 retries whose attempts are each cut short
+        // after continuing the body from further than the one before
+        var h = Harness()
+        let a = h.download(request(retries: 3))
+        h.fail("t1", .network, response: response())
+        for attempt in 2...7 {
+            h.tick(at: h.wakes.last!)
+            h.fail("t1", .network, response: response(206), resumedFrom: Int64(attempt - 1) * 100)
+        }
+        // When attempt 8 completes
+        h.tick(at: h.wakes.last!)
+        h.complete("t1")
+        h.deliverAll()
+        // Then every attempt was retried after the first wait, and all 8 are counted
+        #expect(h.retrying.map(\.attempt) == Array(2...8))
+        #expect(h.retrying.map(\.delay) == Array(repeating: 1, count: 7))
+        #expect(h.outcome(a.receipt)?.ok == true && h.outcome(a.receipt)?.attempts == 8)
+    }
+
+    @Test func attemptsThatContinueFromNoFurtherSpendTheBudget() {
+        // Given a download with 3 retries whose attempt 2 continued 100 bytes
+        var h = Harness()
+        let a = h.download(request(retries: 3))
+        h.fail("t1", .network, response: response())
+        h.tick(at: h.wakes.last!)
+        h.fail("t1", .network, response: response(206), resumedFrom: 100)
+        // When the attempts after it continue from the same byte, or start anew
+        for resumedFrom in [100, nil, 100] as [Int64?] {
+            h.tick(at: h.wakes.last!)
+            h.fail("t1", .network, response: response(resumedFrom == nil ? 200 : 206), resumedFrom: resumedFrom)
+        }
+        h.deliverAll()
+        // Then the budget counts from attempt 2, doubling, and ends after 3 more
+        #expect(h.retrying.map(\.delay) == [1, 1, 2, 4])
+        #expect(h.outcome(a.receipt)?.error?.code == .network && h.outcome(a.receipt)?.attempts == 5)
+    }
+
+    @Test func aBodyThatStartsAnewEachTimeFailsAfterItsRetries() {
+        var h = Harness()
+        let a = h.download(request(retries: 3))
+        for _ in 1...4 {
+            if let wake = h.wakes.last { h.tick(at: wake) }
+            h.fail("t1", .network, response: response())
+        }
+        h.deliverAll()
+        #expect(h.retrying.map(\.delay) == [1, 2, 4])
+        #expect(h.outcome(a.receipt)?.error?.code == .network && h.outcome(a.receipt)?.attempts == 4)
+    }
+
+    @Test func theMaxTimeCountsFromTheLastAttemptThatContinuedFurther() {
+        // Given a download whose attempt 1 ran from 0 to 50, and attempt 2,
+        // which continued its body, from 51 to 100
+        var h = Harness(retry: RetryPolicy(delay: 1, maxDelay: 30, maxTime: 60))
+        let a = h.download(request(retries: 3))
+        h.now = 50
+        h.fail("t1", .network, response: response())
+        h.tick(at: 51)
+        h.now = 100
+        h.fail("t1", .network, response: response(206), resumedFrom: 100)
+        // Then it waits: 100 s after attempt 1 began, but 49 s after attempt 2, which continued the body
+        #expect(h.retrying.map(\.attempt) == [2, 3] && h.finished.isEmpty)
+        // When attempt 3 continues from no further and fails 61 s after attempt 2 began
+        h.tick(at: 101)
+        h.now = 112
+        h.fail("t1", .network, response: response(206), resumedFrom: 100)
+        h.deliverAll()
+        // Then no attempt starts after the max time
+        #expect(h.retrying.count == 2)
+        #expect(h.outcome(a.receipt)?.error?.code == .network && h.outcome(a.receipt)?.attempts == 3)
+    }
+
     @Test func retriesZeroTurnsRetryingOff() {
         var h = Harness()
         let a = h.download(request(retries: 0))
@@ -1012,6 +1089,24 @@ private struct Harness {
         h.deliverAll(mismatching: [a.receipt])
         #expect(h.retrying.map(\.error.code) == [.integrityMismatch, .network])
         #expect(h.outcome(a.receipt)?.error?.code == .integrityMismatch && h.outcome(a.receipt)?.attempts == 3)
+    }
+
+    @Test func aContinuedBodyThatFailsItsIntegrityCountsFromTheAttemptThatContinuedIt() {
+        // Given a download with 1 retry whose attempt 1 was cut short
+        var h = Harness()
+        let a = h.download(request(retries: 1, integrity: sha256))
+        h.fail("t1", .network, response: response())
+        // When attempt 2 continues its body and completes it, and the body does not match
+        h.tick(at: h.wakes.last!)
+        h.complete("t1", bytes: 300, resumedFrom: 100)
+        h.deliverAll(mismatching: [a.receipt])
+        // Then it is fetched once more, after the first wait
+        #expect(h.retrying.map(\.error.code) == [.network, .integrityMismatch])
+        #expect(h.retrying.map(\.delay) == [1, 1] && h.finishedCount(a.receipt) == 0)
+        h.tick(at: h.wakes.last!)
+        h.complete("t1", bytes: 300)
+        h.deliverAll()
+        #expect(h.outcome(a.receipt)?.ok == true && h.outcome(a.receipt)?.attempts == 3)
     }
 
     @Test func onlyTheReceiptsABodyFailedWaitForTheNextAttempt() {

@@ -3,10 +3,8 @@ import Testing
 
 @testable import Courier
 
-private func failure(
-    _ code: OutcomeErrorCode, status: Int? = nil, attempt: Int = 1, retryAfter: Int64? = nil
-) -> AttemptFailure {
-    AttemptFailure(code: code, httpStatus: status, attempt: attempt, retryAfter: retryAfter)
+private func failure(_ code: OutcomeErrorCode, status: Int? = nil, retryAfter: Int64? = nil) -> AttemptFailure {
+    AttemptFailure(code: code, httpStatus: status, retryAfter: retryAfter)
 }
 
 private func budget(retries: Int = 3, attempts: Int = 1, elapsed: Double = 0) -> RetryBudget {
@@ -66,7 +64,7 @@ private func budget(retries: Int = 3, attempts: Int = 1, elapsed: Double = 0) ->
     // MARK: decisions
 
     @Test func aTransientFailureWithinTheBudgetWaits() {
-        #expect(policy.decision(after: failure(.network, attempt: 2), budget: budget(attempts: 2), random: 1) == .retry(after: 1))
+        #expect(policy.decision(after: failure(.network), budget: budget(attempts: 2), random: 1) == .retry(after: 1))
     }
 
     @Test func aFailureThatIsNotTransientEndsAtOnce() {
@@ -78,14 +76,14 @@ private func budget(retries: Int = 3, attempts: Int = 1, elapsed: Double = 0) ->
 
     @Test func theBudgetCountsAttemptsAfterTheFirst() {
         #expect(policy.decision(after: failure(.timeout), budget: budget(retries: 0), random: 1) == .fail(retryAfter: nil))
-        #expect(policy.decision(after: failure(.timeout, attempt: 3), budget: budget(retries: 2, attempts: 2), random: 1) != .fail(retryAfter: nil))
-        #expect(policy.decision(after: failure(.timeout, attempt: 3), budget: budget(retries: 2, attempts: 3), random: 1) == .fail(retryAfter: nil))
+        #expect(policy.decision(after: failure(.timeout), budget: budget(retries: 2, attempts: 2), random: 1) != .fail(retryAfter: nil))
+        #expect(policy.decision(after: failure(.timeout), budget: budget(retries: 2, attempts: 3), random: 1) == .fail(retryAfter: nil))
     }
 
     @Test func retryAfterIsAFloorOnTheWait() {
         let asked = failure(.httpStatus, status: 503, retryAfter: 7)
         #expect(policy.decision(after: asked, budget: budget(), random: 1) == .retry(after: 7))
-        let shorter = failure(.httpStatus, status: 503, attempt: 4, retryAfter: 1)
+        let shorter = failure(.httpStatus, status: 503, retryAfter: 1)
         #expect(policy.decision(after: shorter, budget: budget(retries: 5, attempts: 4), random: 1) == .retry(after: 4))
     }
 
@@ -103,10 +101,73 @@ private func budget(retries: Int = 3, attempts: Int = 1, elapsed: Double = 0) ->
         let asked = failure(.httpStatus, status: 503, retryAfter: 11)
         #expect(policy.decision(after: asked, budget: budget(elapsed: 50), random: 1) == .fail(retryAfter: 11))
         #expect(policy.decision(after: asked, budget: budget(elapsed: 49), random: 1) == .retry(after: 11))
-        let backedOff = failure(.timeout, attempt: 6)
+        let backedOff = failure(.timeout)
         #expect(policy.decision(after: backedOff, budget: budget(retries: 9, attempts: 6, elapsed: 45), random: 1) == .fail(retryAfter: nil))
         let noTime = RetryPolicy(delay: 0, maxDelay: 30, maxTime: 0)
         #expect(noTime.decision(after: failure(.network), budget: budget(elapsed: 0.001), random: 1) == .fail(retryAfter: nil))
+    }
+
+    // MARK: the budget's window
+
+    @Test func withoutAContinuationTheBudgetCountsFromTheFirstAttempt() {
+        var window = RetryWindow()
+        for (began, offset) in [(0.0, nil), (5, 0), (10, nil)] as [(Double, Int64?)] {
+            window.attemptBegan(now: began)
+            window.attemptContinued(from: offset)
+        }
+        #expect(window.budget(retries: 3, now: 12) == budget(retries: 3, attempts: 3, elapsed: 12))
+        #expect(window.furthestResume == 0)
+    }
+
+    @Test func anAttemptThatContinuesFurtherStartsTheBudgetAgain() {
+        // Given an attempt from 0 that kept 100 bytes, and one that continued from them
+        var window = RetryWindow()
+        window.attemptBegan(now: 0)
+        window.attemptContinued(from: nil)
+        window.attemptBegan(now: 50)
+        window.attemptContinued(from: 100)
+        // Then the budget counts from the second: attempts, wait and time
+        #expect(window.budget(retries: 3, now: 70) == budget(retries: 3, attempts: 1, elapsed: 20))
+        #expect(policy.decision(after: failure(.network), budget: window.budget(retries: 3, now: 70), random: 1) == .retry(after: 0.5))
+        // When later attempts continue from no further (the same byte, a body started anew, an earlier byte)
+        for (began, offset) in [(71.0, 100), (72, nil), (73, 40)] as [(Double, Int64?)] {
+            window.attemptBegan(now: began)
+            window.attemptContinued(from: offset)
+        }
+        // Then they count against it
+        #expect(window.budget(retries: 3, now: 74) == budget(retries: 3, attempts: 4, elapsed: 24))
+        #expect(policy.decision(after: failure(.network), budget: window.budget(retries: 3, now: 74), random: 1) == .fail(retryAfter: nil))
+        // When one continues from further than any before, it starts it again
+        window.attemptBegan(now: 80)
+        window.attemptContinued(from: 101)
+        #expect(window.budget(retries: 3, now: 81) == budget(retries: 3, attempts: 1, elapsed: 1))
+        #expect(window.furthestResume == 101)
+    }
+
+    @Test func aBodyCutAgainAndAgainFinishesWithOneRetryAndNoLongerWait() {
+        // Given a body of 1000 bytes whose every attempt is cut after 7 bytes more, and 1 retry
+        var window = RetryWindow()
+        var kept: Int64 = 0
+        var attempts = 0
+        var now = 0.0
+        var waits: Set<Double> = []
+        while true {
+            attempts += 1
+            window.attemptBegan(now: now)
+            window.attemptContinued(from: kept > 0 ? kept : nil)
+            kept = min(kept + 7, 1000)
+            now += 1
+            if kept == 1000 { break }
+            // Then every attempt is retried after the first wait, well within the max time
+            guard case .retry(let wait) = policy.decision(after: failure(.network), budget: window.budget(retries: 1, now: now), random: 1)
+            else {
+                Issue.record("attempt \(attempts) was not retried")
+                return
+            }
+            waits.insert(wait)
+            now += wait
+        }
+        #expect(attempts == 143 && waits == [0.5])
     }
 
     // MARK: Retry-After

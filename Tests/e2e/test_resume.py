@@ -143,9 +143,6 @@ def test_a_retried_attempt_continues_from_the_bytes_kept(courier, origin, cache_
     assert kept_rows(cache_dir) == [] and partial_files(cache_dir) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the retry budget (`retries`, and the backoff's doubling) counts every "
-                   "attempt, also those that moved a resumed body on: RetryBudget.attempts is the receipt's "
-                   "attempts in all (DownloadScheduler.retryPlan), so a link cut more often than `retries` fails")
 def test_a_link_cut_more_often_than_the_retries_finishes_while_each_attempt_moves_the_body_on(
         courier, origin, cache_dir):
     # Given a resource whose every response ends cleanly after 256 KiB of
@@ -165,6 +162,28 @@ def test_a_link_cut_more_often_than_the_retries_finishes_while_each_attempt_move
     assert outcome["ok"] and outcome["attempts"] == 8 and outcome["resumedFrom"] == 7 * cut, outcome
     with open(outcome["path"], "rb") as delivered:
         assert delivered.read() == origin.ranged_body("every-cut", size)
+
+
+@pytest.mark.parametrize("name, query, ranges", [
+    ("cut-plain", "validator=none", [None] * 4),
+    ("cut-ignoring", "ranges=ignore", [None] + [f"bytes={MIB // 4}-"] * 3),
+])
+def test_a_cut_body_that_never_continues_still_fails_after_its_retries(courier, origin, cache_dir, name, query, ranges):
+    # Given a resource whose every response ends cleanly after 256 KiB of
+    # body, and which cannot be continued: it has no validator, or its
+    # origin answers every Range with the whole body
+    session = courier("--retry-delay", "0.01")
+    url = origin.url(f"/ranged/{name}?size={2 * MIB}&cut={MIB // 4}&cuts=8&{query}")
+
+    # When it is downloaded with the default 3 retries
+    outcome = session.fetch(url)
+
+    # Then every attempt started anew, and the fourth was the last
+    log = origin.ranged_log(name)
+    assert [entry["range"] for entry in log] == ranges, log
+    assert [entry["status"] for entry in log] == [200] * 4
+    assert not outcome["ok"] and outcome["error"]["code"] == "network" and outcome["attempts"] == 4, outcome
+    assert "resumedFrom" not in outcome
 
 
 def test_a_retry_after_a_wrong_answer_to_a_range_starts_anew(courier, origin, cache_dir):

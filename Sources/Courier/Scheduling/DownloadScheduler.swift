@@ -412,6 +412,7 @@ struct DownloadScheduler<Waiter> {
             return
         }
         if task.state == .running, let failure = result.failure {
+            attemptContinued(transfer.task, from: result.resumedFrom)
             let plan = retryPlan(transfer.task, after: failure, status: result.response?.status, now: now)
             if !plan.waiting.isEmpty {
                 let ending = Set(plan.ending.map(\.receipt))
@@ -463,12 +464,12 @@ struct DownloadScheduler<Waiter> {
                 receipt.phase == .completing
             else { continue }
             let attempt = AttemptFailure(
-                code: .integrityMismatch, attempt: order.id.attempt, fromNetwork: outcome.source == .network,
+                code: .integrityMismatch, fromNetwork: outcome.source == .network,
                 followsIntegrityMismatch: receipt.hadIntegrityMismatch)
-            let budget = RetryBudget(
-                retries: receipt.request.retries, attempts: receipt.attempts, elapsed: now - (receipt.firstAttemptAt ?? now))
+            receipts[id]!.retryWindow.attemptContinued(from: order.result.resumedFrom)
+            let budget = receipts[id]!.retryWindow.budget(retries: receipt.request.retries, now: now)
             if case .retry(let delay) = settings.retry.decision(after: attempt, budget: budget, random: random) {
-                plan.delay = delay
+                plan.delay = max(plan.delay, delay)
                 plan.waiting.append(id)
                 failure = failure ?? error
             }
@@ -560,7 +561,8 @@ struct DownloadScheduler<Waiter> {
     /// What the retry policy makes of a failed attempt of task `id` for each
     /// of its receipts.
     private struct RetryPlan {
-        /// The wait before the next attempt, the same for every receipt.
+        /// The wait before the next attempt: the longest any waiting receipt
+        /// asks (the one whose budget has counted the most attempts).
         var delay = 0.0
         var waiting: [String] = []
         /// Receipts that end now, each with the `Retry-After` its outcome names.
@@ -571,7 +573,7 @@ struct DownloadScheduler<Waiter> {
         _ id: String, after failure: TransferFailure, status: Int?, retryAfter: Int64? = nil, now: Double
     ) -> RetryPlan {
         let task = tasks[id]!
-        let attempt = AttemptFailure(code: failure.code, httpStatus: status, attempt: task.attempt, retryAfter: retryAfter)
+        let attempt = AttemptFailure(code: failure.code, httpStatus: status, retryAfter: retryAfter)
         var plan = RetryPlan()
         guard RetryPolicy.isTransient(attempt) else {
             plan.ending = task.receipts.map { ($0, nil) }
@@ -580,11 +582,10 @@ struct DownloadScheduler<Waiter> {
         let random = self.random()
         for receiptID in task.receipts {
             guard let receipt = receipts[receiptID] else { continue }
-            let budget = RetryBudget(
-                retries: receipt.request.retries, attempts: receipt.attempts, elapsed: now - (receipt.firstAttemptAt ?? now))
+            let budget = receipt.retryWindow.budget(retries: receipt.request.retries, now: now)
             switch settings.retry.decision(after: attempt, budget: budget, random: random) {
             case .retry(let delay):
-                plan.delay = delay
+                plan.delay = max(plan.delay, delay)
                 plan.waiting.append(receiptID)
             case .fail(let retryAfter):
                 plan.ending.append((receiptID, retryAfter))
@@ -619,6 +620,16 @@ struct DownloadScheduler<Waiter> {
         pump(now: now)
     }
 
+    /// Task `id`'s attempt that failed continued the kept body from byte
+    /// `offset` (nil when it did not continue one): each of its receipts'
+    /// retry budget starts again with it when that is further than any of
+    /// their attempts before.
+    private mutating func attemptContinued(_ id: String, from offset: Int64?) {
+        for receiptID in tasks[id]!.receipts where receipts[receiptID] != nil {
+            receipts[receiptID]!.retryWindow.attemptContinued(from: offset)
+        }
+    }
+
     /// Takes `ending` off task `id`: their outcomes are being prepared from
     /// the task's last figures.
     private mutating func claim(_ ending: Set<String>, of id: String, now: Double) -> [(id: String, request: DownloadRequest)] {
@@ -634,13 +645,13 @@ struct DownloadScheduler<Waiter> {
     }
 
     /// Before a retried task `id` starts again: its receipts past
-    /// `--retry-max-time` end with the last attempt's failure, since no
-    /// attempt starts after it. False when none is left and the task has
-    /// ended.
+    /// `--retry-max-time` (from the first attempt of their budget) end with
+    /// the last attempt's failure, since no attempt starts after it. False
+    /// when none is left and the task has ended.
     private mutating func endExpiredRetries(_ id: String, now: Double) -> Bool {
         guard let (failure, response) = tasks[id]!.lastFailure else { return true }
         let expired = tasks[id]!.receipts.compactMap { receiptID -> (String, Outcome)? in
-            guard let receipt = receipts[receiptID], now - (receipt.firstAttemptAt ?? now) > settings.retry.maxTime else {
+            guard let receipt = receipts[receiptID], receipt.retryWindow.elapsed(now: now) > settings.retry.maxTime else {
                 return nil
             }
             let result = TransferResult(response: response, size: 0, bodyPath: nil, failure: failure)

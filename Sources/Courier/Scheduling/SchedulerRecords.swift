@@ -163,8 +163,10 @@ struct ReceiptRecord<Waiter> {
     var waiters: [(waiter: Waiter, reused: Bool)] = []
     /// Requests to origins made for it: its outcome's `attempts`.
     var attempts = 0
-    /// When its first attempt began (its task's, or the one it joined).
-    var firstAttemptAt: Double?
+    /// What its retry budget counts: its attempts from its first (its
+    /// task's, or the one it joined), or from the last that continued the
+    /// body further than any before.
+    var retryWindow = RetryWindow()
     /// The URL of its last attempt: a failed outcome without a response
     /// names it as `finalUrl`.
     var attemptURL: String?
@@ -175,7 +177,7 @@ struct ReceiptRecord<Waiter> {
     /// An attempt asking `url` began for it.
     mutating func countAttempt(url: String, now: Double) {
         attempts += 1
-        firstAttemptAt = firstAttemptAt ?? now
+        retryWindow.attemptBegan(now: now)
         attemptURL = url
     }
 }
