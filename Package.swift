@@ -128,7 +128,7 @@ package.targets += [
 if Context.environment["COURIER_FUZZ"] == "1" {
     package.targets += [
         .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
-        .executableTarget(name: "FuzzCacheDirectory", dependencies: ["CFuzzDriver", "Courier"], path: "Fuzz/FuzzCacheDirectory"),
+        .executableTarget(name: "FuzzCacheDirectory", dependencies: ["CFuzzDriver", "Courier", "SQLite"], path: "Fuzz/FuzzCacheDirectory"),
         .executableTarget(name: "FuzzCodec", dependencies: ["CFuzzDriver", "JSON"], path: "Fuzz/FuzzCodec"),
         .executableTarget(
             name: "FuzzDispatcher",
@@ -136,7 +136,7 @@ if Context.environment["COURIER_FUZZ"] == "1" {
             path: "Fuzz/FuzzDispatcher"
         ),
         .executableTarget(name: "FuzzFramer", dependencies: ["CFuzzDriver", "JSONRPC"], path: "Fuzz/FuzzFramer"),
-        .executableTarget(name: "FuzzHTTP", dependencies: ["CFuzzDriver", "Courier", "JSON"], path: "Fuzz/FuzzHTTP"),
+        .executableTarget(name: "FuzzHTTP", dependencies: ["CFuzzDriver", "Courier", "JSON", "SQLite"], path: "Fuzz/FuzzHTTP"),
     ]
 }
 

@@ -1,6 +1,7 @@
 import CFuzzDriver
 import Foundation
 @testable import Courier
+import SQLite
 
 /// A libFuzzer harness for what courier reads from its cache directory,
 /// which anyone may have written; the first byte picks one. It works in a
@@ -12,9 +13,9 @@ import Foundation
 /// - journal lines: a partial record courier takes names an absolute
 ///   directory and a partial file name of the journal's pid, and writes back
 ///   as the same line; an owner name it takes has a pid within `Int32`;
-/// - a disk entry written from the input, its body file as long as the
-///   entry claims (sparse), one byte longer, a FIFO, a link, a directory or
-///   missing: a body is handed out only when it has the length claimed,
+/// - a disk tier row written from the input, its body inline or its body
+///   file as long as the row claims (sparse), one byte longer, a FIFO, a
+///   link, a directory or missing: a body is handed out only when it has the length claimed,
 ///   within the capacity's share, and is held in memory only within the
 ///   bound the caller gives;
 /// - a journal written from the input, swept: the dead owner's bodies in
@@ -102,33 +103,35 @@ private struct Sandbox: @unchecked Sendable {
     }()
 }
 
-/// `[flags][body length, 8 bytes little-endian][memory bound exponent][metadata]`:
-/// an entry file for the key `k` with that metadata and claimed length, and
-/// a body file the flags choose.
+/// `[flags][body length, 8 bytes little-endian][memory bound exponent][head]`:
+/// a row of `responses` for the key `k` with that head and claimed length,
+/// its body inline or in a body file the flags choose.
 private func entry(_ bytes: [UInt8]) {
     guard bytes.count >= 10 else { return }
     let sandbox = Sandbox.shared
     let flags = bytes[0]
     let claimed = bytes[1..<9].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
     let limit = Int64(1) << (Int64(bytes[9]) % 24)
-    let metadata = Array(bytes[10...])
-    let zeros = claimed <= 1 << 20 ? XXH3.hash([UInt8](repeating: 0, count: Int(claimed))) : 0
-    var header = DiskCacheEntry.magic
-    func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { header += $0 } }
-    append(DiskCacheEntry.version)
-    append(UInt32(truncatingIfNeeded: metadata.count))
-    append(claimed)
-    append(flags & 1 == 0 ? XXH3.hash(metadata) : UInt64(flags))
-    append(flags & 2 == 0 ? zeros : UInt64(flags))
-    append(UInt64(7))
-    let entryName = DiskCache.entryName(for: "k")
-    let bodyName = DiskCacheEntry.bodyName(entryName: entryName, bodyID: 7)
+    let head = Array(bytes[10...])
+    let zeros = claimed <= 1 << 20 ? [UInt8](repeating: 0, count: Int(claimed)) : []
+    let checksum = flags & 2 == 0 ? XXH3.hash(zeros) : UInt64(flags)
+    let inline: SQLiteValue = flags & 1 == 0 ? .null : .blob(zeros)
+    let file: SQLiteValue = flags & 1 == 0 ? .integer(7) : .null
+    let bodyName = ResponseStore.fileName(7)
     let http = sandbox.disk.directory
     defer {
-        http.remove(entryName)
+        sandbox.disk.remove(key: "k")
         http.removeTree(bodyName)
     }
-    guard write(header + metadata, to: http.path(of: entryName)) else { return }
+    let inserted = sandbox.root.database.use { database throws(SQLiteError) in
+        try database.run(
+            """
+            INSERT OR REPLACE INTO responses (key, used, size, body_length, body_checksum, body_file, head, body)
+            VALUES (x'6b', 1, 1, ?, ?, ?, ?, ?)
+            """,
+            [.integer(Int64(bitPattern: claimed)), .integer(Int64(bitPattern: checksum)), file, .blob(head), inline])
+    }
+    guard inserted != nil else { fatalError("cannot write the sandbox's database") }
     let body = http.path(of: bodyName)
     switch (flags >> 2) % 6 {
     case 0: _ = truncate(body, length: claimed)

@@ -2,6 +2,7 @@ import CFuzzDriver
 import Foundation
 import JSON
 @testable import Courier
+import SQLite
 
 /// A libFuzzer harness for the response path's pure parsers; the first byte
 /// picks one. Properties besides not crashing:
@@ -30,7 +31,7 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
     let text = String(decoding: bytes, as: UTF8.self)
     switch data[0] % 5 {
-    case 0: entryHeader(bytes)
+    case 0: entryRow(bytes)
     case 1: metadata(bytes)
     case 2: date(text)
     case 3: cacheControl(text)
@@ -39,14 +40,29 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-private func entryHeader(_ bytes: [UInt8]) {
-    var padded = DiskCacheEntry.magic + [UInt8(DiskCacheEntry.version), 0, 0, 0] + bytes
-    if bytes.first.map({ $0 & 1 == 0 }) ?? true { padded = bytes }
-    let header = Array(padded.prefix(DiskCacheEntry.headerLength))
-    guard let parsed = DiskCacheEntry.Header(header[...]) else { return }
-    guard parsed.bytes == header else { fatalError("header \(header) wrote back as \(parsed.bytes)") }
-    guard parsed.fileLength >= Int64(DiskCacheEntry.headerLength), parsed.bodyLength >= 0 else {
-        fatalError("negative length in \(header)")
+/// A row of the disk tier's table, its six columns of types and values the
+/// input picks: taken only when within the ranges `ResponseStore.Row` names.
+private func entryRow(_ bytes: [UInt8]) {
+    guard bytes.count >= 26 else { return }
+    func integer(_ offset: Int) -> Int64 {
+        bytes[offset..<(offset + 8)].withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(as: Int64.self)) }
+    }
+    let rest = Array(bytes[26...])
+    let kinds = bytes[0]
+    let file: SQLiteValue = kinds & 1 == 0 ? .null : .integer(integer(18))
+    let body: SQLiteValue = kinds & 2 == 0 ? .null : (kinds & 4 == 0 ? .blob(rest) : .text("x"))
+    let head: SQLiteValue = kinds & 8 == 0 ? .blob(rest) : .integer(1)
+    let maximum: Int64 = 1 << 20
+    let values: [SQLiteValue] = [.integer(integer(1)), head, .integer(integer(9)), .integer(Int64(bytes[17])), file, body]
+    guard let row = ResponseStore.Row(values, maximumBodyLength: maximum) else { return }
+    guard (0...maximum).contains(row.bodyLength) else { fatalError("a row of \(row.bodyLength) bytes taken") }
+    switch row.body {
+    case .inline(let inline):
+        guard Int64(inline.count) == row.bodyLength, inline.count <= ResponseStore.inlineLimit else {
+            fatalError("an inline body of \(inline.count) bytes for \(row.bodyLength)")
+        }
+    case .file:
+        guard row.bodyLength > Int64(ResponseStore.inlineLimit) else { fatalError("a body file for \(row.bodyLength) bytes") }
     }
 }
 

@@ -5,13 +5,8 @@ import Foundation
 
 extension DiskCache {
     /// A disk tier in `<cacheDirectory>/http`, for a test.
-    convenience init(
-        cacheDirectory: String, capacity: Int64, durable: Bool = false, orphanAge: TimeInterval = DiskCache.defaultOrphanAge,
-        firstSweepQueue: DispatchQueue = .global(qos: .utility)
-    ) throws {
-        try self.init(
-            root: CacheRoot(testing: cacheDirectory), capacity: capacity, durable: durable, orphanAge: orphanAge,
-            firstSweepQueue: firstSweepQueue)
+    convenience init(cacheDirectory: String, capacity: Int64) throws {
+        try self.init(root: CacheRoot(testing: cacheDirectory), capacity: capacity)
     }
 
     /// The entry for `key` and its verified body, read whole; now the most
@@ -33,9 +28,6 @@ extension DiskCache {
         }
         return found ?? nil
     }
-
-    /// The path of `key`'s entry file.
-    func filePath(for key: String) -> String { directory.path(of: DiskCache.entryName(for: key)) }
 }
 
 extension CachedBody {

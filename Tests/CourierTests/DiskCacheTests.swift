@@ -3,6 +3,7 @@ import Testing
 
 @testable import Courier
 import Locking
+import SQLite
 
 @Suite(.timeLimit(.minutes(1)))
 struct DiskCacheTests {
@@ -27,14 +28,7 @@ struct DiskCacheTests {
 
     private func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
-    private func pause() { usleep(20_000) }
-
     @Test func hashes() {
-        #expect(DiskCache.entryName(for: "") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(DiskCache.entryName(for: "abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(
-            DiskCache.entryName(for: String(repeating: "a", count: 1000))
-                == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
         #expect(XXH3.hash([]) == 0x2D06_8005_38D3_94C2)
         #expect(XXH3.hash(Array("abc".utf8)) == 0x78AF_5F94_892F_3950)
         // Fed in pieces, the same digest as at once
@@ -62,22 +56,23 @@ struct DiskCacheTests {
             #expect(a.entry.bodyLength == 10_000)
             let b = try #require(cache.lookup(key: "http://o/b"))
             #expect(b.response.url == "http://o/b2")
-            #expect(b.path == cache.path + "/" + DiskCache.entryName(for: "http://o/b"))
-            #expect(b.bodyPath.hasPrefix(b.path + "."))
-            #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: b.bodyPath))) == fileBody)
+            #expect(b.bodyLength == 70_000)
+            #expect(try #require(cache.read(key: "http://o/b")).body == fileBody)
+
+            // And the small body is inline in Cache.db, the large one a file in http/
+            let names = try FileManager.default.contentsOfDirectory(atPath: cache.path)
+            #expect(names.count == 1)
+            #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: cache.path + "/" + names[0]))) == fileBody)
 
             // And a body left in its file is placed in another directory, checked
             let file = try #require(cache.bodyFile(key: "http://o/b"))
             #expect(file.place(in: try DirectoryHandle(opening: directory), as: "copy.bin"))
             #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/copy.bin"))) == fileBody)
 
-            // And usage counts the entry and body files, which a new instance finds again
+            // And usage counts heads and bodies, which a new instance finds again
             #expect(cache.count == 2)
-            let sizes = try [a.entry.path, a.entry.bodyPath, b.path, b.bodyPath].map {
-                try FileManager.default.attributesOfItem(atPath: $0)[.size] as! Int
-            }
-            #expect(sizes.reduce(0, +) == 10_000 + 70_000 + sizes[0] + sizes[2])
-            #expect(cache.usage == Int64(sizes.reduce(0, +)))
+            #expect(cache.usage > 80_000)
+            #expect(cache.usage < 82_000)
             let reopened = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
             #expect((reopened.count, reopened.usage) == (2, cache.usage))
             #expect(reopened.read(key: "http://o/a")?.body == body)
@@ -108,100 +103,103 @@ struct DiskCacheTests {
         }
     }
 
-    @Test func corruptEntriesAreMissesAndRemoved() throws {
+    @Test func damagedRowsAndBodyFilesAreMissesAndRemoved() throws {
         try withDirectory { directory in
             let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
-            let body = bytes(4_000, seed: 5)
-            func fresh(_ key: String) -> String {
-                cache.store(key: key, response: response(), body: body)
-                return cache.filePath(for: key)
+            let database = try CacheRoot(testing: directory).database
+            func sql(_ statement: String, _ parameters: [SQLiteValue] = []) {
+                database.use { database throws(SQLiteError) in try database.run(statement, parameters) }
             }
-            func bodyFile(_ key: String) throws -> String { try #require(cache.lookup(key: key)).bodyPath }
-            func mutate(_ path: String, _ change: (inout [UInt8]) -> Void) throws {
-                var contents = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-                change(&contents)
-                try Data(contents).write(to: URL(fileURLWithPath: path))
-            }
+            func keyBytes(_ key: String) -> SQLiteValue { .blob(Array(key.utf8)) }
 
-            // A truncated entry file: it goes, and the body file its header names
-            let truncated = fresh("truncated")
-            let truncatedBody = try bodyFile("truncated")
-            try mutate(truncated) { $0.removeLast(100) }
-            #expect(cache.read(key: "truncated") == nil)
-            #expect(!exists(truncated))
-            #expect(!exists(truncatedBody))
-
-            // A flipped body byte: lookup checks the body file's length, read its checksum too
-            let flipped = fresh("flipped")
-            let flippedBody = try bodyFile("flipped")
-            try mutate(flippedBody) { $0[$0.count - 10] ^= 0x40 }
+            // A flipped inline body byte: lookup takes the row, a read finds the checksum wrong
+            cache.store(key: "flipped", response: response(), body: bytes(4_000, seed: 5))
+            sql("UPDATE responses SET body = ? WHERE key = ?", [.blob(bytes(3_999, seed: 5) + [0]), keyBytes("flipped")])
             #expect(cache.lookup(key: "flipped") != nil)
             #expect(cache.read(key: "flipped") == nil)
-            #expect(!exists(flipped))
-            #expect(!exists(flippedBody))
+            #expect(cache.lookup(key: "flipped") == nil)
 
-            // The same for a body checked in bounded chunks and left in its file
-            let copied = fresh("copied")
-            let copiedBody = try bodyFile("copied")
-            try mutate(copiedBody) { $0[$0.count - 1] ^= 1 }
-            #expect(cache.lookup(key: "copied") != nil)
-            #expect(cache.bodyFile(key: "copied") == nil)
-            #expect(!exists(copied))
-            #expect(!exists(copiedBody))
+            // A body file changed in place: lookup checks its length, a read its checksum
+            cache.store(key: "file", response: response(), body: bytes(100_000, seed: 5))
+            let name = try #require(FileManager.default.contentsOfDirectory(atPath: cache.path).first)
+            let path = cache.path + "/" + name
+            var contents = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            contents[contents.count - 1] ^= 1
+            try Data(contents).write(to: URL(fileURLWithPath: path))
+            #expect(cache.lookup(key: "file") != nil)
+            #expect(cache.bodyFile(key: "file") == nil)
+            #expect(!exists(path))
+            #expect(cache.lookup(key: "file") == nil)
 
-            // A flipped metadata byte
-            let metadata = fresh("metadata")
-            try mutate(metadata) { $0[DiskCacheEntry.headerLength + 3] ^= 0x01 }
-            #expect(cache.lookup(key: "metadata") == nil)
-            #expect(!exists(metadata))
+            // A body file gone, or cut short
+            cache.store(key: "gone", response: response(), body: bytes(100_000, seed: 6))
+            for name in try FileManager.default.contentsOfDirectory(atPath: cache.path) {
+                try FileManager.default.removeItem(atPath: cache.path + "/" + name)
+            }
+            #expect(cache.lookup(key: "gone") == nil)
 
-            // Garbage, and an empty file
-            let garbage = cache.filePath(for: "garbage")
-            try Data(bytes(3_000, seed: 77)).write(to: URL(fileURLWithPath: garbage))
-            #expect(cache.read(key: "garbage") == nil)
-            #expect(!exists(garbage))
-            let empty = cache.filePath(for: "empty")
-            #expect(FileManager.default.createFile(atPath: empty, contents: nil))
-            #expect(cache.lookup(key: "empty") == nil)
-            #expect(!exists(empty))
+            // A head that is not courier's, a stored key that is another's, impossible lengths
+            for (key, change) in [
+                ("head", "UPDATE responses SET head = x'7b7d' WHERE key = ?"),
+                ("other", "UPDATE responses SET head = (SELECT head FROM responses WHERE key = x'6865') WHERE key = ?"),
+                ("length", "UPDATE responses SET body_length = 1 << 40 WHERE key = ?"),
+                ("negative", "UPDATE responses SET body_length = -1 WHERE key = ?"),
+                ("text", "UPDATE responses SET body = 'x' WHERE key = ?"),
+                ("both", "UPDATE responses SET body_file = 7 WHERE key = ?"),
+            ] {
+                cache.store(key: "he", response: response(), body: bytes(10, seed: 1))
+                cache.store(key: key, response: response(), body: bytes(1_000, seed: 5))
+                sql(change, [keyBytes(key)])
+                #expect(cache.read(key: key) == nil, "\(key)")
+                #expect(cache.lookup(key: key) == nil, "\(key)")
+            }
 
-            // An intact entry under another key's name: its body file is left to the sweep
-            let misplaced = fresh("real")
-            let misplacedBody = try bodyFile("real")
-            try FileManager.default.moveItem(atPath: misplaced, toPath: cache.filePath(for: "other"))
-            #expect(cache.read(key: "other") == nil)
-            #expect(!exists(cache.filePath(for: "other")))
-
-            cache.sweep()
-            #expect((cache.count, cache.usage) == (0, 4_000))
-            #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path) == [(misplacedBody as NSString).lastPathComponent])
-            let sweeper = try DiskCache(cacheDirectory: directory, capacity: 1 << 20, orphanAge: 0)
-            #expect((sweeper.count, sweeper.usage) == (0, 0))
-            #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path).isEmpty)
+            // Then only the row left intact counts
+            #expect(cache.count == 1)
+            #expect(cache.read(key: "he") != nil)
         }
     }
 
-    @Test func evictsLeastRecentlyUsedDownToTheSweepTarget() throws {
+    @Test func bodyFilesNoRowNamesAndEarlierFormatsGoWhenOpened() throws {
         try withDirectory { directory in
-            // Given room for about 7 entries of 1,000-byte bodies (each entry and body ~1,300 bytes)
-            let cache = try DiskCache(cacheDirectory: directory, capacity: 10_000)
+            let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            cache.store(key: "kept", response: response(), body: bytes(100_000, seed: 5))
+            let kept = try FileManager.default.contentsOfDirectory(atPath: cache.path)
+            // Given a body file no row names (a writer died between its link and its commit),
+            // an entry and body file of the earlier format, a temporary file, a directory
+            let stray = ["00000000000000aa", String(repeating: "a", count: 64), String(repeating: "a", count: 64) + ".0000000000000001",
+                ".tmp-1-1", "notes"]
+            for name in stray { #expect(FileManager.default.createFile(atPath: cache.path + "/" + name, contents: Data([1]))) }
+            try FileManager.default.createDirectory(atPath: cache.path + "/sub", withIntermediateDirectories: false)
+
+            // When another instance opens the directory
+            let reopened = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+
+            // Then only the named body file is left, and its entry still reads
+            #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path) == kept)
+            #expect(reopened.read(key: "kept")?.body == bytes(100_000, seed: 5))
+        }
+    }
+
+    @Test func evictsLeastRecentlyUsedDownToTheEvictionTarget() throws {
+        try withDirectory { directory in
+            // Given room for 7 entries of 1,000-byte bodies (each head and body ~1,230 bytes)
+            let cache = try DiskCache(cacheDirectory: directory, capacity: 9_000)
             let keys = (0..<8).map { "http://o/\($0)" }
             for key in keys.prefix(7) {
                 #expect(cache.store(key: key, response: response(key), body: bytes(1_000, seed: 1)))
-                pause()
             }
             let entrySize = cache.usage / 7
-            #expect(cache.usage <= 10_000)
+            #expect(cache.usage <= 9_000)
 
             // When the oldest is read, then an eighth entry goes over the capacity
             #expect(cache.read(key: keys[0]) != nil)
-            pause()
             cache.store(key: keys[7], response: response(keys[7]), body: bytes(1_000, seed: 1))
 
             // Then the least recently used go, oldest first, until usage is at most 80%
-            #expect(cache.usage <= 8_000)
+            #expect(cache.usage <= 7_200)
             let survivors = keys.filter { cache.lookup(key: $0) != nil }
-            let evicted = Int((8 * entrySize - 8_000 + entrySize - 1) / entrySize)
+            let evicted = Int((8 * entrySize - 7_200 + entrySize - 1) / entrySize)
             #expect(survivors == [keys[0]] + Array(keys[(1 + evicted)...]))
             #expect(cache.count == survivors.count)
         }
@@ -219,37 +217,13 @@ struct DiskCacheTests {
             try Data(bytes(10_001, seed: 1)).write(to: URL(fileURLWithPath: source))
             #expect(!cache.store(key: "big", response: response(), bodyFile: source))
             #expect(cache.count == 1)
-            let names = try FileManager.default.contentsOfDirectory(atPath: cache.path).sorted()
-            #expect(names.count == 2)
-            #expect(names.first == DiskCache.entryName(for: "fits"))
-            #expect(names.last?.hasPrefix(DiskCache.entryName(for: "fits") + ".") == true)
-        }
-    }
-
-    @Test func sweepsAbandonedTemporaryFiles() throws {
-        try withDirectory { directory in
-            let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
-            let old = cache.path + "/.tmp-\(getpid())-1000001"
-            let young = cache.path + "/.tmp-\(getpid())-1000002"
-            let stray = cache.path + "/notes.txt"
-            let orphan = cache.path + "/.tmp-2000000000-7"
-            for path in [old, young, stray, orphan] { #expect(FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3]))) }
-            let twoHoursAgo = Date(timeIntervalSinceNow: -7_200)
-            for path in [old, stray] {
-                try FileManager.default.setAttributes([.modificationDate: twoHoursAgo], ofItemAtPath: path)
-            }
-            cache.sweep()
-            #expect(!exists(old))
-            #expect(!exists(stray))
-            #expect(!exists(orphan))
-            #expect(exists(young))
-            #expect(cache.count == 0)
+            #expect(cache.read(key: "fits") != nil)
         }
     }
 
     @Test func concurrentWritersOnOverlappingKeys() throws {
         try withDirectory { directory in
-            // Given two caches on one directory, as two processes would have, small enough to sweep
+            // Given two caches on one directory, as two processes would have, small enough to evict
             let caches = try (0..<2).map { _ in try DiskCache(cacheDirectory: directory, capacity: 400_000) }
             let keys = (0..<12).map { "http://o/shared/\($0)" }
             let bad = Locked(0)
@@ -273,10 +247,11 @@ struct DiskCacheTests {
             }
             #expect(bad.withLock { $0 } == 0)
             #expect(served.withLock { $0 } > 0)
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: caches[0].path).filter { $0.hasPrefix(".") }
-            #expect(leftovers.isEmpty)
-            caches[0].sweep()
+            // And usage stays within the capacity, every body file named by a row
             #expect(caches[0].usage <= 400_000)
+            let files = try FileManager.default.contentsOfDirectory(atPath: caches[0].path)
+            #expect(try DiskCache(cacheDirectory: directory, capacity: 400_000).count == caches[0].count)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: caches[0].path).sorted() == files.sorted())
             for key in keys {
                 if let hit = caches[1].read(key: key) { #expect(Self.isValid(hit.body, key: key)) }
             }

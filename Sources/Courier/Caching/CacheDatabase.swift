@@ -8,9 +8,10 @@ import Logging
 import SQLite
 
 /// `Cache.db` in the cache directory: the SQLite database where courier
-/// keeps what it indexes there (the partial bodies kept for resuming), in
-/// WAL mode so that every courier sharing the directory reads and writes it
-/// at once.
+/// keeps what it indexes there (the disk tier's responses, with their small
+/// bodies inline, and the partial bodies kept for resuming), in WAL mode so
+/// that every courier sharing the directory reads and writes it at once.
+/// One per cache directory and process (`CacheRoot.database`).
 ///
 /// The file is hostile input like everything in the cache directory. It is
 /// opened through the cache directory's real path (resolved from the
@@ -32,9 +33,41 @@ final class CacheDatabase: Sendable {
     /// `PRAGMA application_id` of courier's database: "cour".
     static let applicationID: Int64 = 0x636F_7572
     /// `PRAGMA user_version` of the schema below.
-    static let schemaVersion: Int64 = 1
-    /// Every table of `schemaVersion`.
+    static let schemaVersion: Int64 = 2
+    /// Every table of `schemaVersion`. Version 1 had `partial_bodies` alone;
+    /// a database of it is brought to version 2 by making the others.
+    ///
+    /// `responses` holds the disk tier (see `ResponseStore`): per key, the
+    /// stored head (`DiskCacheEntry`'s metadata), the body's length, XXH3-64
+    /// and recorded digests, and the body itself inline, or the id of its
+    /// body file in `http/`; `used` orders entries by their last use and
+    /// `size` is what an entry counts against the capacity.
+    /// `response_usage` holds the sum of `size` and the count of rows, kept
+    /// in step by every write, so that no write scans the table.
     static let schema = """
+        CREATE TABLE IF NOT EXISTS responses (
+            id INTEGER PRIMARY KEY,
+            key BLOB UNIQUE NOT NULL,
+            used INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            body_length INTEGER NOT NULL,
+            body_checksum INTEGER NOT NULL,
+            body_file INTEGER,
+            sha256 BLOB,
+            sha384 BLOB,
+            sha512 BLOB,
+            head BLOB NOT NULL,
+            body BLOB
+        );
+        CREATE INDEX IF NOT EXISTS responses_by_use ON responses (used);
+        CREATE INDEX IF NOT EXISTS responses_by_sha256 ON responses (sha256) WHERE sha256 IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS responses_by_sha384 ON responses (sha384) WHERE sha384 IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS responses_by_sha512 ON responses (sha512) WHERE sha512 IS NOT NULL;
+        CREATE TABLE IF NOT EXISTS response_usage (
+            id INTEGER PRIMARY KEY CHECK (id = 0),
+            bytes INTEGER NOT NULL,
+            entries INTEGER NOT NULL
+        );
         CREATE TABLE IF NOT EXISTS partial_bodies (
             key BLOB PRIMARY KEY NOT NULL,
             file BLOB NOT NULL,
@@ -54,7 +87,7 @@ final class CacheDatabase: Sendable {
     private let logger: Logger
 
     /// Opens (or makes) the database in `root`; `use` says whether that
-    /// worked.
+    /// worked. `CacheRoot.database` makes the one a process uses.
     init(root: DirectoryHandle, logger: Logger) {
         self.root = root
         self.logger = logger
@@ -64,6 +97,7 @@ final class CacheDatabase: Sendable {
     /// Runs `body` with the connection, one caller at a time; nil when
     /// there is no database or `body` failed (logged). A database found
     /// damaged meanwhile is dropped and made anew; `body` is not run again.
+    @discardableResult
     func use<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
         connection.withLock { connection in
             guard let database = connection else { return nil }
@@ -111,7 +145,7 @@ final class CacheDatabase: Sendable {
                 logger.warning("\(shown) could not be used (\(problem)): dropped it and made it anew")
                 drop()
             } else {
-                logger.warning("\(shown) could not be made (\(problem)): courier keeps no partial bodies")
+                logger.warning("\(shown) could not be made (\(problem)): courier keeps no disk cache and no partial bodies")
             }
         }
         return nil
@@ -137,21 +171,26 @@ final class CacheDatabase: Sendable {
     }
 
     /// Takes a database that is new (sets its identity and makes its
-    /// tables) or courier's of this schema version; throws `SQLITE_NOTADB`
-    /// for any other. Done in one write transaction, so two processes
-    /// opening a new database at once never both make it.
+    /// tables), courier's of this schema version, or courier's of version 1
+    /// (makes the tables it lacks, logged once); throws `SQLITE_NOTADB` for
+    /// any other. Done in one write transaction, so two processes opening a
+    /// new database at once never both make it.
     private func adopt(_ database: Database) throws(SQLiteError) {
-        try database.transaction { () throws(SQLiteError) in
+        let migrated = try database.transaction { () throws(SQLiteError) -> Bool in
             let identity = try database.integerPragma("application_id") ?? 0
             let version = try database.integerPragma("user_version") ?? 0
             let tables = try database.rows("SELECT count(*) FROM sqlite_schema").first?.first?.integer ?? 0
+            let migrating = identity == Self.applicationID && version == 1
             if identity == 0, version == 0, tables == 0 {
-                try database.execute("PRAGMA application_id = \(Self.applicationID); PRAGMA user_version = \(Self.schemaVersion)")
-            } else if identity != Self.applicationID || version != Self.schemaVersion {
+                try database.execute("PRAGMA application_id = \(Self.applicationID)")
+            } else if identity != Self.applicationID || (version != Self.schemaVersion && !migrating) {
                 throw .notADatabase("not courier's database of schema version \(Self.schemaVersion)")
             }
+            try database.execute("PRAGMA user_version = \(Self.schemaVersion)")
             try database.execute(Self.schema)
+            return migrating
         }
+        if migrated { logger.notice("\(root.path(of: Self.fileName)) was of schema version 1: added the disk tier's tables") }
     }
 
     /// Removes the database and its side files: names in the cache

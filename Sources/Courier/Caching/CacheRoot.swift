@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Locking
 import Logging
 
 /// The cache directory, opened once: every directory courier keeps there
@@ -23,7 +24,8 @@ import Logging
 final class CacheRoot: Sendable {
     /// The cache directory.
     let handle: DirectoryHandle
-    private let logger: Logger
+    let logger: Logger
+    private let opened = Locked<CacheDatabase?>(nil)
 
     init(opening path: String, logger: Logger) throws(Destination.Failure) {
         try DirectoryHandle.makePrivateDirectories(path)
@@ -32,6 +34,18 @@ final class CacheRoot: Sendable {
     }
 
     var path: String { handle.path }
+
+    /// `Cache.db`, opened on first use and shared by every store of this
+    /// process (the disk tier, the partial bodies): one connection, so a
+    /// damaged database is dropped and made anew in one place.
+    var database: CacheDatabase {
+        opened.withLock { opened in
+            if let opened { return opened }
+            let database = CacheDatabase(root: handle, logger: logger)
+            opened = database
+            return database
+        }
+    }
 
     /// The directory `name` in `parent` (the cache directory when nil), one
     /// of courier's own names: opened, made when missing, and put in place

@@ -6,115 +6,22 @@ import Darwin
 #endif
 import JSON
 
-/// One disk cache entry's metadata, and the file format that holds it.
+/// One disk cache entry as a lookup finds it, and the stored head that
+/// holds its response: a JSON object in the `head` column of its row in
+/// `Cache.db` (see `DiskCache`).
 ///
-/// An entry is two files in the cache's `http/` directory: the entry file,
-/// named by the hex SHA-256 of the key, holding a 48-byte header and the
-/// metadata as JSON; and the body file it names, `<entry name>.<body id>`
-/// with the body id as 16 lower-case hex digits, holding the body's bytes
-/// and nothing else (so it can be a hard link of a downloaded file):
-///
-///     offset  size  field
-///          0     8  magic "CRCH\r\n\u{1A}\n"
-///          8     4  format version, little-endian (3)
-///         12     4  metadata length
-///         16     8  body length
-///         24     8  XXH3-64 of the metadata
-///         32     8  XXH3-64 of the body
-///         40     8  body id
-///
-/// The metadata object holds `key`, `url`, `status`, `headers` (an array of
+/// The object holds `key`, `url`, `status`, `headers` (an array of
 /// `[name, value]`), `vary` (an object), `requestTime`, `responseTime`,
 /// `storedAt` in seconds since 1970, and `digests`, an object from `sha256`,
 /// `sha384` or `sha512` to the body's digest in base64, for the algorithms
-/// taken when it was stored or when a read proved it since (absent from
-/// entries written before digests were kept); `DiskCache` indexes entries
-/// by them for content addressing. A pair of files is an entry only if the
-/// entry file's size is exactly header + metadata length, the metadata's
-/// checksum matches, the body file is a regular file of exactly the body
-/// length, and (checked whenever the body is read) the body's checksum
-/// matches.
+/// taken when it was stored or when a read proved it since (the row's
+/// digest columns, which content addressing looks up, hold the same).
 struct DiskCacheEntry: Sendable, Equatable {
     var key: String
     var response: CachedResponse
     var bodyLength: Int64
-    /// The entry file this was read from, and the body file it names.
-    /// Another process may replace or remove them at any moment, and a body
-    /// file may share its inode with a client's destination: read the body
-    /// through `DiskCache`, which verifies it, rather than from here.
-    var path: String
-    var bodyPath: String
-
-    static let magic: [UInt8] = [0x43, 0x52, 0x43, 0x48, 0x0D, 0x0A, 0x1A, 0x0A]
-    static let version: UInt32 = 3
-    static let headerLength = 48
-    /// Larger metadata is taken for corruption.
-    static let metadataLimit = 1 << 20
-
-    /// The name of the body file `bodyID` names beside the entry file
-    /// `entryName`.
-    static func bodyName(entryName: String, bodyID: UInt64) -> String {
-        let digits = String(bodyID, radix: 16)
-        return entryName + "." + String(repeating: "0", count: 16 - digits.utf8.count) + digits
-    }
-
-    /// The fixed header's fields.
-    struct Header: Equatable {
-        var metadataLength: Int
-        var bodyLength: Int64
-        var metadataChecksum: UInt64
-        var bodyChecksum: UInt64
-        var bodyID: UInt64
-
-        var bytes: [UInt8] {
-            var bytes = DiskCacheEntry.magic
-            bytes.reserveCapacity(DiskCacheEntry.headerLength)
-            append(DiskCacheEntry.version, to: &bytes)
-            // Clamped, not trapping: a length out of range makes a file
-            // whose size disagrees with its header, which no reader takes.
-            append(UInt32(clamping: metadataLength), to: &bytes)
-            append(UInt64(clamping: bodyLength), to: &bytes)
-            append(metadataChecksum, to: &bytes)
-            append(bodyChecksum, to: &bytes)
-            append(bodyID, to: &bytes)
-            return bytes
-        }
-
-        /// The header at the start of `bytes`, or nil when they do not
-        /// start with one.
-        init?(_ bytes: ArraySlice<UInt8>) {
-            guard bytes.count >= DiskCacheEntry.headerLength,
-                bytes.prefix(8).elementsEqual(DiskCacheEntry.magic),
-                Self.read(UInt32.self, bytes, at: 8) == DiskCacheEntry.version
-            else { return nil }
-            metadataLength = Int(Self.read(UInt32.self, bytes, at: 12))
-            let body = Self.read(UInt64.self, bytes, at: 16)
-            guard metadataLength <= DiskCacheEntry.metadataLimit, body <= UInt64(Int64.max / 2) else { return nil }
-            bodyLength = Int64(body)
-            metadataChecksum = Self.read(UInt64.self, bytes, at: 24)
-            bodyChecksum = Self.read(UInt64.self, bytes, at: 32)
-            bodyID = Self.read(UInt64.self, bytes, at: 40)
-        }
-
-        init(metadataLength: Int, bodyLength: Int64, metadataChecksum: UInt64, bodyChecksum: UInt64, bodyID: UInt64) {
-            self.metadataLength = metadataLength
-            self.bodyLength = bodyLength
-            self.metadataChecksum = metadataChecksum
-            self.bodyChecksum = bodyChecksum
-            self.bodyID = bodyID
-        }
-
-        /// The size of the entry file: header and metadata.
-        var fileLength: Int64 { Int64(DiskCacheEntry.headerLength + metadataLength) }
-
-        private func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
-            withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
-        }
-
-        private static func read<T: FixedWidthInteger>(_: T.Type, _ bytes: ArraySlice<UInt8>, at offset: Int) -> T {
-            bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
-        }
-    }
+    /// Which write stored it.
+    var write: ResponseStore.Write
 
     /// The metadata JSON for `response` stored under `key`.
     static func metadata(key: String, response: CachedResponse) -> [UInt8] {

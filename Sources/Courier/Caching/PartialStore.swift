@@ -95,9 +95,8 @@ final class PartialStore: Sendable {
         directory = try root.directory("partials")
         self.capacity = capacity
         self.logger = logger
-        let cacheDirectory = root.handle
         queue.async { [self] in
-            let database = CacheDatabase(root: cacheDirectory, logger: logger)
+            let database = root.database
             state.withLock { $0.database = database }
             sweep()
         }

@@ -194,7 +194,7 @@ final class ResponseCache: Sendable {
                 guard let loaded = load(Int64(memoryEntryLimit), digesting: integrity?.algorithm) else { return nil }
                 var response = entry.response
                 response.digests = loaded.digests
-                if case .bytes(let bytes) = loaded.body {
+                if case .bytes(let bytes) = loaded.body, bytes.count <= memoryEntryLimit {
                     memory.set(MemoryCache.Entry(response: response, body: bytes), for: key)
                 }
                 recordDigests(loaded.digests, of: entry, key: key)
@@ -245,8 +245,8 @@ final class ResponseCache: Sendable {
     /// write.
     private func recordDigests(_ taken: BodyDigests, of entry: DiskCacheEntry, key: String) {
         guard let disk, !taken.algorithms.isSubset(of: entry.response.digests.algorithms) else { return }
-        let body = entry.bodyPath
-        recorder.async { disk.record(taken, key: key, body: body) }
+        let write = entry.write
+        recorder.async { disk.record(taken, key: key, write: write) }
     }
 
     /// Stores a fresh network response under `keys`; returns the body when
@@ -255,8 +255,8 @@ final class ResponseCache: Sendable {
     /// them. The disk tier hard-links the file when it can, so it may be
     /// renamed afterwards; a rewrite in place makes the disk entry a miss.
     /// The memory tier holds the kept bytes; a body that was not kept and
-    /// that the disk tier stored stands in the memory tier as that body
-    /// file, read and checked on its first hit; any other body that fits is
+    /// that the disk tier stored in a body file stands in the memory tier as
+    /// that file, read and checked on its first hit; any other body that fits is
     /// read from the file now. Both tiers record the digests `body` gives.
     /// A response that may not be stored removes what was stored before.
     func store(
@@ -281,7 +281,7 @@ final class ResponseCache: Sendable {
             var stored: String?
             if let disk {
                 if onDisk {
-                    stored = disk.storeBody(key: key, response: response, file: body)
+                    stored = disk.storeBody(key: key, response: response, file: body)?.fileName
                 } else {
                     disk.remove(key: key)
                 }

@@ -1,0 +1,433 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import SQLite
+
+/// The disk tier's rows in `Cache.db` (`responses`, see
+/// `CacheDatabase.schema`) and the body files they name in `http/`.
+///
+/// A body of at most `inlineLimit` bytes is a blob in its row; a larger one
+/// is a file in `http/` named by its body id (16 lower-case hex digits),
+/// made complete before the row that names it commits: written to an
+/// unnamed file (`O_TMPFILE`, which vanishes if the writer dies) and given
+/// its name, or hard-linked from the file a transfer wrote, inside the
+/// write transaction that inserts the row. So a row never names a torn
+/// body, and a body file no row names can only be one whose writer died
+/// between the link and the commit, or whose row was deleted by a process
+/// that died before it unlinked the file: `removeUnnamedFiles` finds them
+/// under the write lock, when no writer can be between the two. Files are
+/// not fsynced: a power loss (not a crash) can leave a body short, which
+/// its length and XXH3-64 checks on every read catch.
+///
+/// Rows are hostile input (the directory may be anyone's): every column is
+/// checked for its type and range as it is read (`Row.init?`), and a row
+/// that fails is deleted. Usage (`response_usage`) is kept in step by every
+/// write in the same transaction; a count that disagrees with the rows
+/// (a file another program wrote) is recounted.
+final class ResponseStore: Sendable {
+    /// Bodies up to this many bytes are kept inline in their rows. SQLite's
+    /// own measurements find blobs up to about 100 KiB read and written
+    /// faster from the database than from files of their own.
+    static let inlineLimit = 64 << 10
+
+    /// Where a stored body is.
+    enum Body: Equatable {
+        case inline([UInt8])
+        /// The body file `http/<id>` (16 lower-case hex digits).
+        case file(UInt64)
+    }
+
+    /// Which write stored an entry: its row and its body's checksum. A
+    /// later write under the same key is another.
+    struct Write: Equatable, Sendable {
+        var row: Int64
+        var checksum: UInt64
+    }
+
+    /// A row of `responses`, its columns checked.
+    struct Row: Equatable {
+        var id: Int64
+        var head: [UInt8]
+        var bodyLength: Int64
+        var checksum: UInt64
+        var body: Body
+
+        /// The row `values` hold (`id, head, body_length, body_checksum,
+        /// body_file, body`), or nil when a column is not of its type or
+        /// range: a length of 0 to `maximumBodyLength`, a body inline of
+        /// exactly that length, or a body file id for a body longer than
+        /// `inlineLimit`.
+        init?(_ values: [SQLiteValue], maximumBodyLength: Int64) {
+            guard values.count == 6, let id = values[0].integer, let head = values[1].blob,
+                let length = values[2].integer, (0...maximumBodyLength).contains(length),
+                let checksum = values[3].integer
+            else { return nil }
+            switch (values[4], values[5]) {
+            case (.null, .blob(let bytes)) where Int64(bytes.count) == length && length <= ResponseStore.inlineLimit:
+                body = .inline(bytes)
+            case (.integer(let file), .null) where length > ResponseStore.inlineLimit:
+                body = .file(UInt64(bitPattern: file))
+            default:
+                return nil
+            }
+            self.id = id
+            self.head = head
+            self.bodyLength = length
+            self.checksum = UInt64(bitPattern: checksum)
+        }
+    }
+
+    /// A body to store.
+    enum NewBody {
+        /// Kept inline: at most `inlineLimit` bytes.
+        case bytes([UInt8])
+        /// Hard-linked into `http/` from a file (in `directory`, or a path).
+        case link(directory: Int32, name: String)
+        /// An unnamed file (`O_TMPFILE`) in `http/`, written complete.
+        case unnamed(fd: Int32)
+    }
+
+    /// What an insert asks for.
+    struct Insert {
+        var key: [UInt8]
+        var head: [UInt8]
+        var bodyLength: Int64
+        var checksum: UInt64
+        var digests: BodyDigests
+        var body: NewBody
+    }
+
+    let database: CacheDatabase
+    /// `<cache dir>/http`, where body files are.
+    let directory: DirectoryHandle
+    /// The usage above which inserts evict, and the share of it they evict
+    /// down to.
+    let capacity: Int64
+    let evictionTarget: Int64
+    /// The longest body a row may claim.
+    let maximumBodyLength: Int64
+
+    init(database: CacheDatabase, directory: DirectoryHandle, capacity: Int64, evictionTarget: Double, maximumBodyLength: Int64) {
+        self.database = database
+        self.directory = directory
+        self.capacity = capacity
+        self.evictionTarget = Int64(Double(capacity) * evictionTarget)
+        self.maximumBodyLength = maximumBodyLength
+    }
+
+    /// The name of the body file `id`.
+    static func fileName(_ id: UInt64) -> String {
+        let digits = String(id, radix: 16)
+        return String(repeating: "0", count: 16 - digits.utf8.count) + digits
+    }
+
+    /// The body id a name in `http/` stands for, or nil when it is not one
+    /// courier gives (16 lower-case hex digits).
+    static func fileID(_ name: [UInt8]) -> UInt64? {
+        guard name.count == 16, name.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
+        return UInt64(String(decoding: name, as: UTF8.self), radix: 16)
+    }
+
+    // MARK: - Reading
+
+    /// `key`'s row, checked; a row that fails its checks is deleted.
+    func find(key: [UInt8]) -> Row? {
+        let values = database.use { database throws(SQLiteError) in
+            try database.rows(
+                "SELECT id, head, body_length, body_checksum, body_file, body FROM responses WHERE key = ?", [.blob(key)]
+            ).first
+        }
+        guard let values = values ?? nil else { return nil }
+        guard let row = Row(values, maximumBodyLength: maximumBodyLength) else {
+            removeRows("SELECT id FROM responses WHERE key = ?", [.blob(key)])
+            return nil
+        }
+        return row
+    }
+
+    /// Makes row `id` the most recently used.
+    func touch(_ id: Int64) {
+        database.use { database throws(SQLiteError) in
+            try database.run(
+                "UPDATE responses SET used = (SELECT coalesce(max(used), 0) + 1 FROM responses) WHERE id = ?", [.integer(id)])
+        }
+    }
+
+    /// The keys of rows whose body's recorded digest by `algorithm` is
+    /// `digest`, the most recently used first, at most `limit`: a hint,
+    /// which the row read by its key confirms or not.
+    func keys(withDigest digest: [UInt8], _ algorithm: HashAlgorithm, limit: Int = 16) -> [[UInt8]] {
+        let rows = database.use { database throws(SQLiteError) in
+            // The column is one of three names, never text from outside.
+            try database.rows(
+                "SELECT key FROM responses WHERE \(algorithm.rawValue) = ? ORDER BY used DESC LIMIT ?",
+                [.blob(digest), .integer(Int64(limit))])
+        }
+        return (rows ?? []).compactMap { $0.first?.blob }
+    }
+
+    /// The bytes counted against the capacity and the number of rows.
+    func totals() -> (bytes: Int64, entries: Int) {
+        database.use { database throws(SQLiteError) in try usage(in: database) } ?? (0, 0)
+    }
+
+    // MARK: - Writing
+
+    /// The outcome of an insert.
+    enum Inserted: Equatable {
+        /// With the body file's id, for a body not kept inline.
+        case stored(UInt64?)
+        /// A hard link could not be made (another file system, a link
+        /// limit): the caller may copy the body to an unnamed file and
+        /// insert again.
+        case notLinked
+        case failed
+    }
+
+    /// Inserts `insert` in place of `key`'s row, puts its body file in place
+    /// within the same transaction, and evicts least recently used rows
+    /// while usage is above the capacity; the files of the rows replaced or
+    /// evicted are unlinked once the transaction has committed.
+    func insert(_ insert: Insert) -> Inserted {
+        let id = UInt64.random(in: 1...UInt64.max)
+        let name = Self.fileName(id)
+        var linked = false
+        let outcome = database.use { database throws(SQLiteError) -> (Inserted, [UInt64]) in
+            try database.transaction { () throws(SQLiteError) -> (Inserted, [UInt64]) in
+                // The body file first: a link that fails changes nothing.
+                var file: SQLiteValue = .null
+                var inline: SQLiteValue = .null
+                switch insert.body {
+                case .bytes(let bytes):
+                    inline = .blob(bytes)
+                case .link(let directory, let source):
+                    guard linkat(directory, source, self.directory.fd, name, 0) == 0 else { return (.notLinked, []) }
+                    linked = true
+                    file = .integer(Int64(bitPattern: id))
+                case .unnamed(let fd):
+                    guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", self.directory.fd, name, AT_SYMLINK_FOLLOW) == 0 else {
+                        return (.failed, [])
+                    }
+                    linked = true
+                    file = .integer(Int64(bitPattern: id))
+                }
+                let old = try database.rows("SELECT id FROM responses WHERE key = ?", [.blob(insert.key)])
+                    .compactMap { $0.first?.integer }
+                var files = try delete(ids: old, in: database)
+                // Read before the row goes in: a count made now must not include it.
+                var (bytes, entries) = try usage(in: database)
+                let size = Int64(insert.head.count) + insert.bodyLength
+                try database.run(
+                    """
+                    INSERT INTO responses (key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, body)
+                    VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        .blob(insert.key), .integer(size), .integer(insert.bodyLength),
+                        .integer(Int64(bitPattern: insert.checksum)), file, Self.column(insert.digests, .sha256),
+                        Self.column(insert.digests, .sha384), Self.column(insert.digests, .sha512),
+                        .blob(insert.head), inline,
+                    ])
+                bytes += size
+                entries += 1
+                try setUsage(bytes: bytes, entries: entries, in: database)
+                files += try evict(from: bytes, in: database)
+                return (.stored(linked ? id : nil), files)
+            }
+        }
+        guard let (inserted, files) = outcome else {
+            // Rolled back: the link made for it names nothing.
+            if linked { directory.remove(name) }
+            return .failed
+        }
+        unlink(files)
+        return inserted
+    }
+
+    /// Replaces the head of `key`'s row and its recorded digests, when it
+    /// is still the row `id` (after a 304, or when a read proved a digest).
+    /// False when it is not.
+    @discardableResult
+    func update(key: [UInt8], id: Int64, head: [UInt8], digests: BodyDigests) -> Bool {
+        let changed = database.use { database throws(SQLiteError) -> Bool in
+            try database.transaction { () throws(SQLiteError) -> Bool in
+            guard let old = try database.rows(
+                "SELECT length(head) FROM responses WHERE key = ? AND id = ?", [.blob(key), .integer(id)]
+            ).first?.first?.integer else { return false }
+            var (bytes, entries) = try usage(in: database)
+            try database.run(
+                """
+                UPDATE responses SET head = ?, size = size + ?, sha256 = ?, sha384 = ?, sha512 = ?,
+                    used = (SELECT coalesce(max(used), 0) + 1 FROM responses) WHERE id = ?
+                """,
+                [
+                    .blob(head), .integer(Int64(head.count) - old), Self.column(digests, .sha256),
+                    Self.column(digests, .sha384), Self.column(digests, .sha512), .integer(id),
+                ])
+            bytes += Int64(head.count) - old
+            try setUsage(bytes: bytes, entries: entries, in: database)
+            return true
+            }
+        }
+        return changed ?? false
+    }
+
+    /// Deletes `key`'s row and its body file. False when there was none.
+    @discardableResult
+    func remove(key: [UInt8]) -> Bool {
+        removeRows("SELECT id FROM responses WHERE key = ?", [.blob(key)]) > 0
+    }
+
+    /// Deletes `row` (one that failed its checks) and its body file, when
+    /// it is still there: a row another process wrote since is left.
+    func remove(_ row: Row) {
+        let file: SQLiteValue = if case .file(let id) = row.body { .integer(Int64(bitPattern: id)) } else { .null }
+        removeRows(
+            "SELECT id FROM responses WHERE id = ? AND body_checksum = ? AND body_file IS ?",
+            [.integer(row.id), .integer(Int64(bitPattern: row.checksum)), file])
+    }
+
+    /// Deletes every row and body file; the number of rows deleted.
+    @discardableResult
+    func removeAll() -> Int {
+        removeRows("SELECT id FROM responses", [])
+    }
+
+    /// Deletes the rows `select` finds, then their body files.
+    @discardableResult
+    private func removeRows(_ select: String, _ parameters: [SQLiteValue]) -> Int {
+        let removed = database.use { database throws(SQLiteError) -> (Int, [UInt64]) in
+            try database.transaction { () throws(SQLiteError) -> (Int, [UInt64]) in
+                let ids = try database.rows(select, parameters).compactMap { $0.first?.integer }
+                return (ids.count, try delete(ids: ids, in: database))
+            }
+        }
+        guard let (count, files) = removed else { return 0 }
+        unlink(files)
+        return count
+    }
+
+    /// Removes the files in `http/` that no row names: under the write
+    /// lock, so no writer is between linking its file and committing its
+    /// row. Names courier does not give (an earlier format's entries, what
+    /// others put there) go too, whatever they are (a directory with what
+    /// it holds, nothing a symbolic link points at). Returns how many of
+    /// each went.
+    func removeUnnamedFiles() -> (unnamed: Int, foreign: Int) {
+        var candidates: [UInt64: [UInt8]] = [:]
+        var foreign = 0
+        directory.forEachName { name in
+            if let id = Self.fileID(name) {
+                candidates[id] = name
+            } else {
+                directory.removeTree(name)
+                foreign += 1
+            }
+        }
+        guard !candidates.isEmpty else { return (0, foreign) }
+        let unnamed = database.use { database throws(SQLiteError) -> Int in
+            try database.transaction { () throws(SQLiteError) -> Int in
+                var removed = 0
+                for (id, name) in candidates {
+                    let named = try database.rows(
+                        "SELECT 1 FROM responses WHERE body_file = ? LIMIT 1", [.integer(Int64(bitPattern: id))])
+                    if named.isEmpty {
+                        directory.removeTree(name)
+                        removed += 1
+                    }
+                }
+                return removed
+            }
+        }
+        return (unnamed ?? 0, foreign)
+    }
+
+    // MARK: - Internals
+
+    /// Deletes the rows `ids` and lowers usage by what they counted; the
+    /// body files they named, for the caller to unlink after the commit.
+    private func delete(ids: [Int64], in database: Database) throws(SQLiteError) -> [UInt64] {
+        guard !ids.isEmpty else { return [] }
+        let (bytes, entries) = try usage(in: database)
+        var files: [UInt64] = []
+        var freed: Int64 = 0
+        for id in ids {
+            guard let row = try database.rows("SELECT size, body_file FROM responses WHERE id = ?", [.integer(id)]).first
+            else { continue }
+            freed += max(0, row[0].integer ?? 0)
+            if let file = row[1].integer { files.append(UInt64(bitPattern: file)) }
+            try database.run("DELETE FROM responses WHERE id = ?", [.integer(id)])
+        }
+        try setUsage(bytes: bytes - freed, entries: entries - ids.count, in: database)
+        return files
+    }
+
+    /// While `bytes` is above the capacity, deletes the least recently used
+    /// rows until it is at most `evictionTarget`; their body files.
+    private func evict(from bytes: Int64, in database: Database) throws(SQLiteError) -> [UInt64] {
+        guard bytes > capacity else { return [] }
+        var bytes = bytes
+        var files: [UInt64] = []
+        while bytes > evictionTarget {
+            let rows = try database.rows("SELECT id, size FROM responses ORDER BY used LIMIT 64")
+            guard !rows.isEmpty else {
+                // The count disagrees with the rows: there is nothing left.
+                try setUsage(bytes: 0, entries: 0, in: database)
+                break
+            }
+            var ids: [Int64] = []
+            for row in rows where bytes > evictionTarget {
+                guard let id = row[0].integer else { continue }
+                ids.append(id)
+                bytes -= max(0, row[1].integer ?? 0)
+            }
+            files += try delete(ids: ids, in: database)
+            bytes = try usage(in: database).bytes
+        }
+        return files
+    }
+
+    /// `response_usage`, or the rows counted when it is missing or out of
+    /// range (then written back).
+    private func usage(in database: Database) throws(SQLiteError) -> (bytes: Int64, entries: Int) {
+        if let row = try database.rows("SELECT bytes, entries FROM response_usage WHERE id = 0").first,
+            let bytes = row[0].integer, let entries = row[1].integer, bytes >= 0, entries >= 0, entries <= Int64(Int32.max)
+        {
+            return (bytes, Int(entries))
+        }
+        let counted = try database.rows("SELECT total(max(size, 0)), count(*) FROM responses").first
+        let bytes = Int64(min(counted?[0].real ?? 0, Double(Int64.max / 2)))
+        let entries = Int(counted?[1].integer ?? 0)
+        try setUsage(bytes: bytes, entries: entries, in: database)
+        return (bytes, entries)
+    }
+
+    private func setUsage(bytes: Int64, entries: Int, in database: Database) throws(SQLiteError) {
+        try database.run(
+            "INSERT OR REPLACE INTO response_usage (id, bytes, entries) VALUES (0, ?, ?)",
+            [.integer(max(0, bytes)), .integer(Int64(max(0, entries)))])
+    }
+
+    /// The digest column's value for `algorithm`: the digest, or NULL.
+    private static func column(_ digests: BodyDigests, _ algorithm: HashAlgorithm) -> SQLiteValue {
+        digests[algorithm].map { .blob($0) } ?? .null
+    }
+
+    /// Unlinks the body files `ids`, after the rows naming them are gone.
+    private func unlink(_ ids: [UInt64]) {
+        for id in ids { directory.remove(Self.fileName(id)) }
+    }
+
+    /// Recounts usage from the rows (at start: another program's count is
+    /// not believed).
+    func recount() {
+        database.use { database throws(SQLiteError) in
+            try database.transaction { () throws(SQLiteError) in
+                try database.run("DELETE FROM response_usage")
+                _ = try usage(in: database)
+            }
+        }
+    }
+}

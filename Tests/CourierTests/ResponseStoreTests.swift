@@ -1,0 +1,170 @@
+import Foundation
+import Logging
+import SQLite
+import Testing
+
+@testable import Courier
+
+/// The disk tier's rows in `Cache.db`: small bodies inline, large ones in
+/// files that exist before the row naming them commits, usage kept in step
+/// by every write, and least recently used rows evicted first.
+@Suite(.timeLimit(.minutes(1)))
+struct ResponseStoreTests {
+    private func withDirectory(_ body: (String) throws -> Void) rethrows {
+        let directory = NSTemporaryDirectory() + "courier-response-store-\(getpid())-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try body(directory)
+    }
+
+    private func store(_ directory: String, capacity: Int64 = 1 << 20) throws -> ResponseStore {
+        let root = try CacheRoot(testing: directory)
+        return ResponseStore(
+            database: root.database, directory: try root.directory("http"), capacity: capacity, evictionTarget: 0.5,
+            maximumBodyLength: capacity / 2)
+    }
+
+    private func insert(_ key: String, _ body: [UInt8], head: [UInt8] = [1, 2, 3]) -> ResponseStore.Insert {
+        ResponseStore.Insert(
+            key: Array(key.utf8), head: head, bodyLength: Int64(body.count), checksum: XXH3.hash(body), digests: BodyDigests(),
+            body: .bytes(body))
+    }
+
+    private func files(_ store: ResponseStore) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: store.directory.path)) ?? []).sorted()
+    }
+
+    @Test func smallBodiesAreRowsAndLargeOnesFilesNamedOnlyOnceComplete() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+
+            // A small body is inline
+            #expect(store.insert(insert("small", [7, 8, 9])) == .stored(nil))
+            let small = try #require(store.find(key: Array("small".utf8)))
+            #expect(small.body == .inline([7, 8, 9]) && small.head == [1, 2, 3] && small.bodyLength == 3)
+            #expect(files(store).isEmpty)
+
+            // A large one is an unnamed file given its name with the row
+            let large = [UInt8](repeating: 5, count: ResponseStore.inlineLimit + 1)
+            let fd = openat(store.directory.fd, ".", 0o20_000_000 | O_DIRECTORY | O_RDWR, 0o600)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            #expect(CacheFileIO.write(fd, large))
+            #expect(files(store).isEmpty)
+            var request = insert("large", large)
+            request.body = .unnamed(fd: fd)
+            guard case .stored(let id?) = store.insert(request) else {
+                Issue.record("not stored as a file")
+                return
+            }
+            #expect(files(store) == [ResponseStore.fileName(id)])
+            #expect(store.find(key: Array("large".utf8))?.body == .file(id))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: store.directory.path(of: ResponseStore.fileName(id)))) == Data(large))
+
+            // Usage counts heads and bodies
+            #expect(store.totals() == (Int64(3 + 3 + 3 + large.count), 2))
+
+            // A file that cannot be linked changes nothing
+            var missing = insert("missing", large)
+            missing.body = .link(directory: store.directory.fd, name: "absent")
+            #expect(store.insert(missing) == .notLinked)
+            #expect(store.totals().entries == 2)
+
+            // Replacing and removing unlink the file after the row goes
+            #expect(store.insert(insert("large", [1])) == .stored(nil))
+            #expect(files(store).isEmpty)
+            #expect(store.remove(key: Array("large".utf8)))
+            #expect(!store.remove(key: Array("large".utf8)))
+            #expect(store.totals() == (6, 1))
+            #expect(store.removeAll() == 1)
+            #expect(store.totals() == (0, 0))
+        }
+    }
+
+    @Test func leastRecentlyUsedRowsGoFirstDownToTheTarget() throws {
+        try withDirectory { directory in
+            // Given room for 10 rows of 100 bytes, evicting down to half
+            let store = try store(directory, capacity: 1_000)
+            for index in 0..<10 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))) == .stored(nil)) }
+            #expect(store.totals() == (1_000, 10))
+
+            // When the oldest two are used, then an eleventh goes over the capacity
+            for key in ["k0", "k1"] { store.touch(try #require(store.find(key: Array(key.utf8))).id) }
+            #expect(store.insert(insert("k10", [UInt8](repeating: 0, count: 97))) == .stored(nil))
+
+            // Then the least recently used go until usage is at most half
+            let left = (0...10).filter { store.find(key: Array("k\($0)".utf8)) != nil }
+            #expect(left == [0, 1, 8, 9, 10])
+            #expect(store.totals() == (500, 5))
+        }
+    }
+
+    @Test func aUsageCountAnotherProgramWroteIsRecounted() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            #expect(store.insert(insert("a", [1, 2])) == .stored(nil))
+            for forged in ["UPDATE response_usage SET bytes = -5", "UPDATE response_usage SET entries = 1 << 40", "DELETE FROM response_usage"] {
+                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                #expect(store.totals() == (5, 1), "\(forged)")
+            }
+            store.database.use { database throws(SQLiteError) in try database.run("UPDATE response_usage SET bytes = 1 << 50") }
+            store.recount()
+            #expect(store.totals() == (5, 1))
+        }
+    }
+
+    @Test func rowsOutOfRangeAreNotTaken() {
+        let cases: [[SQLiteValue]] = [
+            [.integer(1), .blob([1]), .integer(3), .integer(0), .null, .blob([1, 2])],  // inline of another length
+            [.integer(1), .blob([1]), .integer(-1), .integer(0), .null, .blob([])],  // negative
+            [.integer(1), .blob([1]), .integer(1 << 40), .integer(0), .integer(7), .null],  // past the maximum
+            [.integer(1), .blob([1]), .integer(10), .integer(0), .integer(7), .null],  // a file for a small body
+            [.integer(1), .blob([1]), .integer(1), .integer(0), .integer(7), .blob([1])],  // both
+            [.integer(1), .text("x"), .integer(1), .integer(0), .null, .blob([1])],  // a head that is text
+            [.integer(1), .blob([1]), .integer(1), .real(0.5), .null, .blob([1])],  // a checksum that is not an integer
+            [.integer(1), .blob([1]), .integer(1), .integer(0), .null],  // a column short
+        ]
+        for values in cases { #expect(ResponseStore.Row(values, maximumBodyLength: 1 << 20) == nil, "\(values)") }
+        #expect(ResponseStore.Row([.integer(1), .blob([1]), .integer(1), .integer(-1), .null, .blob([1])], maximumBodyLength: 1 << 20)
+            != nil)
+    }
+
+    @Test func bodyFileNamesAreSixteenHexDigits() {
+        #expect(ResponseStore.fileName(0xAB) == "00000000000000ab")
+        #expect(ResponseStore.fileID(Array("00000000000000ab".utf8)) == 0xAB)
+        for name in ["00000000000000AB", "0000000000000ab", "00000000000000ab.part", "../0000000000000a", ""] {
+            #expect(ResponseStore.fileID(Array(name.utf8)) == nil, "\(name)")
+        }
+    }
+
+    @Test func aDatabaseOfSchemaOneKeepsItsPartialBodiesAndGainsTheDiskTier() throws {
+        try withDirectory { directory in
+            // Given a Cache.db as schema version 1 made it, with a kept partial body's row
+            let path = directory + "/Cache.db"
+            do {
+                let old = try Database(openingDefensively: path)
+                try old.execute(
+                    """
+                    PRAGMA application_id = \(CacheDatabase.applicationID); PRAGMA user_version = 1;
+                    CREATE TABLE partial_bodies (key BLOB PRIMARY KEY NOT NULL, file BLOB NOT NULL, url BLOB NOT NULL,
+                    validator_kind INTEGER NOT NULL, validator BLOB NOT NULL, complete_length INTEGER NOT NULL,
+                    kept_length INTEGER NOT NULL, checksum INTEGER NOT NULL, created_at REAL NOT NULL,
+                    updated_at REAL NOT NULL) WITHOUT ROWID;
+                    INSERT INTO partial_bodies VALUES (x'6b', x'00', x'00', 0, x'00', 10, 5, 0, 0, 0);
+                    """)
+                old.close()
+            }
+
+            // When courier opens it
+            let store = try store(directory)
+
+            // Then it is version 2, its partial body rows are kept, and the disk tier works
+            let found = store.database.use { database throws(SQLiteError) in
+                (try database.integerPragma("user_version"), try database.rows("SELECT count(*) FROM partial_bodies").first?.first)
+            }
+            #expect(found?.0 == 2 && found?.1 == .integer(1))
+            #expect(store.insert(insert("a", [1])) == .stored(nil))
+            #expect(store.find(key: Array("a".utf8)) != nil)
+        }
+    }
+}
