@@ -126,10 +126,13 @@ private func entry(_ bytes: [UInt8]) {
     let inserted = sandbox.root.database.use { database throws(SQLiteError) in
         try database.run(
             """
-            INSERT OR REPLACE INTO responses (key, used, size, body_length, body_checksum, body_file, head, body)
-            VALUES (x'6b', 1, 1, ?, ?, ?, ?, ?)
+            INSERT OR REPLACE INTO responses (key, used, size, body_length, body_checksum, body_file, head, head_checksum, body)
+            VALUES (x'6b', 1, 1, ?, ?, ?, ?, ?, ?)
             """,
-            [.integer(Int64(bitPattern: claimed)), .integer(Int64(bitPattern: checksum)), file, .blob(head), inline])
+            [
+                .integer(Int64(bitPattern: claimed)), .integer(Int64(bitPattern: checksum)), file, .blob(head),
+                .integer(Int64(bitPattern: XXH3.hash(head))), inline,
+            ])
     }
     guard inserted != nil else { fatalError("cannot write the sandbox's database") }
     let body = http.path(of: bodyName)

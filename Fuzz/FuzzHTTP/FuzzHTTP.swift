@@ -53,7 +53,8 @@ private func entryRow(_ bytes: [UInt8]) {
     let body: SQLiteValue = kinds & 2 == 0 ? .null : (kinds & 4 == 0 ? .blob(rest) : .text("x"))
     let head: SQLiteValue = kinds & 8 == 0 ? .blob(rest) : .integer(1)
     let maximum: Int64 = 1 << 20
-    let values: [SQLiteValue] = [.integer(integer(1)), head, .integer(integer(9)), .integer(Int64(bytes[17])), file, body]
+    let headChecksum: SQLiteValue = .integer(kinds & 16 == 0 ? Int64(bitPattern: XXH3.hash(rest)) : integer(1))
+    let values: [SQLiteValue] = [.integer(integer(1)), head, .integer(integer(9)), .integer(Int64(bytes[17])), file, body, headChecksum]
     guard let row = ResponseStore.Row(values, maximumBodyLength: maximum) else { return }
     guard (0...maximum).contains(row.bodyLength) else { fatalError("a row of \(row.bodyLength) bytes taken") }
     switch row.body {

@@ -141,7 +141,14 @@ struct DiskCacheTests {
             // A head that is not courier's, a stored key that is another's, impossible lengths
             for (key, change) in [
                 ("head", "UPDATE responses SET head = x'7b7d' WHERE key = ?"),
-                ("other", "UPDATE responses SET head = (SELECT head FROM responses WHERE key = x'6865') WHERE key = ?"),
+                ("checksum", "UPDATE responses SET head_checksum = head_checksum + 1 WHERE key = ?"),
+                (
+                    "other",
+                    """
+                    UPDATE responses SET (head, head_checksum) = (SELECT head, head_checksum FROM responses WHERE key = x'6865')
+                    WHERE key = ?
+                    """
+                ),
                 ("length", "UPDATE responses SET body_length = 1 << 40 WHERE key = ?"),
                 ("negative", "UPDATE responses SET body_length = -1 WHERE key = ?"),
                 ("text", "UPDATE responses SET body = 'x' WHERE key = ?"),

@@ -114,19 +114,21 @@ struct ResponseStoreTests {
     }
 
     @Test func rowsOutOfRangeAreNotTaken() {
+        let head = SQLiteValue.integer(Int64(bitPattern: XXH3.hash([1])))
         let cases: [[SQLiteValue]] = [
-            [.integer(1), .blob([1]), .integer(3), .integer(0), .null, .blob([1, 2])],  // inline of another length
-            [.integer(1), .blob([1]), .integer(-1), .integer(0), .null, .blob([])],  // negative
-            [.integer(1), .blob([1]), .integer(1 << 40), .integer(0), .integer(7), .null],  // past the maximum
-            [.integer(1), .blob([1]), .integer(10), .integer(0), .integer(7), .null],  // a file for a small body
-            [.integer(1), .blob([1]), .integer(1), .integer(0), .integer(7), .blob([1])],  // both
-            [.integer(1), .text("x"), .integer(1), .integer(0), .null, .blob([1])],  // a head that is text
-            [.integer(1), .blob([1]), .integer(1), .real(0.5), .null, .blob([1])],  // a checksum that is not an integer
-            [.integer(1), .blob([1]), .integer(1), .integer(0), .null],  // a column short
+            [.integer(1), .blob([1]), .integer(3), .integer(0), .null, .blob([1, 2]), head],  // inline of another length
+            [.integer(1), .blob([1]), .integer(-1), .integer(0), .null, .blob([]), head],  // negative
+            [.integer(1), .blob([1]), .integer(1 << 40), .integer(0), .integer(7), .null, head],  // past the maximum
+            [.integer(1), .blob([1]), .integer(10), .integer(0), .integer(7), .null, head],  // a file for a small body
+            [.integer(1), .blob([1]), .integer(1), .integer(0), .integer(7), .blob([1]), head],  // both
+            [.integer(1), .text("x"), .integer(1), .integer(0), .null, .blob([1]), head],  // a head that is text
+            [.integer(1), .blob([2]), .integer(1), .integer(0), .null, .blob([1]), head],  // a head changed
+            [.integer(1), .blob([1]), .integer(1), .real(0.5), .null, .blob([1]), head],  // a checksum that is not an integer
+            [.integer(1), .blob([1]), .integer(1), .integer(0), .null, .blob([1])],  // a column short
         ]
         for values in cases { #expect(ResponseStore.Row(values, maximumBodyLength: 1 << 20) == nil, "\(values)") }
-        #expect(ResponseStore.Row([.integer(1), .blob([1]), .integer(1), .integer(-1), .null, .blob([1])], maximumBodyLength: 1 << 20)
-            != nil)
+        let good: [SQLiteValue] = [.integer(1), .blob([1]), .integer(1), .integer(-1), .null, .blob([1]), head]
+        #expect(ResponseStore.Row(good, maximumBodyLength: 1 << 20) != nil)
     }
 
     @Test func bodyFileNamesAreSixteenHexDigits() {

@@ -13,6 +13,8 @@ import os
 
 import pytest
 
+import disk_tier
+from disk_tier import body_file, entry_cost
 from origin import gzip_plain, http_date, pattern
 
 KIB = 1024
@@ -39,39 +41,6 @@ def fetch(c, url: str, **params) -> dict:
 def counters(c) -> tuple[int, int, int]:
     stats = c.cache_stats()
     return stats["hits"], stats["misses"], stats["revalidations"]
-
-
-def entry_file(cache_dir, url: str) -> str:
-    """The entry file of ``url``'s response: named by the SHA-256 of its key,
-    ``url `` and the URL's bytes with all but printable ASCII (and ``%``) as %XX."""
-    escaped = "".join(chr(b) if 0x20 < b < 0x7F and b != 0x25 else f"%{b:02X}" for b in url.encode())
-    return os.path.join(str(cache_dir), "http", hashlib.sha256(("url " + escaped).encode()).hexdigest())
-
-
-def body_files(cache_dir, url: str) -> list[str]:
-    """The body files beside ``url``'s entry file: its name, a dot and a
-    16-hex-digit body id."""
-    entry = entry_file(cache_dir, url)
-    directory, name = os.path.split(entry)
-    return [os.path.join(directory, other) for other in os.listdir(directory)
-            if other.startswith(name + ".") and len(other) == 81]
-
-
-def entry_cost(cache_dir, url: str) -> int:
-    """The bytes ``url``'s entry holds on disk: its entry file and its body file."""
-    return os.path.getsize(entry_file(cache_dir, url)) + sum(map(os.path.getsize, body_files(cache_dir, url)))
-
-
-def entry_files(cache_dir) -> dict[str, int]:
-    """The entries on disk by entry file name, each with the bytes of its
-    entry file and body files; a body file without an entry file counts
-    under the entry name it lacks."""
-    directory = os.path.join(str(cache_dir), "http")
-    costs: dict[str, int] = {}
-    for name in os.listdir(directory):
-        if len(name) in (64, 81):
-            costs[name[:64]] = costs.get(name[:64], 0) + os.path.getsize(os.path.join(directory, name))
-    return costs
 
 
 def seconds_until(iso: str) -> float:
@@ -205,7 +174,7 @@ def test_no_store_is_never_stored(courier, origin, cache_dir):
     assert c.cache_lookup(url)["cached"] is False
     stats = c.cache_stats()
     assert stats["memory"]["entries"] == 0 and stats["disk"]["entries"] == 0
-    assert not os.path.exists(entry_file(cache_dir, url))
+    assert disk_tier.row(cache_dir, url) is None
 
 
 def test_max_age_fresh_is_served_from_memory_without_the_origin(courier, origin):
@@ -516,11 +485,11 @@ def test_disk_capacity_evicts_least_recently_used(courier, origin, cache_dir):
         assert fetch(c, urls[name])["source"] == "network"
         sizes[name] = entry_cost(cache_dir, urls[name])
         order.append(name)
-        on_disk = entry_files(cache_dir)
-        assert sum(on_disk.values()) <= 64 * KIB
-        assert c.cache_stats()["disk"]["usage"] == sum(on_disk.values())
+        on_disk, _ = disk_tier.usage(cache_dir)
+        assert on_disk <= 64 * KIB
+        assert c.cache_stats()["disk"]["usage"] == on_disk
 
-    # Simulate: a sweep runs when usage passes the capacity and deletes the
+    # Simulate: a write that takes usage past the capacity deletes the
     # least recently used until usage is at most 80 % of it.
     survivors: list[str] = []
     for name in order:
@@ -550,7 +519,7 @@ def test_body_over_an_eighth_of_disk_capacity_is_not_stored_but_lands(courier, o
     assert outcome["ok"] and outcome["path"] == str(destination)
     assert destination.read_bytes() == body
     assert c.cache_lookup(url)["cached"] is False
-    assert not os.path.exists(entry_file(cache_dir, url)) and body_files(cache_dir, url) == []
+    assert disk_tier.row(cache_dir, url) is None and disk_tier.body_files(cache_dir) == []
     assert c.cache_stats()["disk"]["entries"] == 1
     again = fetch(c, url)
     assert again["source"] == "network" and again["bytes"] == body
@@ -563,18 +532,18 @@ def test_body_over_an_eighth_of_disk_capacity_is_not_stored_but_lands(courier, o
 def test_download_to_a_destination_stores_its_body_as_a_link(courier, origin, cache_dir, tmp_path):
     # Given a download to a destination on the cache directory's file system
     c = courier(*NO_MEMORY)
-    url, body = resource(origin, "linked", 20 * KIB)
+    url, body = resource(origin, "linked", 100 * KIB)
     destination = tmp_path / "out" / "linked.bin"
     destination.parent.mkdir()
     outcome = fetch(c, url, body="none", destination=str(destination))
     assert outcome["ok"] and destination.read_bytes() == body
-    # Then the cache's body file is the destination's inode, and the entry file holds no body
-    bodies = body_files(cache_dir, url)
-    assert len(bodies) == 1
-    assert os.stat(bodies[0]).st_ino == destination.stat().st_ino
+    # Then the cache's body file is the destination's inode, and the row holds no body
+    linked = body_file(cache_dir, url)
+    assert disk_tier.body_files(cache_dir) == [linked]
+    assert os.stat(linked).st_ino == destination.stat().st_ino
     assert destination.stat().st_nlink == 2
-    assert os.path.getsize(entry_file(cache_dir, url)) < 2 * KIB
-    # And usage counts entry and body once, and a new process serves it from disk
+    assert disk_tier.row(cache_dir, url)["body"] is None
+    # And usage counts head and body once, and a new process serves it from disk
     assert c.cache_stats()["disk"]["usage"] == entry_cost(cache_dir, url)
     served = fetch(courier(*NO_MEMORY), url)
     assert served["source"] == "disk" and served["bytes"] == body
@@ -603,11 +572,11 @@ REWRITES = {"same length": _rewrite_same_length, "appended": _append, "truncated
 def test_rewriting_a_linked_destination_in_place_is_never_served(courier, origin, cache_dir, tmp_path, rewrite):
     # Given a destination that shares its inode with the cache's body file
     name = "rewritten-" + str(list(REWRITES).index(rewrite))
-    url, body = resource(origin, name, 12 * KIB)
+    url, body = resource(origin, name, 80 * KIB)
     destination = tmp_path / "out" / (name + ".bin")
     destination.parent.mkdir()
     assert fetch(courier(*NO_MEMORY), url, body="none", destination=str(destination))["ok"]
-    [linked] = body_files(cache_dir, url)
+    linked = body_file(cache_dir, url)
     assert os.stat(linked).st_ino == destination.stat().st_ino
     # When the client changes its file in place
     REWRITES[rewrite](destination, body)
@@ -623,7 +592,7 @@ def test_rewriting_a_linked_destination_in_place_is_never_served(courier, origin
     # And the client's file is as the client left it, no longer linked
     assert destination.read_bytes() == changed
     assert destination.stat().st_nlink == 1
-    assert all(os.stat(path).st_ino != destination.stat().st_ino for path in body_files(cache_dir, url))
+    assert all(os.stat(path).st_ino != destination.stat().st_ino for path in disk_tier.body_files(cache_dir))
 
 
 def test_destination_on_another_file_system_is_copied(courier, origin, cache_dir):
@@ -632,12 +601,12 @@ def test_destination_on_another_file_system_is_copied(courier, origin, cache_dir
     if not os.path.isdir(shm) or os.stat(shm).st_dev == os.stat(cache_dir).st_dev:
         pytest.skip("needs /dev/shm on a file system of its own")
     c = courier(*NO_MEMORY)
-    url, body = resource(origin, "elsewhere", 9 * KIB)
+    url, body = resource(origin, "elsewhere", 90 * KIB)
     destination = os.path.join(shm, f"courier-test-{os.getpid()}-elsewhere.bin")
     try:
         assert fetch(c, url, body="none", destination=destination)["ok"]
         # Then the cache holds a private copy of its own
-        [copy] = body_files(cache_dir, url)
+        copy = body_file(cache_dir, url)
         assert os.stat(copy).st_ino != os.stat(destination).st_ino
         assert os.stat(copy).st_mode & 0o777 == 0o600
         with open(copy, "rb") as f:
@@ -684,20 +653,24 @@ def test_an_unannounced_body_is_kept_in_memory_only_within_the_entry_limit(couri
     assert origin.hits("/drip") == 1
 
 
-def test_revalidation_rewrites_the_entry_file_only(courier, origin, cache_dir):
-    # Given a stored response that must be revalidated
+def test_revalidation_rewrites_the_head_only(courier, origin, cache_dir):
+    # Given a stored response that must be revalidated, its body in a file
     c = courier(*NO_MEMORY)
-    url = origin.url("/cache?no-cache=1&etag=keep&body=kept-body&n=reval-link")
-    assert fetch(c, url)["source"] == "network"
-    [body_before] = body_files(cache_dir, url)
+    url = origin.set_resource(
+        "reval-link", pattern(100 * KIB, "reval"), {"Cache-Control": "no-cache", "ETag": '"keep"'})
+    first = fetch(c, url)
+    assert first["source"] == "network"
+    body_before = body_file(cache_dir, url)
     inode = os.stat(body_before).st_ino
+    head_before = disk_tier.row(cache_dir, url)["head"]
     # When a 304 answers its revalidation
     outcome = fetch(c, url)
-    assert outcome["source"] == "revalidated" and outcome["bytes"] == b"kept-body"
-    # Then the same body file is kept, and a new process revalidates it again
-    assert body_files(cache_dir, url) == [body_before] and os.stat(body_before).st_ino == inode
+    assert outcome["source"] == "revalidated" and outcome["bytes"] == first["bytes"]
+    # Then the same body file is kept under a new head, and a new process revalidates it again
+    assert disk_tier.body_files(cache_dir) == [body_before] and os.stat(body_before).st_ino == inode
+    assert disk_tier.row(cache_dir, url)["head"] != head_before
     again = fetch(courier(*NO_MEMORY), url)
-    assert again["source"] == "revalidated" and again["bytes"] == b"kept-body"
+    assert again["source"] == "revalidated" and again["bytes"] == first["bytes"]
 
 
 # ------------------------------------------------------------------ cache/* methods and counters
@@ -734,7 +707,7 @@ def test_remove_and_clear(courier, origin, cache_dir):
     assert c.cache_remove(urls[0]) == {"removed": False}
     assert c.cache_remove(origin.url("/never")) == {"removed": False}
     assert c.cache_lookup(urls[0])["cached"] is False
-    assert not os.path.exists(entry_file(cache_dir, urls[0]))
+    assert disk_tier.row(cache_dir, urls[0]) is None
     assert fetch(c, urls[0])["source"] == "network"
     assert origin.hits("/cache") == 4
 
@@ -743,7 +716,7 @@ def test_remove_and_clear(courier, origin, cache_dir):
     assert stats["memory"] == {**stats["memory"], "entries": 0, "usage": 0}
     assert stats["disk"]["entries"] == 3
     assert c.cache_clear(memory=False, disk=True) == {"memory": 0, "disk": 3}
-    assert entry_files(cache_dir) == {}
+    assert disk_tier.usage(cache_dir) == (0, 0)
     for url in urls:
         assert fetch(c, url)["source"] == "network"
     assert c.cache_clear() == {"memory": 3, "disk": 3}
@@ -851,7 +824,7 @@ def test_a_response_that_may_not_be_stored_removes_the_stored_one(courier, origi
     outcome = fetch(c, url, cachePolicy="reload")
     assert outcome["source"] == "network" and outcome["size"] == 2100
     assert c.cache_lookup(url)["cached"] is False
-    assert not os.path.exists(entry_file(cache_dir, url))
+    assert disk_tier.row(cache_dir, url) is None
     result = c.download(url, cachePolicy="cacheOnly", wait=True)
     assert result["outcome"]["error"]["code"] == "not_cached"
 

@@ -1,4 +1,4 @@
-"""The disk tier under crashes and sharing (issue 4): courier is killed with
+"""The disk tier under crashes and sharing: courier is killed with
 SIGKILL in the middle of 200 concurrent cache writes, 20 rounds on one cache
 directory, and every body a restarted courier serves is checked against the
 origin's bytes; a deliberately corrupted entry is never served; three courier
@@ -7,14 +7,14 @@ processes share one small cache directory, evicting concurrently."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import math
 import os
 import random
 import signal
-import struct
 import threading
 import time
+
+import disk_tier
 
 KIB = 1024
 ROUNDS = 20
@@ -30,20 +30,13 @@ def log_uniform_size(rng: random.Random, low: int, high: int) -> int:
     return int(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
-def entry_path(cache_dir, url: str) -> str:
-    """The entry file of ``url``'s response: named by the SHA-256 of its key,
-    ``url `` and the URL's bytes with all but printable ASCII (and ``%``) as %XX."""
-    escaped = "".join(chr(b) if 0x20 < b < 0x7F and b != 0x25 else f"%{b:02X}" for b in url.encode())
-    return os.path.join(str(cache_dir), "http", hashlib.sha256(("url " + escaped).encode()).hexdigest())
-
-
-def body_path(entry: str) -> str:
-    """The body file an entry file names: the body id at offset 40 of its
-    header, as 16 hex digits after the entry file's name and a dot."""
-    with open(entry, "rb") as file:
-        file.seek(40)
-        (body_id,) = struct.unpack("<Q", file.read(8))
-    return f"{entry}.{body_id:016x}"
+def unnamed_body_files(cache_dir) -> int:
+    """Files in ``http/`` that no row names: what a writer killed between
+    naming its body file and committing its row leaves."""
+    with disk_tier.connect(cache_dir) as db:
+        named = {f"{file & 0xFFFFFFFFFFFFFFFF:016x}" for (file,) in
+                 db.execute("SELECT body_file FROM responses WHERE body_file IS NOT NULL")}
+    return len(set(os.listdir(os.path.join(str(cache_dir), "http"))) - named)
 
 
 def served_bytes(outcome: dict) -> bytes:
@@ -108,7 +101,7 @@ def test_sigkill_during_concurrent_cache_writes_never_serves_a_torn_entry(
         assert writer.wait_exit(10) == -signal.SIGKILL
         assert in_flight > 0, "every download had finished before the kill"
         unfinished += in_flight
-        torn_writes += sum(name.startswith(".tmp-") for name in os.listdir(os.path.join(str(cache_dir), "http")))
+        torn_writes += unnamed_body_files(cache_dir)
 
         reader = courier(*args, validate="none")
         for url, outcome in zip(previous_round + urls,
@@ -128,19 +121,24 @@ def test_sigkill_during_concurrent_cache_writes_never_serves_a_torn_entry(
             origin.remove_resource(url.rsplit("/", 1)[1])
         previous_round = urls
 
-    # A corrupted entry is dropped and fetched again, never served.
-    victims = previous_round[:2]
-    for index, url in enumerate(victims):
-        entry = entry_path(cache_dir, url)
-        assert os.path.exists(entry), "the last round's bodies were all stored"
-        # The body file's last byte, then a byte of the entry file's metadata
-        path = body_path(entry) if index == 0 else entry
-        with open(path, "r+b") as file:
-            offset = os.path.getsize(path) - 1 if index == 0 else 48 + 3
-            file.seek(offset)
-            byte = file.read(1)
-            file.seek(offset)
-            file.write(bytes([byte[0] ^ 0xFF]))
+    # A corrupted entry is dropped and fetched again, never served: a body
+    # file's last byte, a byte of a body kept inline, a byte of a stored head.
+    in_files = [url for url in previous_round if disk_tier.body_file(cache_dir, url)]
+    inline = [url for url in previous_round if disk_tier.row(cache_dir, url) and url not in in_files]
+    assert in_files and len(inline) >= 2, "the last round's bodies were all stored"
+    victims = [in_files[0], inline[0], inline[1]]
+    path = disk_tier.body_file(cache_dir, victims[0])
+    with open(path, "r+b") as file:
+        file.seek(os.path.getsize(path) - 1)
+        byte = file.read(1)
+        file.seek(os.path.getsize(path) - 1)
+        file.write(bytes([byte[0] ^ 0xFF]))
+    body = bytearray(disk_tier.row(cache_dir, victims[1])["body"])
+    body[-1] ^= 0xFF
+    disk_tier.update(cache_dir, victims[1], body=bytes(body))
+    head = bytearray(disk_tier.row(cache_dir, victims[2])["head"])
+    head[3] ^= 0x01
+    disk_tier.update(cache_dir, victims[2], head=bytes(head))
     hits_before = {url: origin.hits("/res/" + url.rsplit("/", 1)[1]) for url in victims}
     reader = courier(*args, validate="none")
     for outcome in download_all(reader, victims, cachePolicy="cacheOnly", body="base64"):
@@ -157,7 +155,7 @@ def test_sigkill_during_concurrent_cache_writes_never_serves_a_torn_entry(
 
     summary = (f"kill test: rounds {ROUNDS}, bodies checked {tally.checked} "
                f"({served_from_cache} from the cache after a kill), bad bodies {len(tally.bad)}; "
-               f"downloads unfinished at the kills {unfinished}, cache writes cut short {torn_writes}; "
+               f"downloads unfinished at the kills {unfinished}, body files left without a row {torn_writes}; "
                f"{time.monotonic() - started:.1f} s")
     with capsys.disabled():
         print("\n" + summary)
@@ -220,12 +218,11 @@ def test_three_processes_share_one_small_cache_directory(courier, origin, cache_
     assert tally.bad == []
     assert codes == [0, 0, 0]
     assert served["disk"] > 0 and served["network"] > 0
-    directory = os.path.join(str(cache_dir), "http")
-    files = os.listdir(directory)
-    assert not [name for name in files if name.startswith(".tmp-")], "temporary files left behind"
-    # Each process counts the others' writes only when it rescans, so the
-    # directory may pass the capacity for a while, never by much.
-    assert sum(os.path.getsize(os.path.join(directory, n)) for n in files) <= 2 * 256 * KIB
+    # Every write counts every process's entries: usage never passes the
+    # capacity, and every body file is named by a row.
+    usage, entries = disk_tier.usage(cache_dir)
+    assert usage <= 256 * KIB and entries > 0
+    assert unnamed_body_files(cache_dir) == 0
 
     # What the three left behind is intact: a new process serves it correctly.
     check = courier(*args)

@@ -38,8 +38,8 @@ final class CacheDatabase: Sendable {
     /// a database of it is brought to version 2 by making the others.
     ///
     /// `responses` holds the disk tier (see `ResponseStore`): per key, the
-    /// stored head (`DiskCacheEntry`'s metadata), the body's length, XXH3-64
-    /// and recorded digests, and the body itself inline, or the id of its
+    /// stored head (`DiskCacheEntry`'s metadata) and its XXH3-64, the body's
+    /// length, XXH3-64 and recorded digests, and the body itself inline, or the id of its
     /// body file in `http/`; `used` orders entries by their last use and
     /// `size` is what an entry counts against the capacity.
     /// `response_usage` holds the sum of `size` and the count of rows, kept
@@ -57,6 +57,7 @@ final class CacheDatabase: Sendable {
             sha384 BLOB,
             sha512 BLOB,
             head BLOB NOT NULL,
+            head_checksum INTEGER NOT NULL,
             body BLOB
         );
         CREATE INDEX IF NOT EXISTS responses_by_use ON responses (used);

@@ -55,12 +55,14 @@ final class ResponseStore: Sendable {
         var body: Body
 
         /// The row `values` hold (`id, head, body_length, body_checksum,
-        /// body_file, body`), or nil when a column is not of its type or
-        /// range: a length of 0 to `maximumBodyLength`, a body inline of
-        /// exactly that length, or a body file id for a body longer than
-        /// `inlineLimit`.
+        /// body_file, body, head_checksum`), or nil when a column is not of
+        /// its type or range: a head whose XXH3-64 is the one recorded (so
+        /// a byte changed in a head that would still parse is caught), a
+        /// length of 0 to `maximumBodyLength`, a body inline of exactly that
+        /// length, or a body file id for a body longer than `inlineLimit`.
         init?(_ values: [SQLiteValue], maximumBodyLength: Int64) {
-            guard values.count == 6, let id = values[0].integer, let head = values[1].blob,
+            guard values.count == 7, let id = values[0].integer, let head = values[1].blob,
+                let headChecksum = values[6].integer, XXH3.hash(head) == UInt64(bitPattern: headChecksum),
                 let length = values[2].integer, (0...maximumBodyLength).contains(length),
                 let checksum = values[3].integer
             else { return nil }
@@ -136,7 +138,7 @@ final class ResponseStore: Sendable {
     func find(key: [UInt8]) -> Row? {
         let values = database.use { database throws(SQLiteError) in
             try database.rows(
-                "SELECT id, head, body_length, body_checksum, body_file, body FROM responses WHERE key = ?", [.blob(key)]
+                "SELECT id, head, body_length, body_checksum, body_file, body, head_checksum FROM responses WHERE key = ?", [.blob(key)]
             ).first
         }
         guard let values = values ?? nil else { return nil }
@@ -221,14 +223,15 @@ final class ResponseStore: Sendable {
                 let size = Int64(insert.head.count) + insert.bodyLength
                 try database.run(
                     """
-                    INSERT INTO responses (key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, body)
-                    VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO responses (
+                        key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, head_checksum, body)
+                    VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     [
                         .blob(insert.key), .integer(size), .integer(insert.bodyLength),
                         .integer(Int64(bitPattern: insert.checksum)), file, Self.column(insert.digests, .sha256),
                         Self.column(insert.digests, .sha384), Self.column(insert.digests, .sha512),
-                        .blob(insert.head), inline,
+                        .blob(insert.head), .integer(Int64(bitPattern: XXH3.hash(insert.head))), inline,
                     ])
                 bytes += size
                 entries += 1
@@ -259,12 +262,12 @@ final class ResponseStore: Sendable {
             var (bytes, entries) = try usage(in: database)
             try database.run(
                 """
-                UPDATE responses SET head = ?, size = size + ?, sha256 = ?, sha384 = ?, sha512 = ?,
+                UPDATE responses SET head = ?, head_checksum = ?, size = size + ?, sha256 = ?, sha384 = ?, sha512 = ?,
                     used = (SELECT coalesce(max(used), 0) + 1 FROM responses) WHERE id = ?
                 """,
                 [
-                    .blob(head), .integer(Int64(head.count) - old), Self.column(digests, .sha256),
-                    Self.column(digests, .sha384), Self.column(digests, .sha512), .integer(id),
+                    .blob(head), .integer(Int64(bitPattern: XXH3.hash(head))), .integer(Int64(head.count) - old),
+                    Self.column(digests, .sha256), Self.column(digests, .sha384), Self.column(digests, .sha512), .integer(id),
                 ])
             bytes += Int64(head.count) - old
             try setUsage(bytes: bytes, entries: entries, in: database)
