@@ -10,22 +10,20 @@ checks a victim directory outside the cache file by file."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
-import struct
 import time
 from pathlib import Path
 
 import pytest
 import xxhash
 
+import disk_tier
 from origin import pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
 MIB = 1 << 20
 GIB = 1 << 30
-HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH3-64s, body id
 
 # A dead process's owner name, as courier names its journals: <pid>-<nonce>.
 DEAD_OWNER = "999999-abc"
@@ -249,31 +247,23 @@ def xxh3_of_zeros(length: int) -> int:
     return hasher.intdigest()
 
 
-def entry_file(cache_dir: Path, url: str) -> Path:
-    escaped = "".join(chr(b) if 0x20 < b < 0x7F and b != 0x25 else f"%{b:02X}" for b in url.encode())
-    return cache_dir / "http" / hashlib.sha256(("url " + escaped).encode()).hexdigest()
-
-
 def store_then_lie(courier, origin, cache_dir: Path, name: str, length: int, *, true_checksum: bool,
                    args: tuple[str, ...] = ()) -> tuple[str, bytes, Path]:
-    """Lets a courier store a 16-byte response, then rewrites its entry to
-    claim a body of ``length`` bytes and makes the body file that long
-    (sparse: zeros). With ``true_checksum`` the entry's checksum is that of
-    the zeros, so the forged entry is sound and is served. Returns the URL,
-    the origin's body, and the body file."""
+    """Lets a courier store a 16-byte response, then rewrites its row to
+    claim a body of ``length`` bytes in a body file and makes that file that
+    long (sparse: zeros). With ``true_checksum`` the row's checksum is that
+    of the zeros, so the forged entry is sound and is served. Returns the
+    URL, the origin's body, and the body file."""
     body = pattern(16, name)
     url = origin.set_resource(name, body, LONG)
     writer = courier(*args)
     assert writer.fetch(url)["source"] == "network"
     writer.close()
-    entry = entry_file(cache_dir, url)
-    data = entry.read_bytes()
-    magic, version, metadata_length, _, metadata_sum, _, body_id = HEADER.unpack_from(data)
     checksum = xxh3_of_zeros(length) if true_checksum else 1
-    entry.write_bytes(HEADER.pack(magic, version, metadata_length, length, metadata_sum, checksum, body_id)
-                      + data[HEADER.size:])
-    body_file = cache_dir / "http" / f"{entry.name}.{body_id:016x}"
-    body_file.unlink()
+    body_id = 0x0123456789ABCDEF
+    disk_tier.update(cache_dir, url, body_length=length, body_checksum=checksum - (1 << 64) if checksum >= 1 << 63 else checksum,
+                     body_file=body_id, body=None)
+    body_file = cache_dir / "http" / f"{body_id:016x}"
     with open(body_file, "wb") as f:
         f.truncate(length)
     return url, body, body_file

@@ -10,17 +10,14 @@ import base64
 import datetime
 import json
 import os
-import struct
 
 import pytest
 import xxhash
 
+import disk_tier
 from origin import pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
-MAGIC = b"CRCH\r\n\x1a\n"
-HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH3-64s, body id
-
 # ------------------------------------------------------------------ XXH3-64
 
 
@@ -36,50 +33,27 @@ def test_xxh3_reference_values():
     assert xxh3(b"Nobody inspects the spammish repetition") == 0x6CB00603B5CC47E9
 
 
-# ------------------------------------------------------------------ entries
+# ------------------------------------------------------------------ rows
 
 
-def entry_bytes(metadata: bytes, body: bytes, **overrides: int) -> bytes:
-    """An entry file as DiskCacheEntry.swift describes it, for ``body``;
-    ``overrides`` replace header fields (version, metadata_length,
-    body_length, metadata_sum, body_sum, body_id) with values of their own.
-    The body itself lives in the body file the body id names."""
-    fields = {"version": 3, "metadata_length": len(metadata), "body_length": len(body),
-              "metadata_sum": xxh3(metadata), "body_sum": xxh3(body), "body_id": 0}
-    fields.update(overrides)
-    header = HEADER.pack(MAGIC, fields["version"], fields["metadata_length"], fields["body_length"],
-                         fields["metadata_sum"], fields["body_sum"], fields["body_id"])
-    return header + metadata
+def signed(value: int) -> int:
+    """A 64-bit checksum as SQLite keeps it: a signed integer."""
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def body_path(entry_path: str, body_id: int) -> str:
-    """The body file an entry file names: its path, a dot, the body id in 16 hex digits."""
-    return f"{entry_path}.{body_id:016x}"
+def only_row(cache_dir):
+    """The one row courier has written, its head's checksum checked
+    against our own XXH3-64."""
+    with disk_tier.connect(cache_dir) as db:
+        rows = db.execute("SELECT * FROM responses").fetchall()
+    assert len(rows) == 1, rows
+    assert signed(xxh3(rows[0]["head"])) == rows[0]["head_checksum"], "XXH3-64 differs from courier's"
+    return rows[0]
 
 
-def read_entry(path: str) -> tuple[dict, bytes, bytes, int]:
-    """The metadata object, the metadata's bytes, the body and the body id
-    of an entry, after checking its header against our own XXH3-64."""
-    with open(path, "rb") as f:
-        data = f.read()
-    magic, version, metadata_length, body_length, metadata_sum, body_sum, body_id = HEADER.unpack_from(data)
-    assert magic == MAGIC and version == 3
-    metadata = data[HEADER.size:]
-    assert len(metadata) == metadata_length
-    with open(body_path(path, body_id), "rb") as f:
-        body = f.read()
-    assert len(body) == body_length
-    assert xxh3(metadata) == metadata_sum and xxh3(body) == body_sum, "XXH3-64 differs from courier's"
-    return json.loads(metadata), metadata, body, body_id
-
-
-def only_entry(cache_dir) -> str:
-    """The one entry file courier has written (named by a hash of its key,
-    however keys are formed)."""
-    directory = os.path.join(str(cache_dir), "http")
-    names = [name for name in os.listdir(directory) if len(name) == 64]
-    assert len(names) == 1, names
-    return os.path.join(directory, names[0])
+def set_head(cache_dir, url: str, head: bytes) -> None:
+    """Replaces ``url``'s stored head, with the checksum of the new bytes."""
+    disk_tier.update(cache_dir, url, head=head, head_checksum=signed(xxh3(head)))
 
 
 # ------------------------------------------------------------------ helpers
@@ -273,33 +247,33 @@ HOSTILE_HEADER_ENTRIES = {
 }
 
 
-# Whole entry files: (metadata, body, body id) → file bytes.
-FILE_CASES = {
-    "body length 2^63-1": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=2 ** 63 - 1),
-    "body length 2^64-1": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=2 ** 64 - 1),
-    "body length one more": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=len(b) + 1),
-    "body length 0": lambda m, b, i: entry_bytes(m, b, body_id=i, body_length=0, body_sum=xxh3(b"")),
-    "metadata length 2^32-1": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_length=2 ** 32 - 1),
-    "metadata length 0": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_length=0),
-    "wrong metadata checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, metadata_sum=xxh3(m) ^ 1),
-    "wrong body checksum": lambda m, b, i: entry_bytes(m, b, body_id=i, body_sum=xxh3(b) ^ 1),
-    "another body id": lambda m, b, i: entry_bytes(m, b, body_id=i ^ 1),
-    "version 1": lambda m, b, i: entry_bytes(m, b, body_id=i, version=1),
-    "version 2 (XXH64 checksums)": lambda m, b, i: entry_bytes(m, b, body_id=i, version=2),
-    "version 2^32-1": lambda m, b, i: entry_bytes(m, b, body_id=i, version=2 ** 32 - 1),
-    "version 1 with its body inline": lambda m, b, i: (
-        struct.pack("<8sIIQQQ", MAGIC, 1, len(m), len(b), xxh3(m), xxh3(b)) + m + b),
-    "metadata cut": lambda m, b, i: entry_bytes(m, b, body_id=i)[:-1],
-    "bytes past the metadata": lambda m, b, i: entry_bytes(m, b, body_id=i) + b"x",
-    "header only": lambda m, b, i: entry_bytes(m, b, body_id=i)[:HEADER.size],
-    "header cut": lambda m, b, i: entry_bytes(m, b, body_id=i)[:HEADER.size - 1],
-    "empty": lambda m, b, i: b"",
-    "random bytes": lambda m, b, i: pattern(4096, "random"),
-    "metadata 1e400": lambda m, b, i: entry_bytes(m.replace(b'"requestTime":', b'"requestTime":1e400,"x":'), b, body_id=i),
-    "metadata NaN": lambda m, b, i: entry_bytes(m.replace(b'"requestTime":', b'"requestTime":NaN,"x":'), b, body_id=i),
-    "metadata integer past 64 bits": lambda m, b, i: entry_bytes(
-        m.replace(b'"status":', b'"status":99999999999999999999999,"x":'), b, body_id=i),
-    "metadata not JSON": lambda m, b, i: entry_bytes(b"{" * 1000, b, body_id=i),
+# Rows another program changed: ``url``'s row → the columns it sets.
+def _head(make):
+    """A head of ``make(head)``'s bytes, its checksum recomputed, so the
+    head's parser is what turns it away."""
+    return lambda row: {"head": make(row["head"]), "head_checksum": signed(xxh3(make(row["head"])))}
+
+
+ROW_CASES = {
+    "body length 2^63-1": lambda row: {"body_length": 2 ** 63 - 1},
+    "body length -1": lambda row: {"body_length": -1},
+    "body length one more": lambda row: {"body_length": row["body_length"] + 1},
+    "body length 0": lambda row: {"body_length": 0, "body_checksum": signed(xxh3(b""))},
+    "wrong head checksum": lambda row: {"head_checksum": row["head_checksum"] ^ 1},
+    "wrong body checksum": lambda row: {"body_checksum": row["body_checksum"] ^ 1},
+    "a body file named too": lambda row: {"body_file": 1},
+    "no body": lambda row: {"body": None},
+    "body as text": lambda row: {"body": row["body"].decode("latin-1")},
+    "head as text": lambda row: {"head": row["head"].decode()},
+    "head checksum as text": lambda row: {"head_checksum": "0"},
+    "a byte of the head changed": lambda row: {"head": row["head"].replace(b'"key"', b'"kex"', 1)},
+    "head cut": _head(lambda head: head[:-1]),
+    "head empty": _head(lambda head: b""),
+    "head random bytes": _head(lambda head: pattern(4096, "random")),
+    "head 1e400": _head(lambda head: head.replace(b'"requestTime":', b'"requestTime":1e400,"x":')),
+    "head NaN": _head(lambda head: head.replace(b'"requestTime":', b'"requestTime":NaN,"x":')),
+    "head integer past 64 bits": _head(lambda head: head.replace(b'"status":', b'"status":99999999999999999999999,"x":')),
+    "head not JSON": _head(lambda head: b"{" * 1000),
 }
 
 
@@ -352,28 +326,22 @@ def _bind_socket(path: str) -> None:
         sock.close()
 
 
-def _store_and_corrupt(courier, origin, cache_dir, name: str, make_file) -> tuple[str, bytes, int]:
-    """Lets one courier store ``name``, rewrites its entry file with
-    ``make_file(metadata bytes, body, body id)``, and returns (url, body,
-    origin hits)."""
+def _store_and_corrupt(courier, origin, cache_dir, name: str, change) -> tuple[str, bytes, int]:
+    """Lets one courier store ``name``, sets the columns ``change(row)``
+    gives in its row, and returns (url, body, origin hits)."""
     body = pattern(300, name)
     url = origin.set_resource(name, body, LONG)
     writer = courier()
     assert fetch(writer, url)["source"] == "network"
     writer.close()
-    path = only_entry(cache_dir)
-    _meta, metadata, stored_body, body_id = read_entry(path)
-    assert stored_body == body
-    with open(path, "wb") as f:
-        f.write(make_file(metadata, body, body_id))
+    row = only_row(cache_dir)
+    assert row["body"] == body and signed(xxh3(body)) == row["body_checksum"]
+    disk_tier.update(cache_dir, url, **change(row))
     return url, body, origin.hits("/res/" + name)
 
 
 def _metadata_file(change):
-    def make(metadata: bytes, body: bytes, body_id: int) -> bytes:
-        return entry_bytes(json.dumps(change(json.loads(metadata)), separators=(",", ":")).encode(), body,
-                           body_id=body_id)
-    return make
+    return _head(lambda head: json.dumps(change(json.loads(head)), separators=(",", ":")).encode())
 
 
 def _check_fresh_courier(courier, origin, url: str, body: bytes) -> dict:
@@ -415,11 +383,11 @@ def test_entry_with_absurd_header_values_answers(courier, origin, cache_dir, cas
     _check_fresh_courier(courier, origin, url, body)
 
 
-@pytest.mark.parametrize("case", list(FILE_CASES), ids=list(FILE_CASES))
-def test_corrupt_entry_file_is_a_miss(courier, origin, cache_dir, case):
-    # Given an entry file whose framing, checksums or JSON are broken
-    name = "file-" + str(list(FILE_CASES).index(case))
-    url, body, hits = _store_and_corrupt(courier, origin, cache_dir, name, FILE_CASES[case])
+@pytest.mark.parametrize("case", list(ROW_CASES), ids=list(ROW_CASES))
+def test_corrupt_row_is_a_miss(courier, origin, cache_dir, case):
+    # Given a row whose lengths, checksums, types or head are broken
+    name = "row-" + str(list(ROW_CASES).index(case))
+    url, body, hits = _store_and_corrupt(courier, origin, cache_dir, name, ROW_CASES[case])
     # When a fresh courier looks it up and downloads it
     outcome = _check_fresh_courier(courier, origin, url, body)
     # Then the origin served the body
@@ -428,46 +396,51 @@ def test_corrupt_entry_file_is_a_miss(courier, origin, cache_dir, case):
 
 @pytest.mark.parametrize("case", list(BODY_CASES), ids=list(BODY_CASES))
 def test_corrupt_body_file_is_a_miss(courier, origin, cache_dir, case):
-    # Given a sound entry file whose body file is missing, changed, or not a regular file
+    # Given a sound row whose body file is missing, changed, or not a regular file
     name = "body-" + str(list(BODY_CASES).index(case))
-    body = pattern(300, name)
+    body = pattern(disk_tier.INLINE_LIMIT + 300, name)
     url = origin.set_resource(name, body, LONG)
     writer = courier()
     assert fetch(writer, url)["source"] == "network"
     writer.close()
-    entry = only_entry(cache_dir)
-    *_, body_id = read_entry(entry)
-    BODY_CASES[case](body_path(entry, body_id), body)
+    path = disk_tier.body_file(cache_dir, url)
+    BODY_CASES[case](path, body)
     # When a fresh courier looks it up and downloads it (a FIFO must not block it)
     outcome = _check_fresh_courier(courier, origin, url, body)
     # Then the origin served the body, and what is stored now reads back whole
     assert outcome["source"] == "network" and origin.hits("/res/" + name) == 2
-    _meta, _metadata, stored, new_id = read_entry(entry)
-    assert stored == body and new_id != body_id
-    assert not os.path.islink(body_path(entry, new_id))
+    stored = disk_tier.body_file(cache_dir, url)
+    assert stored != path and not os.path.islink(stored)
+    with open(stored, "rb") as f:
+        assert f.read() == body
 
 
-def test_orphaned_and_foreign_files_beside_entries_are_harmless(courier, origin, cache_dir):
-    # Given a stored entry, and beside it a body file no entry names, names
-    # that look like body files but are not, and a directory named like an entry
-    body = pattern(300, "beside")
+def test_orphaned_and_foreign_files_beside_body_files_are_harmless(courier, origin, cache_dir, tmp_path):
+    # Given a stored body file, and beside it a body file no row names,
+    # names courier does not give, a directory and symbolic links
+    body = pattern(disk_tier.INLINE_LIMIT + 300, "beside")
     url = origin.set_resource("beside", body, LONG)
     writer = courier()
     assert fetch(writer, url)["source"] == "network"
     writer.close()
-    entry = only_entry(cache_dir)
-    directory = os.path.dirname(entry)
-    _write(entry + ".00000000000000ff", b"orphan")
-    _write(entry + ".ZZZZZZZZZZZZZZZZ", b"not hex")
-    _write(entry + ".0", b"short id")
-    os.mkdir(os.path.join(directory, "f" * 64))
-    os.symlink("/etc/passwd", os.path.join(directory, "e" * 64 + ".0000000000000001"))
-    # Then a fresh courier serves the entry from disk, answers for the rest, and clears what is its own
+    stored = disk_tier.body_file(cache_dir, url)
+    directory = os.path.dirname(stored)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "kept").write_bytes(b"victim")
+    _write(os.path.join(directory, "00000000000000ff"), b"orphan")
+    _write(os.path.join(directory, "ZZZZZZZZZZZZZZZZ"), b"not hex")
+    _write(os.path.join(directory, "e" * 64), b"an entry file of the earlier format")
+    os.mkdir(os.path.join(directory, "f" * 16))
+    os.symlink(str(victim), os.path.join(directory, "0000000000000001"))
+    os.symlink("/etc/passwd", os.path.join(directory, "0000000000000002"))
+    # Then a fresh courier removes them (nothing they point at), serves the entry from disk, and clears it
     c = courier()
     outcome = fetch(c, url)
     assert outcome["ok"] and outcome["source"] == "disk" and outcome["bytes"] == body
+    assert sorted(os.listdir(directory)) == [os.path.basename(stored)]
     assert c.cache_stats()["disk"]["entries"] == 1
     assert c.cache_clear() == {"memory": 1, "disk": 1}
-    assert not os.path.exists(entry) and not os.path.exists(entry + ".00000000000000ff")
-    assert os.path.exists("/etc/passwd")
+    assert os.listdir(directory) == []
+    assert os.path.exists("/etc/passwd") and (victim / "kept").read_bytes() == b"victim"
     assert_still_serving(c, origin)

@@ -11,17 +11,16 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import struct
 import time
 
 import pytest
 import xxhash
 
+import disk_tier
 from courier_client import RpcError
 from origin import gzip_plain, pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
-HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, metadata length, body length, two XXH3-64s, body id
 # Bodies up to 256 KiB are written by the transfers' thread as they arrive;
 # larger ones by the body writer's thread: both take the digests.
 SMALL = 3001
@@ -323,25 +322,19 @@ def test_a_stored_body_is_served_only_when_it_matches(courier, origin, cache_dir
 
 
 def test_a_recorded_digest_on_disk_is_not_taken_on_its_word(courier, origin, cache_dir):
-    # Given a body stored with its digest, whose body file another process
-    # then rewrote to other bytes of the same length, fixing the entry's
-    # checksum but not the digest it records
+    # Given a body stored with its digest, which another process then
+    # rewrote to other bytes of the same length, fixing the row's checksum
+    # but not the digest it records
     body, forged = pattern(4096, "true"), pattern(4096, "forged")
     url = origin.set_resource("signed", body, LONG)
     writer = courier()
     assert writer.fetch(url, integrity=sri("sha256", body))["ok"] is True
     writer.close()
-    entries = [p for p in (cache_dir / "http").iterdir() if len(p.name) == 64]
-    assert len(entries) == 1
-    entry = entries[0]
-    data = entry.read_bytes()
-    assert b'"digests":{"sha256":' in data
-    magic, version, metadata_length, length, metadata_sum, _, body_id = HEADER.unpack_from(data)
-    body_file = cache_dir / "http" / f"{entry.name}.{body_id:016x}"
-    body_file.unlink()
-    body_file.write_bytes(forged)
-    entry.write_bytes(HEADER.pack(magic, version, metadata_length, length, metadata_sum,
-                                  xxhash.xxh3_64_intdigest(forged), body_id) + data[HEADER.size:])
+    row = disk_tier.row(cache_dir, url)
+    assert b'"digests":{"sha256":' in row["head"]
+    assert row["sha256"] == hashlib.sha256(body).digest()
+    checksum = xxhash.xxh3_64_intdigest(forged)
+    disk_tier.update(cache_dir, url, body=forged, body_checksum=checksum - (1 << 64) if checksum >= 1 << 63 else checksum)
 
     # (sound by its checksum: a process that asks without integrity is served it)
     probe = courier()
@@ -401,8 +394,11 @@ def test_a_stored_body_known_not_to_match_is_not_revalidated(courier, origin):
 # ------------------------------------------------------------------ content addressing
 
 
-def entry_files(cache_dir) -> list:
-    return [p for p in (cache_dir / "http").iterdir() if len(p.name) == 64]
+def only_head(cache_dir) -> bytes:
+    """The stored head of the one row."""
+    with disk_tier.connect(cache_dir) as db:
+        [(head,)] = db.execute("SELECT head FROM responses").fetchall()
+    return head
 
 
 @pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small", "large"])
@@ -473,7 +469,7 @@ def test_a_body_stored_without_a_digest_is_found_once_a_read_proves_it(courier, 
     writer = courier()
     assert writer.fetch(first)["ok"] is True
     writer.close()
-    assert b'"digests":{}' in entry_files(cache_dir)[0].read_bytes()
+    assert b'"digests":{}' in only_head(cache_dir)
     probe = courier()
     assert probe.fetch(other, integrity=sri("sha512", body), cachePolicy="cacheOnly")["error"]["code"] == "not_cached"
     probe.close()
@@ -485,7 +481,7 @@ def test_a_body_stored_without_a_digest_is_found_once_a_read_proves_it(courier, 
     # Then the digest the read proved is recorded with the entry, and the
     # next process finds the body by it for another URL
     deadline = time.monotonic() + 10
-    while b'"sha512"' not in entry_files(cache_dir)[0].read_bytes():
+    while b'"sha512"' not in only_head(cache_dir):
         assert time.monotonic() < deadline, "the digest was not recorded"
         time.sleep(0.01)
     c.close()
@@ -496,23 +492,17 @@ def test_a_body_stored_without_a_digest_is_found_once_a_read_proves_it(courier, 
 
 
 def test_a_stored_body_is_not_served_by_its_recorded_digest_alone(courier, origin, cache_dir):
-    # Given a body stored with its digest, whose body file another process
-    # then rewrote to other bytes of the same length, fixing the entry's
-    # checksum but not the digest it records
+    # Given a body stored with its digest, which another process then
+    # rewrote to other bytes of the same length, fixing the row's checksum
+    # but not the digest it records
     body, forged = pattern(4096, "genuine"), pattern(4096, "forgery")
     first = origin.set_resource("genuine", body, LONG)
     other = origin.set_resource("genuine-copy", body, LONG)
     writer = courier()
     assert writer.fetch(first, integrity=sri("sha256", body))["ok"] is True
     writer.close()
-    entry = entry_files(cache_dir)[0]
-    data = entry.read_bytes()
-    magic, version, metadata_length, length, metadata_sum, _, body_id = HEADER.unpack_from(data)
-    body_file = cache_dir / "http" / f"{entry.name}.{body_id:016x}"
-    body_file.unlink()
-    body_file.write_bytes(forged)
-    entry.write_bytes(HEADER.pack(magic, version, metadata_length, length, metadata_sum,
-                                  xxhash.xxh3_64_intdigest(forged), body_id) + data[HEADER.size:])
+    checksum = xxhash.xxh3_64_intdigest(forged)
+    disk_tier.update(cache_dir, first, body=forged, body_checksum=checksum - (1 << 64) if checksum >= 1 << 63 else checksum)
 
     # When another URL is asked for with the true digest
     c = courier()

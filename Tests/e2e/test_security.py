@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import disk_tier
 from courier_client import RpcError
 from origin import Origin, pattern
 
@@ -289,8 +290,11 @@ def test_redirect_hops_are_counted_by_courier(courier, origin):
 # -- the cache --------------------------------------------------------------------------
 
 
-def entry_files(cache_dir) -> list[Path]:
-    return [p for p in (Path(cache_dir) / "http").iterdir() if not p.name.startswith(".")]
+def entry_files(cache_dir) -> list:
+    """What the disk tier holds: its rows' keys and the files in ``http/``."""
+    with disk_tier.connect(cache_dir) as db:
+        keys = [key for (key,) in db.execute("SELECT key FROM responses")]
+    return keys + [p for p in (Path(cache_dir) / "http").iterdir()]
 
 
 def test_a_cache_key_never_answers_a_plain_request_nor_the_reverse(courier, origin):
@@ -372,7 +376,8 @@ def test_files_holding_fetched_data_are_private(courier, origin, cache_dir, tmp_
     assert out["ok"], out
     destination = tmp_path / "given" / "y.bin"
     destination.parent.mkdir()
-    given = c.fetch(origin.url("/cache?max-age=600&body=y"), body="none", destination=str(destination))
+    large = origin.set_resource("private-large", pattern(100 * 1024, "private"), {"Cache-Control": "max-age=600"})
+    given = c.fetch(large, body="none", destination=str(destination))
     assert given["ok"], given
     # A body file the cache shares with a destination has the destination's
     # mode; every other file is 0600 and every directory 0700.

@@ -1,13 +1,12 @@
 """End-to-end tests of what courier does at start with a cache directory
-that already holds many entries: the first count runs beside serving, and
-what reports it waits for it."""
+that already holds many entries: they are counted from the rows, whatever
+count another program left."""
 
 from __future__ import annotations
 
 import base64
-import os
-import shutil
 
+import disk_tier
 from origin import pattern
 
 LONG = {"Cache-Control": "max-age=3600"}
@@ -23,26 +22,27 @@ def fetch(c, url: str) -> dict:
 
 def test_stats_right_after_start_count_every_entry_already_there(courier, origin, cache_dir):
     # Given a cache directory holding one stored response and, under other
-    # names, many copies of its entry and body files
+    # keys, many copies of its row
     body = pattern(500, "many")
     url = origin.set_resource("many", body, LONG)
     writer = courier()
     assert fetch(writer, url)["source"] == "network"
     writer.close()
-    directory = os.path.join(str(cache_dir), "http")
-    [entry] = [name for name in os.listdir(directory) if len(name) == 64]
-    [body_file] = [name for name in os.listdir(directory) if name.startswith(entry + ".")]
-    for index in range(COPIES):
-        name = f"{index:064x}"
-        shutil.copyfile(os.path.join(directory, entry), os.path.join(directory, name))
-        shutil.copyfile(os.path.join(directory, body_file), os.path.join(directory, name + body_file[64:]))
-    on_disk = sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory))
+    with disk_tier.connect(cache_dir) as db:
+        columns = "used, size, body_length, body_checksum, body_file, head, head_checksum, body"
+        for index in range(COPIES):
+            db.execute(f"INSERT INTO responses (key, {columns}) SELECT ?, {columns} FROM responses WHERE key = ?",
+                       (f"copy {index}".encode(), disk_tier.key_of(url)))
+        # and a count of them another program left wrong
+        db.execute("UPDATE response_usage SET bytes = 1, entries = 1")
+    on_disk, entries = disk_tier.usage(cache_dir)
+    assert entries == COPIES + 1
 
     # When a new courier is asked for its statistics as its first request
     c = courier()
     stats = c.cache_stats()
 
-    # Then the disk figures count the whole directory, not part of it
+    # Then the disk figures count every row
     assert stats["disk"]["entries"] == COPIES + 1
     assert stats["disk"]["usage"] == on_disk
 
