@@ -88,6 +88,22 @@ struct DiskCacheTests {
         }
     }
 
+    @Test func storedValidatorsAndVaryValuesKeepTheirBytes() throws {
+        try withDirectory { directory in
+            // Given a response whose entity tag and Vary'd value hold text that
+            // Unicode equivalence would merge with other bytes
+            let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            var stored = response(headers: [("etag", "\"e\u{301}\""), ("vary", "accept-language")])
+            stored.varyValues = ["accept-language": "\u{E9}"]
+            #expect(cache.store(key: "k", response: stored, body: [1]))
+
+            // Then another process reads back the same bytes
+            let read = try #require(try DiskCache(cacheDirectory: directory, capacity: 1 << 20).lookup(key: "k"))
+            #expect(read.response.header("etag").map { Array($0.utf8) } == Array("\"e\u{301}\"".utf8))
+            #expect(read.response.varyValues["accept-language"].map { Array($0.utf8) } == [0xC3, 0xA9])
+        }
+    }
+
     @Test func updateKeepsTheBody() throws {
         try withDirectory { directory in
             let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)

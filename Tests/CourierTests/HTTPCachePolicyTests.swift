@@ -270,6 +270,30 @@ struct HTTPCachePolicyTests {
         #expect(HTTPCachePolicy.merging(notModified: [("etag", "\"v1\"")], into: untagged, requestTime: t0, responseTime: t0) == nil)
     }
 
+    @Test func validatorsAndVaryValuesCompareAsBytes() throws {
+        // Given a response stored for a request whose Accept-Language was "é" decomposed,
+        // with an entity tag holding "é" precomposed
+        let decomposed = "e\u{301}"
+        let precomposed = "\u{E9}"
+        let headers: [(name: String, value: String)] = [("vary", "Accept-Language"), ("etag", "\"\(precomposed)\"")]
+        let values = HTTPCachePolicy.varyValues(requestHeaders: [("Accept-Language", decomposed)], responseHeaders: headers)
+        let stored = response(headers.map { ($0.name, $0.value) }, vary: values)
+
+        // Then a request with the canonically equivalent, other bytes is another variant
+        #expect(HTTPCachePolicy.matches(stored, requestHeaders: [("Accept-Language", decomposed)]))
+        #expect(!HTTPCachePolicy.matches(stored, requestHeaders: [("Accept-Language", precomposed)]))
+
+        // And a 304 whose entity tag is the same text in other bytes names another representation
+        let sameBytes = [(name: "etag", value: "\"\(precomposed)\"")]
+        let otherBytes = [(name: "etag", value: "\"\(decomposed)\"")]
+        #expect(HTTPCachePolicy.merging(notModified: sameBytes, into: stored, requestTime: t0, responseTime: t0) != nil)
+        #expect(HTTPCachePolicy.merging(notModified: otherBytes, into: stored, requestTime: t0, responseTime: t0) == nil)
+
+        // And the validator replayed is the stored bytes
+        let replayed = try #require(HTTPCachePolicy.conditionalHeaders(for: stored).first { $0.name == "If-None-Match" })
+        #expect(Array(replayed.value.utf8) == Array("\"\(precomposed)\"".utf8))
+    }
+
     // MARK: - Parsing
 
     @Test func cacheControlParsing() {

@@ -169,10 +169,17 @@ enum HTTPCachePolicy {
 
     /// Whether a request with `requestHeaders` may be answered by `response`
     /// as far as its `Vary` goes (RFC 9111 §4.1): every field it names has
-    /// the value it had when stored, absent ones absent.
+    /// the value it had when stored, as bytes (not Unicode-equivalent
+    /// text), absent ones absent.
     static func matches(_ response: CachedResponse, requestHeaders: [(name: String, value: String)]) -> Bool {
         guard let names = response.fields.varyNames else { return false }
-        return names.allSatisfy { normalizedField($0, in: requestHeaders) == response.varyValues[$0] }
+        return names.allSatisfy { name in
+            switch (normalizedField(name, in: requestHeaders), response.varyValues[name]) {
+            case (nil, nil): true
+            case (let asked?, let stored?): asked.utf8.elementsEqual(stored.utf8)
+            default: false
+            }
+        }
     }
 
     // MARK: - 304
@@ -180,14 +187,16 @@ enum HTTPCachePolicy {
     /// `stored` refreshed by a 304 (RFC 9111 §4.3.4, §3.2): the 304's fields
     /// replace the stored ones of the same names, except the framing and
     /// hop-by-hop fields, and its times become the response's. Nil when the
-    /// 304 names a different representation (its ETag, or without one its
-    /// Last-Modified, differs from the stored one): fetch it again.
+    /// 304 names a different representation (its ETag, compared as bytes,
+    /// or without one its Last-Modified, differs from the stored one): fetch
+    /// it again.
     static func merging(
         notModified headers: [(name: String, value: String)], into stored: CachedResponse, requestTime: Date,
         responseTime: Date
     ) -> CachedResponse? {
         if let etag = field("etag", in: headers) {
-            guard let storedTag = stored.header("etag"), opaqueTag(storedTag) == opaqueTag(etag) else { return nil }
+            guard let storedTag = stored.header("etag"), opaqueTag(storedTag).utf8.elementsEqual(opaqueTag(etag).utf8)
+            else { return nil }
         } else if let lastModified = field("last-modified", in: headers), let storedDate = stored.header("last-modified"),
             HTTPDate.parse(lastModified) != HTTPDate.parse(storedDate)
         {
