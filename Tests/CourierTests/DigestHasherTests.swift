@@ -85,10 +85,4 @@ struct DigestHasherTests {
         // And no algorithm makes no hasher at all
         #expect(BodyHasher([]) == nil)
     }
-
-    @Test func sha256HexNamesTheDigestOfTheTextsUTF8() {
-        #expect(DigestHasher.sha256Hex("abc") == Self.fipsDigests[0].abc)
-        #expect(DigestHasher.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(DigestHasher.sha256Hex("é") == Self.hex(DigestHasher.hash([0xC3, 0xA9], .sha256)))
-    }
 }

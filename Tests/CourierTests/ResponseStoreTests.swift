@@ -66,7 +66,7 @@ struct ResponseStoreTests {
 
             // A file that cannot be linked changes nothing
             var missing = insert("missing", large)
-            missing.body = .link(directory: store.directory.fd, name: "absent")
+            missing.body = .link(CacheBodyFile(directory: store.directory, name: "absent", length: 1, checksum: 0))
             #expect(store.insert(missing) == .notLinked)
             #expect(store.totals().entries == 2)
 

@@ -113,16 +113,6 @@ enum CacheFileIO {
         return true
     }
 
-    /// Nanoseconds since 1970 of a file's last status change (a link, a
-    /// rename, a write).
-    static func changed(_ info: stat) -> Int64 {
-        #if os(Linux)
-            Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
-        #else
-            Int64(info.st_ctimespec.tv_sec) * 1_000_000_000 + Int64(info.st_ctimespec.tv_nsec)
-        #endif
-    }
-
     /// Nanoseconds since 1970 of a file's last modification.
     static func modified(_ info: stat) -> Int64 {
         #if os(Linux)

@@ -206,7 +206,7 @@ final class DiskCache: Sendable {
         }
         let linked = insert(
             key: key, response: response, length: file.length, checksum: file.checksum,
-            body: .link(directory: file.directory?.fd ?? AT_FDCWD, name: file.name))
+            body: .link(file))
         if let linked { return linked }
         return insertCopy(key: key, response: response, length: file.length, checksum: file.checksum, file.copy(to:))
     }

@@ -85,8 +85,8 @@ final class ResponseStore: Sendable {
     enum NewBody {
         /// Kept inline: at most `inlineLimit` bytes.
         case bytes([UInt8])
-        /// Hard-linked into `http/` from a file (in `directory`, or a path).
-        case link(directory: Int32, name: String)
+        /// Hard-linked into `http/` from the file a transfer wrote.
+        case link(CacheBodyFile)
         /// An unnamed file (`O_TMPFILE`) in `http/`, written complete.
         case unnamed(fd: Int32)
     }
@@ -204,8 +204,8 @@ final class ResponseStore: Sendable {
                 switch insert.body {
                 case .bytes(let bytes):
                     inline = .blob(bytes)
-                case .link(let directory, let source):
-                    guard linkat(directory, source, self.directory.fd, name, 0) == 0 else { return (.notLinked, []) }
+                case .link(let source):
+                    guard source.link(into: directory, as: name) else { return (.notLinked, []) }
                     linked = true
                     file = .integer(Int64(bitPattern: id))
                 case .unnamed(let fd):

@@ -39,20 +39,4 @@ final class DigestHasher {
     static func hash(_ bytes: [UInt8], _ algorithm: HashAlgorithm) -> [UInt8] {
         bytes.withUnsafeBytes { hash($0, algorithm) }
     }
-
-    /// The SHA-256 of `text`'s UTF-8 as 64 lower-case hex digits.
-    static func sha256Hex(_ text: String) -> String {
-        var text = text
-        let digest = text.withUTF8 { hash(UnsafeRawBufferPointer($0), .sha256) }
-        return String(unsafeUninitializedCapacity: 2 * digest.count) { out in
-            let digits: StaticString = "0123456789abcdef"
-            digits.withUTF8Buffer { digits in
-                for (i, byte) in digest.enumerated() {
-                    out[2 * i] = digits[Int(byte >> 4)]
-                    out[2 * i + 1] = digits[Int(byte & 0x0f)]
-                }
-            }
-            return 2 * digest.count
-        }
-    }
 }

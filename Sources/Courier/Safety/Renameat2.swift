@@ -11,8 +11,6 @@ enum Renameat2 {
 
     /// `RENAME_NOREPLACE`: fail with `EEXIST` rather than replace the target.
     static let noReplace: UInt32 = 1
-    /// `RENAME_EXCHANGE`: swap the source and the target in one step.
-    static let exchange: UInt32 = 2
 
     /// The C library's `renameat2`; nil where there is none.
     static let function: Function? = {
