@@ -7,7 +7,8 @@ outputs and the cache directory are on --dir, a tmpfs by default):
 
 - W1: 2,000 downloads of 8 KiB, 8 at a time, each to its own destination;
   also with the outputs and the cache directory on disk (--disk-dir), so the
-  cost of writing two files per download shows;
+  cost of writing to disk shows, and with only courier's cache directory on
+  disk (its outputs on --dir), against courier's own W1;
 - W2: 200 downloads of 1 MiB, 4 at a time, each to its own destination;
 - W3: one download of 1 GiB (--w3-size), one stream; also the peak RSS;
 - W7: rate accuracy: 4 downloads of 8 MiB at once under a limit of 8 MiB/s
@@ -20,7 +21,8 @@ outputs and the cache directory are on --dir, a tmpfs by default):
   (spawn to exit);
 - memory-cache hits pipelined by one client, against the transport's own
   messages per second (an unknown method, -32601) through the same client
-  (scripts/bench_cache.py's measurements).
+  (scripts/bench_cache.py's measurements); and disk-cache hits the same way
+  with the memory tier off (`--memory-capacity 0`).
 - W6: one 256 MiB file (--w6-size) from an origin that closes every
   connection cleanly after 32 MiB of body (--w6-cut), against curl and
   aria2c with retries and resume; time, bytes the origin sent, and whether
@@ -50,7 +52,7 @@ process's ru_maxrss from wait4.
 
     scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
         [--dir /dev/shm] [--disk-dir /var/tmp] [--markdown FILE] [--json FILE]
-        [--only w1,w1disk,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
+        [--only w1,w1disk,w1diskcache,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
         [--w6-size 256MiB] [--w6-cut 32MiB]
 """
 
@@ -88,7 +90,7 @@ FINISHED = b'"method":"download/finished"'
 # second) for all of them: exactly W7_SECONDS at the rate.
 W7_COUNT, W7_SIZE, W7_RATE = 4, 8 << 20, 8 << 20
 W7_SECONDS = W7_COUNT * W7_SIZE / W7_RATE
-WORKLOADS = ("w1", "w1disk", "w1nocache", "w2", "w3", "w7", "startup", "cache")
+WORKLOADS = ("w1", "w1disk", "w1diskcache", "w1nocache", "w2", "w3", "w7", "startup", "cache")
 DEFAULT_WORKLOADS = WORKLOADS
 # W6, a flaky link: scripts/bench_flaky.py.
 WORKLOADS += ("w6",)
@@ -388,7 +390,7 @@ def alternate(runs: int, subjects: dict[str, Callable[[int], Run]], label: str,
 
 
 def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: str, parallel: int,
-                      work: str, courier_extra: Sequence[str] = (), client: str = "pipe",
+                      work: str, courier_extra: Sequence[str] = (), client: str = "pipe", cache_work: str | None = None,
                       tools: Sequence[str] = ("curl", "aria2c", "courier"),
                       rss: bool = False, curl_extra: Sequence[str] = (),
                       aria2c_extra: Sequence[str] = ()) -> dict[str, Callable[[int], Run]]:
@@ -408,7 +410,7 @@ def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: st
                 elif tool == "aria2c":
                     result = aria2c_transfers(pairs, parallel, work, prefix, aria2c_extra)
                 else:
-                    cache = fresh_dir(f"{work}/{name}-cache-{run}")
+                    cache = fresh_dir(f"{cache_work or work}/{name}-cache-{run}")
                     if client == "pipe":
                         result = courier_transfers(binary, pairs, parallel, cache, courier_extra, prefix)
                     else:
@@ -439,6 +441,7 @@ def cache_figures(binary: str, runs: int, count: int, work: str, rows: dict[str,
                 "transport": lambda: bench_cache.run_transport(binary, count, 1000, 300),
                 "hit none": lambda: bench_cache.run_hits(binary, url, "memory", count, 1000, "none", 300),
                 "hit base64": lambda: bench_cache.run_hits(binary, url, "memory", count, 1000, "base64", 300),
+                "disk hit": lambda: bench_cache.run_hits(binary, url, "disk", count, 1000, "none", 300),
             }
             names = list(subjects)
             for run in range(runs):
@@ -448,11 +451,11 @@ def cache_figures(binary: str, runs: int, count: int, work: str, rows: dict[str,
                     cpu.setdefault(name, []).append(measured)
                     rate = measured.per_second
                     if name == "transport":
-                        for key in ("cache-none", "cache-base64"):
+                        for key in ("cache-none", "cache-base64", "cache-disk"):
                             rows[key].figures.setdefault("transport", []).append(rate)
                     else:
-                        rows["cache-none" if name == "hit none" else "cache-base64"].figures.setdefault(
-                            "courier", []).append(rate)
+                        key = {"hit none": "cache-none", "hit base64": "cache-base64", "disk hit": "cache-disk"}[name]
+                        rows[key].figures.setdefault("courier", []).append(rate)
                     print(f"  cache run {run + 1}/{runs}: {name:10} {rate:10,.0f} /s, CPU per request: courier "
                           f"{measured.courier_us:.1f} µs, client {measured.client_us:.1f} µs   "
                           f"(load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
@@ -461,7 +464,7 @@ def cache_figures(binary: str, runs: int, count: int, work: str, rows: dict[str,
     cores = os.cpu_count() or 1
     parts = []
     for name, label in (("transport", "the transport"), ("hit none", "hits, body none"),
-                        ("hit base64", "hits, body base64")):
+                        ("hit base64", "hits, body base64"), ("disk hit", "disk hits, body none")):
         courier_us, client_us, bound = bench_cache.cpu_figures(cpu[name])
         parts.append(f"{label} {courier_us:.1f} + {client_us:.1f} µs (at most {bound:,.0f} /s on {cores} cores)")
     return ("CPU per request, courier + the Python client (medians; courier's from /proc, the client's "
@@ -600,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         "w1": Row(f"W1 {args.w1_count:,} × 8 KiB, {P1} at a time, tmpfs", "ms", "≤ 1.5× curl, < aria2c",
                   ratio_limit=1.5, beat="aria2c"),
         "w1disk": Row(f"W1 on disk ({args.disk_dir}: outputs and cache)", "ms", "(two-file cost)"),
+        "w1diskcache": Row(f"W1, courier's cache directory on disk ({args.disk_dir}), outputs on tmpfs, "
+                           f"vs courier's own W1", "ms", "≤ 1.5× courier W1", ratio_limit=1.5, anchor="courier W1"),
         "w1nocache": Row("W1, courier without cache (--memory-capacity 0 --disk-capacity 0; curl, aria2c from W1)",
                          "ms", ""),
         "w2": Row(f"W2 {args.w2_count:,} × 1 MiB, {P2} at a time", "ms", "≤ 1.2× curl, < aria2c",
@@ -617,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
                           higher_is_better=True, ratio_limit=0.5, anchor="transport"),
         "cache-base64": Row("memory-cache hits, body base64, vs transport", "/s", "≥ 0.5× transport",
                             higher_is_better=True, ratio_limit=0.5, anchor="transport"),
+        "cache-disk": Row("disk-cache hits (--memory-capacity 0), body none, vs transport", "/s", "",
+                          higher_is_better=True, anchor="transport"),
     }
 
     root = tempfile.mkdtemp(prefix="courier-bench-", dir=args.dir)
@@ -625,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     nginx = None
     try:
         www = f"{root}/www"
-        need = {"w1": "w1" in only or "w1disk" in only or "w1nocache" in only, "w2": "w2" in only, "w3": "w3" in only,
+        need = {"w1": bool({"w1", "w1disk", "w1diskcache", "w1nocache"} & only), "w2": "w2" in only, "w3": "w3" in only,
                 "w7": "w7" in only}
         for name, count, size in (("w1", args.w1_count, 8192), ("w2", args.w2_count, 1 << 20), ("w3", 1, args.w3_size),
                                   ("w7", W7_COUNT, W7_SIZE)):
@@ -653,6 +660,13 @@ def main(argv: list[str] | None = None) -> int:
             disk_root = tempfile.mkdtemp(prefix="courier-bench-", dir=args.disk_dir)
             alternate(args.runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-disk", P1,
                                                    disk_root, client=args.client), "w1disk", rows)
+        if "w1diskcache" in only:
+            disk_root = disk_root or tempfile.mkdtemp(prefix="courier-bench-", dir=args.disk_dir)
+            alternate(args.runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-diskcache", P1, root,
+                                                   client=args.client, cache_work=disk_root, tools=("courier",)),
+                      "w1diskcache", rows)
+            if "courier" in rows["w1"].figures:
+                rows["w1diskcache"].figures["courier W1"] = list(rows["w1"].figures["courier"])
         if "w2" in only:
             alternate(args.runs, transfer_subjects(binary, base, args.w2_count, f"{www}/w2", "w2", P2, root,
                                                    client=args.client), "w2", rows)
