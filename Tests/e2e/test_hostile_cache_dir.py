@@ -10,7 +10,9 @@ checks a victim directory outside the cache file by file."""
 
 from __future__ import annotations
 
+import base64
 import os
+import sqlite3
 import stat
 import time
 from pathlib import Path
@@ -352,3 +354,95 @@ def test_a_large_stored_body_reaches_its_file_without_passing_through_memory(cou
     # and the stored entry is still sound
     again = c.fetch(url, body="none", timeout=60)
     assert again["ok"] and again["source"] in ("disk", "memory"), again
+
+
+# -- Cache.db, the disk tier's index -------------------------------------------------
+
+
+def store_two(courier, origin, cache_dir: Path, prefix: str) -> dict[str, bytes]:
+    """Lets one courier store a small body (inline) and a large one (a body
+    file); the URLs and bodies."""
+    bodies = {}
+    writer = courier()
+    for name, size in ((f"{prefix}-small", 1000), (f"{prefix}-large", disk_tier.INLINE_LIMIT + 1000)):
+        body = pattern(size, name)
+        url = origin.set_resource(name, body, LONG)
+        assert writer.fetch(url)["source"] == "network"
+        bodies[url] = body
+    writer.close()
+    assert disk_tier.usage(cache_dir)[1] == 2 and len(disk_tier.body_files(cache_dir)) == 1
+    return bodies
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncated", "foreign", "a symbolic link", "older schema"])
+def test_a_damaged_or_foreign_database_is_a_miss_never_a_wrong_body(courier, origin, cache_dir, tmp_path, damage):
+    # Given stored responses, then a Cache.db damaged, another program's, a link, or of schema 1
+    bodies = store_two(courier, origin, cache_dir, "db-" + damage.split()[-1])
+    database = cache_dir / "Cache.db"
+    outside = tmp_path / "outside.db"
+    if damage in ("corrupt", "truncated"):
+        with disk_tier.connect(cache_dir) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if damage == "corrupt":
+            with open(database, "r+b") as file:
+                file.write(os.urandom(4 * 4096))
+        else:
+            os.truncate(database, 100)
+    elif damage == "foreign":
+        database.unlink()
+        connection = sqlite3.connect(database)
+        connection.execute("CREATE TABLE responses (key BLOB, body BLOB)")
+        connection.execute("INSERT INTO responses VALUES (?, x'00')", (disk_tier.key_of(next(iter(bodies))),))
+        connection.commit()
+        connection.close()
+    elif damage == "a symbolic link":
+        database.unlink()
+        outside.write_bytes(b"someone else's file")
+        os.symlink(outside, database)
+    else:
+        with disk_tier.connect(cache_dir) as db:
+            db.execute("DROP TABLE responses")
+            db.execute("DROP TABLE response_usage")
+            db.execute("PRAGMA user_version = 1")
+
+    # When a fresh courier is asked for them
+    c = courier()
+    outcomes = {url: c.fetch(url, body="base64") for url in bodies}
+
+    # Then each is the origin's body (fetched again: nothing stored was believed), and courier keeps serving
+    for url, outcome in outcomes.items():
+        assert outcome["ok"] and outcome["source"] == "network", outcome
+        assert base64.b64decode(outcome["base64"]) == bodies[url]
+    again = c.fetch(next(iter(bodies)), body="base64")
+    assert again["source"] in ("memory", "disk")
+    # And the database is courier's own again, the old body file gone, a link's target untouched
+    assert database.is_file() and not database.is_symlink() and stat.S_IMODE(database.stat().st_mode) == 0o600
+    assert disk_tier.usage(cache_dir)[1] == 2 and len(disk_tier.body_files(cache_dir)) == 1
+    if damage == "a symbolic link":
+        assert outside.read_bytes() == b"someone else's file"
+    if damage != "older schema":
+        assert "Cache.db" in c.stderr_text
+
+
+def test_a_database_damaged_while_courier_runs_is_made_anew(courier, origin, cache_dir):
+    # Given a running courier with stored responses, its memory tier off
+    bodies = store_two(courier, origin, cache_dir, "running")
+    c = courier("--memory-capacity", "0")
+    assert all(c.fetch(url)["source"] == "disk" for url in bodies)
+
+    # When another program overwrites the database's pages under it
+    with open(cache_dir / "Cache.db", "r+b") as file:
+        size = os.path.getsize(cache_dir / "Cache.db")
+        file.seek(4096)
+        file.write(b"\xff" * max(0, size - 4096))
+    wal = cache_dir / "Cache.db-wal"
+    if wal.exists():
+        with open(wal, "r+b") as file:
+            file.write(b"\xff" * os.path.getsize(wal))
+
+    # Then every answer is the origin's body or a stored one that is right, and courier keeps serving
+    for _ in range(2):
+        for url, body in bodies.items():
+            outcome = c.fetch(url, body="base64")
+            assert outcome["ok"] and base64.b64decode(outcome["base64"]) == body, outcome
+    assert c.alive
