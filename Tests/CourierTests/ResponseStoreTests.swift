@@ -89,7 +89,9 @@ struct ResponseStoreTests {
             #expect(store.totals() == (1_000, 10))
 
             // When the oldest two are used, then an eleventh goes over the capacity
-            for key in ["k0", "k1"] { store.touch(try #require(store.find(key: Array(key.utf8))).id) }
+            for key in ["k0", "k1"] { store.touch(try #require(store.find(key: Array(key.utf8)))) }
+            #expect(store.find(key: Array("k1".utf8))?.isMostRecentlyUsed == true)
+            #expect(store.find(key: Array("k0".utf8))?.isMostRecentlyUsed == false)
             #expect(store.insert(insert("k10", [UInt8](repeating: 0, count: 97))) == .stored(nil))
 
             // Then the least recently used go until usage is at most half

@@ -153,7 +153,7 @@ final class DiskCache: Sendable {
         case (.file, nil):
             return nil
         }
-        store.touch(row.id)
+        store.touch(row)
         return (body, digests?.finalize() ?? BodyDigests())
     }
 

@@ -53,15 +53,19 @@ final class ResponseStore: Sendable {
         var bodyLength: Int64
         var checksum: UInt64
         var body: Body
+        /// No row was used more recently: a hit on it changes no recency,
+        /// so it writes nothing.
+        var isMostRecentlyUsed = false
 
         /// The row `values` hold (`id, head, body_length, body_checksum,
-        /// body_file, body, head_checksum`), or nil when a column is not of
+        /// body_file, body, head_checksum`, then whether it is the most
+        /// recently used), or nil when a column is not of
         /// its type or range: a head whose XXH3-64 is the one recorded (so
         /// a byte changed in a head that would still parse is caught), a
         /// length of 0 to `maximumBodyLength`, a body inline of exactly that
         /// length, or a body file id for a body longer than `inlineLimit`.
         init?(_ values: [SQLiteValue], maximumBodyLength: Int64) {
-            guard values.count == 7, let id = values[0].integer, let head = values[1].blob,
+            guard values.count >= 7, let id = values[0].integer, let head = values[1].blob,
                 let headChecksum = values[6].integer, XXH3.hash(head) == UInt64(bitPattern: headChecksum),
                 let length = values[2].integer, (0...maximumBodyLength).contains(length),
                 let checksum = values[3].integer
@@ -78,6 +82,7 @@ final class ResponseStore: Sendable {
             self.head = head
             self.bodyLength = length
             self.checksum = UInt64(bitPattern: checksum)
+            isMostRecentlyUsed = values.count > 7 && values[7] == .integer(1)
         }
     }
 
@@ -138,7 +143,11 @@ final class ResponseStore: Sendable {
     func find(key: [UInt8]) -> Row? {
         let values = database.use { database throws(SQLiteError) in
             try database.rows(
-                "SELECT id, head, body_length, body_checksum, body_file, body, head_checksum FROM responses WHERE key = ?", [.blob(key)]
+                """
+                SELECT id, head, body_length, body_checksum, body_file, body, head_checksum,
+                    used >= (SELECT max(used) FROM responses)
+                FROM responses WHERE key = ?
+                """, [.blob(key)]
             ).first
         }
         guard let values = values ?? nil else { return nil }
@@ -149,11 +158,13 @@ final class ResponseStore: Sendable {
         return row
     }
 
-    /// Makes row `id` the most recently used.
-    func touch(_ id: Int64) {
+    /// Makes `row` the most recently used; nothing to write when it was
+    /// when it was found.
+    func touch(_ row: Row) {
+        guard !row.isMostRecentlyUsed else { return }
         database.use { database throws(SQLiteError) in
             try database.run(
-                "UPDATE responses SET used = (SELECT coalesce(max(used), 0) + 1 FROM responses) WHERE id = ?", [.integer(id)])
+                "UPDATE responses SET used = (SELECT coalesce(max(used), 0) + 1 FROM responses) WHERE id = ?", [.integer(row.id)])
         }
     }
 
