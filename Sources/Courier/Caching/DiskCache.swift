@@ -163,6 +163,8 @@ final class DiskCache: Sendable {
     struct Stored: Equatable {
         /// The body file's name in `directory`; nil for a body kept inline.
         var fileName: String?
+        /// The bytes of a body kept inline, as read to store them.
+        var bytes: [UInt8]?
     }
 
     /// Stores `body` under `key`. False when the body is larger than
@@ -201,8 +203,10 @@ final class DiskCache: Sendable {
             return nil
         }
         if file.length <= Int64(ResponseStore.inlineLimit) {
-            guard let bytes = file.read() else { return nil }
-            return insert(key: key, response: response, length: file.length, checksum: file.checksum, body: .bytes(bytes))
+            guard let bytes = file.read(),
+                insert(key: key, response: response, length: file.length, checksum: file.checksum, body: .bytes(bytes)) != nil
+            else { return nil }
+            return Stored(fileName: nil, bytes: bytes)
         }
         let linked = insert(
             key: key, response: response, length: file.length, checksum: file.checksum,

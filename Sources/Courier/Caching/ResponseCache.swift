@@ -281,7 +281,10 @@ final class ResponseCache: Sendable {
             var stored: String?
             if let disk {
                 if onDisk {
-                    stored = disk.storeBody(key: key, response: response, file: body)?.fileName
+                    let placed = disk.storeBody(key: key, response: response, file: body)
+                    stored = placed?.fileName
+                    // A body kept inline was read for its row: not again.
+                    if bytes == nil { bytes = placed?.bytes }
                 } else {
                     disk.remove(key: key)
                 }
