@@ -1,3 +1,4 @@
+import Locking
 import Testing
 
 @testable import Courier
@@ -1049,6 +1050,27 @@ private struct Harness {
         _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task(a.task), waiter: w, now: 2) }
         h.complete("t2")
         #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
+    }
+
+    @Test func aDeliveredBodyDrawsARandomFactorOnlyWhenItFailedItsIntegrity() {
+        // Given a scheduler that counts the random factors it draws (each
+        // one a system call)
+        let draws = Locked(0)
+        var h = Harness()
+        h.scheduler = DownloadScheduler(random: { draws.withLock { $0 += 1 }; return 1 })
+        // When a download's body arrives whole and matches
+        let a = h.download(request(integrity: sha256))
+        h.complete(a.task)
+        h.deliverAll()
+        // Then it finishes without one
+        #expect(h.outcome(a.receipt)?.ok == true)
+        #expect(draws.withLock { $0 } == 0)
+        // When another's body fails its integrity, it draws one for its wait
+        let b = h.download(request("http://origin/b", integrity: sha256))
+        h.complete(b.task)
+        h.deliverAll(mismatching: [b.receipt])
+        #expect(h.state(of: b.receipt) == "retrying")
+        #expect(draws.withLock { $0 } == 1)
     }
 
     @Test func aBodyThatFailsItsIntegrityOnceIsFetchedAgainThenFailsAtOnce() throws {

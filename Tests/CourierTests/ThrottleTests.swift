@@ -18,6 +18,13 @@ import Testing
 
     private final class Clock: @unchecked Sendable {
         var now = 100.0
+        /// Times the throttle asked for the time.
+        var reads = 0
+
+        func read() -> Double {
+            reads += 1
+            return now
+        }
     }
 
     private static let MiB = 1 << 20
@@ -43,7 +50,7 @@ import Testing
     private func suspendedBeforeItBegan(in directory: DirectoryHandle) throws {
         let clock = Clock()
         let throttle = Throttle(clock: { clock.now })
-        throttle.setTotalRate(Int64(Self.MiB))
+        throttle.setTotalRate(Int64(Self.MiB), running: [])
 
         // Given a transfer the client suspended before the engine began it,
         // and another that runs
@@ -85,6 +92,76 @@ import Testing
             capped.maxRate = Int64(Self.MiB / 4)
             throttle.add(capped)
             // When a second goes by, refilled every tenth
+            for _ in 0..<10 {
+                clock.now += 0.1
+                _ = throttle.refill()
+            }
+            // Then it is counted at that rate
+            let credit = try #require(throttle.credit(of: capped))
+            #expect(abs(credit - Double(Self.MiB / 4) * RateLimiter<ObjectIdentifier>.burst) < 1, "\(credit)")
+        }
+    }
+
+    @Test func withoutAnyLimitATransferIsNeitherCountedNorTimed() throws {
+        try withDirectory { directory in
+            let clock = Clock()
+            let throttle = Throttle(clock: clock.read)
+            let readsAtStart = clock.reads
+            // Given no limit at all, when a transfer begins, takes body,
+            // and ends, with the engine's turns between
+            let free = transfer("free", in: directory)
+            throttle.add(free)
+            for _ in 0..<3 {
+                #expect(throttle.admit(free, bytes: 8192))
+                #expect(throttle.refill().isEmpty)
+                #expect(throttle.millisecondsToRefill == nil)
+            }
+            throttle.suspend(free)
+            throttle.resume(free)
+            // Then it was never counted, and the clock never read
+            #expect(throttle.credit(of: free) == nil)
+            throttle.remove(free)
+            #expect(clock.reads == readsAtStart, "\(clock.reads - readsAtStart) clock reads")
+        }
+    }
+
+    @Test func aTotalRateSetWhileTransfersRunCountsThemFromThen() throws {
+        try withDirectory { directory in
+            let clock = Clock()
+            let throttle = Throttle(clock: clock.read)
+            // Given two transfers that began without any limit, one of them
+            // suspended by the client
+            let running = transfer("running", in: directory)
+            let suspended = transfer("suspended", in: directory)
+            suspended.pause()
+            throttle.add(running)
+            throttle.add(suspended)
+            // When a rate for all of them is set, and a second goes by
+            throttle.setTotalRate(Int64(Self.MiB), running: [running, suspended])
+            for _ in 0..<10 {
+                clock.now += 0.1
+                _ = throttle.refill()
+            }
+            // Then the running one is counted at the whole rate, the
+            // suspended one takes no share
+            let credit = try #require(throttle.credit(of: running))
+            #expect(abs(credit - Double(Self.MiB) * RateLimiter<ObjectIdentifier>.burst) < 1, "\(credit)")
+            #expect(throttle.credit(of: suspended) == 0)
+            #expect(!throttle.admit(suspended, bytes: 1))
+        }
+    }
+
+    @Test func aRateGivenToATransferThatBeganFreeCountsIt() throws {
+        try withDirectory { directory in
+            let clock = Clock()
+            let throttle = Throttle(clock: clock.read)
+            // Given a transfer that began without any limit
+            let capped = transfer("capped", in: directory)
+            throttle.add(capped)
+            // When it is given a rate of its own (a receipt with a maxRate
+            // joined), and a second goes by
+            capped.maxRate = Int64(Self.MiB / 4)
+            throttle.setRate(capped.maxRate, of: capped, isRunning: true)
             for _ in 0..<10 {
                 clock.now += 0.1
                 _ = throttle.refill()

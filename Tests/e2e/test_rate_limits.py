@@ -101,6 +101,27 @@ def test_a_new_total_rate_through_initialize_is_felt_by_a_running_transfer_withi
     assert gained >= 1 * MIB, gained
 
 
+def test_a_total_rate_set_while_a_transfer_runs_without_any_limit_holds_it(courier, origin):
+    # Given a download running without any limit (from an origin that
+    # sends 4 MiB in about two seconds)
+    c = courier()
+    started = c.download(origin.url(f"/drip?size={4 * MIB}&chunks=64&interval=0.03&seed=free"))
+    task = started["task"]
+    c.wait_until(lambda: received_by(c, task, time.monotonic()) >= 256 * KIB, 20, "256 KiB")
+    # When a limit for all transfers is set
+    limited = time.monotonic()
+    assert c.initialize(maxDownloadRate=128 * KIB)["config"]["maxDownloadRate"] == 128 * KIB
+    # Then from half a second on it takes no more than the limit allows
+    last = wait_progress_after(c, task, limited + 1.6)
+    window = last - (limited + 0.5)
+    gained = received_by(c, task, last) - received_by(c, task, limited + 0.5)
+    assert gained <= 128 * KIB * window + 128 * KIB, (gained, window)
+    # And once it is lifted the download finishes whole
+    c.initialize(maxDownloadRate=0)
+    outcome = c.wait(started["receipt"], timeout=30)
+    assert outcome["ok"] and outcome["size"] == 4 * MIB, outcome
+
+
 def test_a_suspended_transfer_stays_suspended_under_the_limiter(courier, origin):
     # Given a limited download, suspended while the limiter holds it back
     c = courier("--max-download-rate", "1MiB")
@@ -260,6 +281,32 @@ def test_a_receipt_that_joins_or_leaves_a_running_task_changes_its_rate_at_once(
     assert c.progress(slow["receipt"])["state"] == "running"
     assert gained <= 256 * KIB * window + 64 * KIB, (gained, window)
     c.cancel(receipt=slow["receipt"])
+
+
+def test_a_task_that_ran_without_any_limit_takes_the_rate_of_its_receipts_once_the_free_one_leaves(courier, origin):
+    # Given a download without a rate of its own, running without any limit,
+    # and a receipt capped at 128 KiB/s that joins its task
+    c = courier()
+    url = origin.url(f"/drip?size={4 * MIB}&chunks=64&interval=0.03&seed=leave")
+    free = c.download(url)
+    task = free["task"]
+    c.wait_until(lambda: received_by(c, task, time.monotonic()) >= 256 * KIB, 20, "256 KiB")
+    capped = c.download(url, maxRate=128 * KIB)
+    assert capped["task"] == task
+    # When the receipt without a rate leaves
+    assert c.cancel(receipt=free["receipt"])["count"] == 1
+    left_at = time.monotonic()
+    # Then from half a second on the task keeps to the capped one's rate
+    # (the receipt that left finished `cancelled`, so progress alone is
+    # waited for)
+    notes = c.progress_by_task[task]
+    c.wait_until(lambda: notes[-1][0] >= left_at + 1.6, 20, "progress 1.6 s after the receipt left")
+    last = notes[-1][0]
+    window = last - (left_at + 0.5)
+    gained = received_by(c, task, last) - received_by(c, task, left_at + 0.5)
+    assert c.progress(capped["receipt"])["state"] == "running"
+    assert gained <= 128 * KIB * window + 128 * KIB, (gained, window)
+    c.cancel(receipt=capped["receipt"])
 
 
 @pytest.mark.parametrize("args, params", [

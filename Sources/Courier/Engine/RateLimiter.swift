@@ -65,6 +65,12 @@ struct RateLimiter<Key: Hashable> {
     /// after the last one; nil while none waits.
     var nextRefill: Double? { waiting.isEmpty ? nil : refilledAt + Self.refillInterval }
 
+    /// Whether any flow is counted.
+    var isCounting: Bool { !flows.isEmpty }
+
+    /// Whether `key` is counted; no look-up while no flow is.
+    func counts(_ key: Key) -> Bool { !flows.isEmpty && flows[key] != nil }
+
     /// Whether `key` waits for a refill.
     func isWaiting(_ key: Key) -> Bool { waiting.contains(key) }
 

@@ -2,6 +2,11 @@
 /// on the monotonic clock. The engine changes it between turns of libcurl;
 /// transfers ask it, from their write callbacks, whether a piece of body
 /// may arrive now. Confined to the engine's thread.
+///
+/// While no limit is set, a transfer that begins is not counted at all: it
+/// costs no clock read and no look-up when it begins, takes body or ends.
+/// Setting a limit counts the transfers that run from then on, which is why
+/// the engine names them.
 final class Throttle {
     /// Seconds of a monotonic clock: `MonotonicClock.now`, or a test's.
     private let clock: () -> Double
@@ -13,30 +18,44 @@ final class Throttle {
     }
 
     /// A transfer that begins, at its own rate, and taking no share while
-    /// the client has it suspended.
+    /// the client has it suspended. Not counted while no limit applies to it.
     func add(_ transfer: Transfer) {
-        let now = clock()
-        limiter.add(ObjectIdentifier(transfer), rate: transfer.maxRate, now: now)
-        if transfer.isSuspended { limiter.suspend(ObjectIdentifier(transfer), now: now) }
+        guard limiter.isLimiting || transfer.maxRate != nil else { return }
+        count(transfer, now: clock())
     }
 
     func remove(_ transfer: Transfer) {
+        guard limiter.isCounting else { return }
         limiter.remove(ObjectIdentifier(transfer))
     }
 
-    func setRate(_ rate: Int64?, of transfer: Transfer) {
-        limiter.setRate(rate, of: ObjectIdentifier(transfer), now: clock())
+    /// Changes `transfer`'s own rate; one that `isRunning` uncounted is
+    /// counted from now on.
+    func setRate(_ rate: Int64?, of transfer: Transfer, isRunning: Bool) {
+        let key = ObjectIdentifier(transfer)
+        if limiter.counts(key) {
+            limiter.setRate(rate, of: key, now: clock())
+        } else if isRunning, rate != nil || limiter.totalRate != nil {
+            count(transfer, now: clock())
+        }
     }
 
-    func setTotalRate(_ rate: Int64?) {
-        limiter.setTotalRate(rate, now: clock())
+    /// Changes the rate of all transfers together; the `running` ones not
+    /// counted yet are counted from now on.
+    func setTotalRate(_ rate: Int64?, running: some Sequence<Transfer>) {
+        let now = clock()
+        limiter.setTotalRate(rate, now: now)
+        guard limiter.totalRate != nil else { return }
+        for transfer in running where !limiter.counts(ObjectIdentifier(transfer)) { count(transfer, now: now) }
     }
 
     func suspend(_ transfer: Transfer) {
+        guard limiter.counts(ObjectIdentifier(transfer)) else { return }
         limiter.suspend(ObjectIdentifier(transfer), now: clock())
     }
 
     func resume(_ transfer: Transfer) {
+        guard limiter.counts(ObjectIdentifier(transfer)) else { return }
         limiter.resume(ObjectIdentifier(transfer), now: clock())
     }
 
@@ -63,6 +82,12 @@ final class Throttle {
     /// Milliseconds until the next refill is due, while a transfer waits.
     var millisecondsToRefill: Int? {
         limiter.nextRefill.map { Int((($0 - clock()) * 1000).rounded(.up)) }
+    }
+
+    private func count(_ transfer: Transfer, now: Double) {
+        let key = ObjectIdentifier(transfer)
+        limiter.add(key, rate: transfer.maxRate, now: now)
+        if transfer.isSuspended { limiter.suspend(key, now: now) }
     }
 }
 

@@ -115,11 +115,13 @@ final class TransferEngine: Sendable {
                 transfer.resume()
             case .limit(let transfer, let maxRate):
                 transfer.maxRate = maxRate
-                throttle.setRate(maxRate, of: transfer)
+                throttle.setRate(maxRate, of: transfer, isRunning: active[ObjectIdentifier(transfer)] != nil)
             case .limitTotal(let rate):
-                throttle.setTotalRate(rate)
+                throttle.setTotalRate(rate, running: active.values)
             case .flushed(let transfer, let failure, let checksum):
                 if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
+                    // A limit set while its file closed may have counted it.
+                    throttle.remove(transfer)
                     transfer.finish(writeFailure: failure, checksum: checksum)
                 }
             case .shutdown:

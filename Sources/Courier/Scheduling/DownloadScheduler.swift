@@ -458,17 +458,21 @@ struct DownloadScheduler<Waiter> {
     mutating func delivered(_ outcomes: [(receipt: String, outcome: Outcome)], of order: DeliveryOrder, now: Double) {
         var plan = RetryPlan()
         var failure: TransferFailure?
-        let random = self.random()
+        // Drawn only for a body that failed its integrity: each draw is a
+        // system call, which every other body would pay for nothing.
+        var random: Double?
         for (id, outcome) in outcomes {
             guard !isShutDown, let error = outcome.error, error.code == .integrityMismatch, let receipt = receipts[id],
                 receipt.phase == .completing
             else { continue }
+            let factor = random ?? self.random()
+            random = factor
             let attempt = AttemptFailure(
                 code: .integrityMismatch, fromNetwork: outcome.source == .network,
                 followsIntegrityMismatch: receipt.hadIntegrityMismatch)
             receipts[id]!.retryWindow.attemptContinued(from: order.result.resumedFrom)
             let budget = receipts[id]!.retryWindow.budget(retries: receipt.request.retries, now: now)
-            if case .retry(let delay) = settings.retry.decision(after: attempt, budget: budget, random: random) {
+            if case .retry(let delay) = settings.retry.decision(after: attempt, budget: budget, random: factor) {
                 plan.delay = max(plan.delay, delay)
                 plan.waiting.append(id)
                 failure = failure ?? error
