@@ -647,6 +647,31 @@ private struct Harness {
         #expect(!h.take().contains { if case .notify(.progress) = $0 { true } else { false } })
     }
 
+    @Test func aLateWakeDoesNotTellBytesSoonAfterTheLastNotification() {
+        var h = Harness(progressInterval: 1)
+        h.download(request())
+        let id = h.transfers["t1"]!
+        _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
+        _ = h.scheduler.dataArrived(id, received: 20, expected: 100, now: 0.5)
+        // Bytes at 1.1 are told at once; the wake asked for 1 comes late, at 1.2,
+        // after more bytes arrived at 1.15.
+        _ = h.scheduler.dataArrived(id, received: 30, expected: 100, now: 1.1)
+        _ = h.scheduler.dataArrived(id, received: 40, expected: 100, now: 1.15)
+        _ = h.take()
+        h.wakes = []
+        h.now = 1.2
+        h.scheduler.tick(now: 1.2)
+        #expect(!h.take().contains { if case .notify(.progress) = $0 { true } else { false } })
+        // They are told one interval after the last notification.
+        #expect(h.wakes == [2.1])
+        h.now = 2.1
+        h.scheduler.tick(now: 2.1)
+        let told = h.take().compactMap { action -> Int64? in
+            if case .notify(.progress(let figures, _)) = action { figures.received } else { nil }
+        }
+        #expect(told == [40])
+    }
+
     @Test func bytesToldBeforeTheirWakeAreNotToldAgain() {
         var h = Harness(progressInterval: 1)
         h.download(request())

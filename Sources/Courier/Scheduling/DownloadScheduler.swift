@@ -834,6 +834,7 @@ struct DownloadScheduler<Waiter> {
     }
 
     private mutating func emitProgress(_ id: String, now: Double) {
+        tasks[id]?.progressDueAt = nil
         guard let task = tasks[id], !task.receipts.isEmpty, task.received > task.lastProgressReceived else { return }
         tasks[id]!.lastProgressAt = now
         tasks[id]!.lastProgressReceived = task.received
