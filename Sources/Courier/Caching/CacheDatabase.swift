@@ -174,9 +174,18 @@ final class CacheDatabase: Sendable {
     /// Takes a database that is new (sets its identity and makes its
     /// tables), courier's of this schema version, or courier's of version 1
     /// (makes the tables it lacks, logged once); throws `SQLITE_NOTADB` for
-    /// any other. Done in one write transaction, so two processes opening a
-    /// new database at once never both make it.
+    /// any other. A database that is courier's of this version is only read;
+    /// anything else is done in one write transaction, so two processes
+    /// opening a new database at once never both make it.
     private func adopt(_ database: Database) throws(SQLiteError) {
+        // Courier's database of this version has its tables (they were made in
+        // the transaction that set the version): reading that writes nothing,
+        // so a start does not wait on a commit.
+        if try database.integerPragma("application_id") == Self.applicationID,
+            try database.integerPragma("user_version") == Self.schemaVersion
+        {
+            return
+        }
         let migrated = try database.transaction { () throws(SQLiteError) -> Bool in
             let identity = try database.integerPragma("application_id") ?? 0
             let version = try database.integerPragma("user_version") ?? 0
