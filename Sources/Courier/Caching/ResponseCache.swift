@@ -61,7 +61,9 @@ final class ResponseCache: Sendable {
     static let memoryEntryShare = 8
 
     let memory: MemoryCache
-    let disk: DiskCache?
+    /// The disk tier once it is open: nil until then, and for good when it
+    /// could not be opened.
+    private let diskTier = Monitor<DiskTier>(.opening)
     private let counters = Locked(Counters())
     /// Writes the digests reads of stored bodies took into their entries.
     private let recorder = DispatchQueue(label: "courier.cache.digests", qos: .utility)
@@ -69,14 +71,34 @@ final class ResponseCache: Sendable {
 
     /// The disk tier lives in `root`'s `http` directory; without it (a cache
     /// directory courier may not write) only the memory tier works.
+    /// It is opened on a thread of its own (`Cache.db` opened, usage
+    /// counted), so start-up does not wait for it; the first use does.
     init(configuration: Configuration, root: CacheRoot, logger: Logger) {
         self.logger = logger
         memory = MemoryCache(capacity: configuration.memoryCapacity, afterPurge: configuration.memoryAfterPurge)
-        do {
-            disk = try DiskCache(root: root, capacity: Int64(configuration.diskCapacity))
-        } catch {
-            logger.warning("disk cache unavailable in \(root.path): \(error)")
-            disk = nil
+        let capacity = Int64(configuration.diskCapacity)
+        let tier = diskTier
+        startThread(named: "courier.cache.open") {
+            let disk: DiskCache?
+            do {
+                disk = try DiskCache(root: root, capacity: capacity)
+            } catch {
+                logger.warning("disk cache unavailable in \(root.path): \(error)")
+                disk = nil
+            }
+            tier.withLock { $0 = .open(disk) }
+        }
+    }
+
+    private enum DiskTier {
+        case opening
+        case open(DiskCache?)
+    }
+
+    /// The disk tier; waits while it is being opened.
+    var disk: DiskCache? {
+        diskTier.wait(until: { if case .opening = $0 { false } else { true } }) { tier in
+            if case .open(let disk) = tier { disk } else { nil }
         }
     }
 
