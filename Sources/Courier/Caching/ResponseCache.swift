@@ -61,8 +61,8 @@ final class ResponseCache: Sendable {
     static let memoryEntryShare = 8
 
     let memory: MemoryCache
-    /// The disk tier once it is open: nil until then, and for good when it
-    /// could not be opened.
+    /// Whether the disk tier is still being opened, and then the tier (nil
+    /// for good when it could not be opened).
     private let diskTier = Monitor<DiskTier>(.opening)
     private let counters = Locked(Counters())
     /// Writes the digests reads of stored bodies took into their entries.
@@ -70,9 +70,9 @@ final class ResponseCache: Sendable {
     private let logger: Logger
 
     /// The disk tier lives in `root`'s `http` directory; without it (a cache
-    /// directory courier may not write) only the memory tier works.
-    /// It is opened on a thread of its own (`Cache.db` opened, usage
-    /// counted), so start-up does not wait for it; the first use does.
+    /// directory courier may not write) only the memory tier works. It is
+    /// opened on a thread of its own (`Cache.db` opened, usage counted), so
+    /// start-up does not wait for it; its first use does.
     init(configuration: Configuration, root: CacheRoot, logger: Logger) {
         self.logger = logger
         memory = MemoryCache(capacity: configuration.memoryCapacity, afterPurge: configuration.memoryAfterPurge)
