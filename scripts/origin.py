@@ -1438,7 +1438,8 @@ _Handler._dispatch = _dispatch_with_files  # type: ignore[method-assign]
 #   &gzip=1                       Content-Encoding: gzip when accepted (the body
 #                                 is gzip_plain(size), not the pattern)
 #
-# Origin.ranged_log(NAME) lists each request for it, oldest first:
+# Origin.ranged_log(NAME) lists each request for it, oldest first, once each
+# has been answered (within 5 s):
 # {"range": <Range or None>, "if_range": <If-Range or None>,
 #  "accept_encoding": ..., "status": S, "sent": <body bytes written>}.
 # Origin.ranged_bump(NAME) makes a new version: new ETag, Last-Modified and
@@ -1475,9 +1476,13 @@ def _ranged_body(self: Origin, name: str, size: int) -> bytes:
     return pattern(size, f"{name}-v{version}")
 
 
-def _ranged_log(self: Origin, name: str) -> list:
+def _ranged_log(self: Origin, name: str, timeout: float = 5) -> list:
+    """The log once every request in it has been answered: a client may
+    read a whole body a moment before its handler records what it sent."""
     state = _ranged(self)
     with state.changed:
+        state.changed.wait_for(
+            lambda: all(entry["status"] is not None for entry in state.requests.get(name, [])), timeout)
         return [dict(entry) for entry in state.requests.get(name, [])]
 
 
@@ -1597,12 +1602,14 @@ def _serve_ranged(self: _Handler, name: str) -> None:
         return
     sent = 0
     view = memoryview(piece)
-    while sent < limit:
-        n = min(_STREAM_CHUNK, limit - sent)
-        self.wfile.write(view[sent:sent + n])
-        sent += n
-    self.wfile.flush()
-    record(sent)
+    try:
+        while sent < limit:
+            n = min(_STREAM_CHUNK, limit - sent)
+            self.wfile.write(view[sent:sent + n])
+            sent += n
+        self.wfile.flush()
+    finally:
+        record(sent)
     if limit == len(piece):
         return
     self.close_connection = True
