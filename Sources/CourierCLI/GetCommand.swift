@@ -37,7 +37,7 @@ struct GetCommand: ParsableCommand {
             streams into a hidden file, so no partial file ever has the name. Two URLs of one run \
             that come to one name: the second fails with file_exists.
 
-            An interrupted download (Ctrl-C, a kill, a failure) keeps what arrived in the cache \
+            An interrupted download over 64 KiB (Ctrl-C, a kill, a failure) keeps what arrived in the cache \
             directory when its origin gives a validator (a strong ETag or Last-Modified) and the \
             output directory is on the cache directory's file system, and the same command run again \
             asks only for the rest (Range with If-Range), never splicing two versions. Transient \

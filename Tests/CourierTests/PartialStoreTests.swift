@@ -242,19 +242,33 @@ struct PartialStoreTests {
         }
     }
 
-    @Test func filesNoRowNamesGoOnceOldAndUnheld() throws {
+    @Test func filesNoRowNamesGoOnceUnheldHoweverNew() throws {
         try withDirectory { directory in
             _ = try store(directory)
-            let young = path(directory, PartialStore.fileName(1))
-            let old = path(directory, PartialStore.fileName(2))
+            let unheld = path(directory, PartialStore.fileName(1))
+            let held = path(directory, PartialStore.fileName(2))
             let stranger = path(directory, "notes.txt")
-            for file in [young, old, stranger] { FileManager.default.createFile(atPath: file, contents: Data([1])) }
-            let past = Date(timeIntervalSinceNow: -3600)
-            try FileManager.default.setAttributes([.modificationDate: past], ofItemAtPath: old)
+            for file in [unheld, held, stranger] { FileManager.default.createFile(atPath: file, contents: Data([1])) }
+            let holder = open(held, O_RDWR | O_CLOEXEC)
+            defer { close(holder) }
+            #expect(flock(holder, LOCK_EX) == 0)
             _ = try store(directory)
-            #expect(FileManager.default.fileExists(atPath: young))
-            #expect(!FileManager.default.fileExists(atPath: old))
+            #expect(!FileManager.default.fileExists(atPath: unheld))
+            #expect(FileManager.default.fileExists(atPath: held))
             #expect(!FileManager.default.fileExists(atPath: stranger))
+        }
+    }
+
+    @Test func aNewFileIsHeldBeforeItHasItsName() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            let file = try #require(store.makeFile())
+            let other = open(path(directory, file.name), O_RDWR | O_CLOEXEC)
+            defer { close(other) }
+            #expect(other >= 0)
+            #expect(flock(other, LOCK_EX | LOCK_NB) != 0)
+            _ = try self.store(directory)
+            #expect(FileManager.default.fileExists(atPath: path(directory, file.name)))
         }
     }
 

@@ -12,6 +12,7 @@ byte."""
 from __future__ import annotations
 
 import base64
+import fcntl
 import os
 import signal
 import sqlite3
@@ -123,6 +124,27 @@ def test_a_failed_download_asked_again_asks_only_for_the_rest(courier, origin, c
         {k: v for k, v in third.items() if k != "base64"}
     assert base64.b64decode(third["base64"]) == origin.ranged_body("failed", 6 * MIB)
     assert len(origin.ranged_log("failed")) == 2
+
+
+@pytest.mark.parametrize("size, kept", [(64 * 1024, False), (64 * 1024 + 1, True)])
+def test_only_a_body_over_64_kib_is_kept(courier, origin, cache_dir, size, kept):
+    # Given a resource of `size` bytes whose first response ends cleanly after half of it
+    session = courier("--retry-delay", "0.01")
+    name = f"small-{size}"
+    url = origin.url(f"/ranged/{name}?size={size}&cut={size // 2}")
+
+    # When it is downloaded with retries
+    outcome = session.fetch(url, body="base64")
+
+    # Then a body over 64 KiB is continued from the bytes kept, and one of
+    # 64 KiB or less (which costs about its first round trip to fetch again)
+    # is asked again whole, with nothing kept meanwhile
+    log = origin.ranged_log(name)
+    assert [entry["range"] for entry in log] == [None, f"bytes={size // 2}-" if kept else None]
+    assert outcome["ok"] and outcome["attempts"] == 2, {k: v for k, v in outcome.items() if k != "base64"}
+    assert ("resumedFrom" in outcome) == kept
+    assert base64.b64decode(outcome["base64"]) == origin.ranged_body(name, size)
+    assert kept_rows(cache_dir) == [] and partial_files(cache_dir) == []
 
 
 def test_a_retried_attempt_continues_from_the_bytes_kept(courier, origin, cache_dir):
@@ -304,6 +326,34 @@ def test_a_killed_courier_leaves_a_body_the_next_one_continues(courier, origin, 
     assert partial_files(cache_dir) == []
     print(f"kill test: killed at >= 20 MiB received, resumed from {kept} bytes, "
           f"origin sent {log[0]['sent'] + log[1]['sent']} bytes for a 40 MiB file")
+
+
+def test_files_a_killed_courier_left_unrecorded_go_at_the_next_start_unless_held(courier, origin, cache_dir):
+    # Given a courier killed while a body streams into partials/ before its first checkpoint (no row names it)
+    first = courier("--progress-interval", "0", validate="none")
+    answer = first.download(origin.url("/ranged/unrecorded?size=8388608&hold=1048576"))
+    first.wait_until(lambda: any(params["received"] >= MIB for _, params in first.progress_by_task[answer["task"]]),
+                     what="1 MiB received")
+    [left] = partial_files(cache_dir)
+    os.kill(first.pid, signal.SIGKILL)
+    assert first.wait_exit() == -signal.SIGKILL
+    assert kept_rows(cache_dir) == []
+    # And a file of courier's form that another process holds, made just now
+    held_path = os.path.join(str(cache_dir), "partials", "00000000000000aa.part")
+    held = os.open(held_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+
+        # When another courier starts on the cache directory, and has used its partial store once
+        second = courier()
+        assert second.fetch(origin.url(f"/ranged/after-sweep?size={MIB}"))["ok"]
+
+        # Then the file no row names and nobody holds is gone at once, however new
+        # (its writer locked it before it had its name), and the held one stays
+        assert left not in partial_files(cache_dir)
+        assert partial_files(cache_dir) == ["00000000000000aa.part"]
+    finally:
+        os.close(held)
 
 
 def test_a_download_suspended_before_its_transfer_began_reads_nothing_until_resumed(courier, origin):

@@ -288,18 +288,11 @@ final class DiskCache: Sendable {
     private func insertCopy(
         key: String, response: CachedResponse, length: Int64, checksum: UInt64, _ fill: (Int32) -> Bool
     ) -> Stored? {
-        let fd = openat(directory.fd, ".", Self.unnamedFile | O_RDWR | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return nil }
+        guard let fd = directory.makeUnnamedFile(mode: 0o600) else { return nil }
         defer { close(fd) }
         guard fill(fd) else { return nil }
         return insert(key: key, response: response, length: length, checksum: checksum, body: .unnamed(fd: fd))
     }
-
-    /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`, the same on every Linux
-    /// architecture courier builds for), which the Glibc module leaves out
-    /// (it is declared only under `_GNU_SOURCE`): a file without a name,
-    /// given one by `linkat`, and gone with its last descriptor otherwise.
-    private static let unnamedFile: Int32 = 0o20_000_000 | O_DIRECTORY
 
     /// A found entry: its row, its head parsed, and its body file opened
     /// when it has one.

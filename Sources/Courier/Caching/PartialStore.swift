@@ -32,22 +32,25 @@ import SQLite
 /// the one kept, of the length kept.
 ///
 /// While a process streams into a file, or continues one, it holds an
-/// exclusive `flock` on it: no other courier takes a file in use, and no
-/// sweep removes it. Rows are written only for bodies worth keeping (at the
-/// first checkpoint, or when an attempt ends short), so small downloads
-/// cost the store one lookup. The kept bytes of every row together stay
-/// within `capacity` (`--partial-capacity`): the least recently written
-/// go first. At start, rows whose file is gone are deleted, and files that
-/// no row names go once no process holds them and they have not changed
-/// for `orphanAge` seconds (a writer makes its file before its row).
+/// exclusive `flock` on it, taken before the file has its name: no other
+/// courier takes a file in use, and no sweep removes it. Bodies of at most
+/// `minimumLength` bytes never stream here, and rows are written only for
+/// bodies worth keeping (at the first checkpoint, or when an attempt ends
+/// short), so small downloads cost the store one lookup. The kept bytes of
+/// every row together stay within `capacity` (`--partial-capacity`): the
+/// least recently written go first. At start, rows whose file is gone are
+/// deleted, and files that no row names go once no process holds them.
 ///
 /// Everything that touches the database, and reading kept bodies through,
 /// runs on the store's own queue, never on the transfers' thread.
 final class PartialStore: Sendable {
     /// Bytes between two checkpoints of a streaming body.
     static let checkpointInterval: Int64 = 8 << 20
-    /// Seconds a file no row names is left alone after its last change.
-    static let orphanAge: Int64 = 60
+    /// Bodies of at most this many bytes are never kept: fetching one again
+    /// costs about what its first round trip did, less than streaming it
+    /// into the store and moving it out. The disk tier keeps bodies that
+    /// small inline in their rows for the same reason.
+    static let minimumLength = Int64(ResponseStore.inlineLimit)
     static let suffix = ".part"
 
     /// `<cache dir>/partials`.
@@ -232,19 +235,18 @@ final class PartialStore: Sendable {
 
     // MARK: - New bodies
 
-    /// A new file for a body that may be kept, made exclusively under a
-    /// name of courier's and locked; nil when none can be made.
+    /// A new file for a body that may be kept, locked before it has a
+    /// name of courier's (made unnamed, locked, then linked), so no sweep
+    /// ever finds it unheld; nil when none can be made.
     func makeFile() -> PartialFile? {
+        guard let fd = directory.makeUnnamedFile(mode: 0o600) else { return nil }
+        flock(fd, LOCK_EX)
         for _ in 0..<4 {
             let name = Self.fileName(UInt64.random(in: 0...UInt64.max))
-            let fd = openat(directory.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd < 0 {
-                if errno == EEXIST { continue }
-                return nil
-            }
-            flock(fd, LOCK_EX)
-            return PartialFile(store: self, name: name, fd: fd, row: nil)
+            guard let failure = directory.link(fd, as: name) else { return PartialFile(store: self, name: name, fd: fd, row: nil) }
+            if failure != EEXIST { break }
         }
+        close(fd)
         return nil
     }
 
@@ -305,9 +307,9 @@ final class PartialStore: Sendable {
         }
     }
 
-    /// Deletes rows whose file is gone, removes files no row names (once
-    /// unheld and `orphanAge` old) and names that are none of courier's,
-    /// then keeps to the capacity.
+    /// Deletes rows whose file is gone, removes files no row names that no
+    /// process holds (each is locked before it has its name) and names that
+    /// are none of courier's, then keeps to the capacity.
     private func sweep() {
         guard let rows = run({ database throws(SQLiteError) in try database.rows("SELECT key, file FROM partial_bodies") }) else { return }
         var named = Set<[UInt8]>()
@@ -320,14 +322,12 @@ final class PartialStore: Sendable {
                 deleteRow(key: key, file: file)
             }
         }
-        let now = Int64(Date().timeIntervalSince1970)
         directory.forEachName { name in
             guard Self.isFileName(name) else {
                 directory.removeTree(name)
                 return
             }
-            guard !named.contains(name), let info = directory.status(of: name) else { return }
-            if CacheFileIO.modified(info) / 1_000_000_000 + Self.orphanAge <= now { removeUnheld(name) }
+            if !named.contains(name) { removeUnheld(name) }
         }
         enforceCapacity(sparing: [])
     }

@@ -220,7 +220,7 @@ final class ResponseStore: Sendable {
                     linked = true
                     file = .integer(Int64(bitPattern: id))
                 case .unnamed(let fd):
-                    guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", self.directory.fd, name, AT_SYMLINK_FOLLOW) == 0 else {
+                    guard self.directory.link(fd, as: name) == nil else {
                         return (.failed, [])
                     }
                     linked = true

@@ -640,13 +640,15 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
 
     /// The validator and complete length under which the body of
     /// `response` may be kept for a later attempt, when it may be: a 200 of
-    /// known length in its identity form, with a strong entity tag or a
+    /// known length (over `PartialStore.minimumLength`) in its identity
+    /// form, with a strong entity tag or a
     /// Last-Modified, that a cache could store for the request (no
     /// `no-store`, no credentials: the plan is only made for requests the
     /// cache applies to).
     private func keepable(_ response: ResponseHead) -> (ResumeValidator, Int64)? {
-        guard let plan = partials, response.status == 200, let length = response.announcedLength, length > 0,
-            response.header("content-encoding") == nil, let validator = ResumeValidator(of: response),
+        guard let plan = partials, response.status == 200, let length = response.announcedLength,
+            length > PartialStore.minimumLength, response.header("content-encoding") == nil,
+            let validator = ResumeValidator(of: response),
             HTTPCachePolicy.isStorable(status: 200, requestHeaders: plan.requestHeaders, responseHeaders: response.headers)
         else { return nil }
         return (validator, length)

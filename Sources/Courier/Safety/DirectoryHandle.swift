@@ -44,6 +44,28 @@ final class DirectoryHandle: Sendable {
         return fd
     }
 
+    /// A new file here without a name, open for reading and writing: it
+    /// vanishes with its last descriptor unless `link(_:as:)` names it, so
+    /// nothing half-made is ever seen under a name. Nil where the file
+    /// system makes no such files (`O_TMPFILE`). The caller closes it.
+    func makeUnnamedFile(mode: mode_t) -> Int32? {
+        let fd = openat(self.fd, ".", Self.unnamedFile | O_RDWR | O_CLOEXEC, mode)
+        return fd >= 0 ? fd : nil
+    }
+
+    /// Gives the unnamed file `file` (from `makeUnnamedFile`) the name
+    /// `name` here, unless something has that name (`EEXIST`): nil when it
+    /// has it, else the `errno` of the link. Through `/proc/self/fd`, which
+    /// needs no privilege, where `AT_EMPTY_PATH` needs `CAP_DAC_READ_SEARCH`.
+    func link(_ file: Int32, as name: String) -> Int32? {
+        linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 ? nil : errno
+    }
+
+    /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`, the same on every Linux
+    /// architecture courier builds for), which the Glibc module leaves out
+    /// (it is declared only under `_GNU_SOURCE`).
+    private static let unnamedFile: Int32 = 0o20_000_000 | O_DIRECTORY
+
     /// Removes the name `name` (a symbolic link itself, never what it points
     /// at; never a directory). False when nothing was removed.
     @discardableResult
