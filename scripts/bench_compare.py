@@ -44,8 +44,11 @@ answers are read as bytes, counting `download/finished` lines; the outcomes
 are parsed and checked after the clock stops. The Python client would parse
 every receipt and notification into objects on a Python thread that competes
 with courier and nginx for the machine's cores, and so would measure itself
-(see --client). The cache-hit figure goes through the Python client for both
-of its subjects, as that comparison asks.
+(see --client). courier's clock runs from the moment before its spawn to
+the last `download/finished` read, when every output is looked up and must
+be in place; curl's and aria2c's from spawn to exit. The cache-hit figure
+goes through the Python client for both of its subjects, as that
+comparison asks.
 
 Every figure is the median of --runs runs; within a run the tools take turns
 (the order rotates from run to run) so that a change in the machine's load
