@@ -9,6 +9,11 @@ outputs and the cache directory are on --dir, a tmpfs by default):
   also with the outputs and the cache directory on disk (--disk-dir), so the
   cost of writing to disk shows, and with only courier's cache directory on
   disk (its outputs on --dir), against courier's own W1;
+- W1T: W1 over https from a second nginx offering HTTP/2, its certificate
+  for 127.0.0.1 signed by a CA that openssl makes for the run (curl
+  `--cacert`, aria2c `--ca-certificate`, courier `--ca-file`); curl must
+  use HTTP/2 on one file first, and every courier outcome must name HTTP/2
+  (aria2c speaks HTTP/1.1 only);
 - W2: 200 downloads of 1 MiB, 4 at a time, each to its own destination;
 - W3: one download of 1 GiB (--w3-size), one stream; also the peak RSS;
 - W7: rate accuracy: 4 downloads of 8 MiB at once under a limit of 8 MiB/s
@@ -39,8 +44,11 @@ answers are read as bytes, counting `download/finished` lines; the outcomes
 are parsed and checked after the clock stops. The Python client would parse
 every receipt and notification into objects on a Python thread that competes
 with courier and nginx for the machine's cores, and so would measure itself
-(see --client). The cache-hit figure goes through the Python client for both
-of its subjects, as that comparison asks.
+(see --client). courier's clock runs from the moment before its spawn to
+the last `download/finished` read, when every output is looked up and must
+be in place; curl's and aria2c's from spawn to exit. The cache-hit figure
+goes through the Python client for both of its subjects, as that
+comparison asks.
 
 Every figure is the median of --runs runs; within a run the tools take turns
 (the order rotates from run to run) so that a change in the machine's load
@@ -52,7 +60,7 @@ process's ru_maxrss from wait4.
 
     scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
         [--dir /dev/shm] [--disk-dir /var/tmp] [--markdown FILE] [--json FILE]
-        [--only w1,w1disk,w1diskcache,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
+        [--only w1,w1t,w1disk,w1diskcache,w1nocache,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
         [--w6-size 256MiB] [--w6-cut 32MiB]
 """
 
@@ -86,11 +94,14 @@ from nginx_origin import NginxOrigin  # noqa: E402
 NO_PROXY_ENV = {k: v for k, v in os.environ.items()
                 if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")}
 FINISHED = b'"method":"download/finished"'
+# A row's figures under this name: courier's shutdown to its exit, after
+# the clock stopped (not in the table's figures).
+EXIT = "courier exit"
 # W7: this many files of this size at once, under this rate (bytes per
 # second) for all of them: exactly W7_SECONDS at the rate.
 W7_COUNT, W7_SIZE, W7_RATE = 4, 8 << 20, 8 << 20
 W7_SECONDS = W7_COUNT * W7_SIZE / W7_RATE
-WORKLOADS = ("w1", "w1disk", "w1diskcache", "w1nocache", "w2", "w3", "w7", "startup", "cache")
+WORKLOADS = ("w1", "w1t", "w1disk", "w1diskcache", "w1nocache", "w2", "w3", "w7", "startup", "cache")
 DEFAULT_WORKLOADS = WORKLOADS
 # W6, a flaky link: scripts/bench_flaky.py.
 WORKLOADS += ("w6",)
@@ -122,6 +133,11 @@ class Run:
     # courier's: the first download's end to the last one's, from the
     # outcomes' durationMs (all of them start at once).
     spread_seconds: float | None = None
+    # courier's: the HTTP versions its outcomes name.
+    http_versions: frozenset[str] = frozenset()
+    # courier's: `shutdown` and `exit` written to the process reaped, after
+    # the clock stopped (a client that times its courier whole pays it).
+    exit_seconds: float | None = None
 
 
 def wait_rusage(proc: subprocess.Popen) -> tuple[int, int]:
@@ -190,8 +206,13 @@ def courier_transfers(binary: str, pairs: list[tuple[str, str]], parallel: int, 
                       extra: Sequence[str] = (), prefix: Sequence[str] = (),
                       timeout: float = 600) -> Run:
     """One courier process, every `download` written at once as one batch
-    through a raw pipe; the clock runs from spawn to the last
-    `download/finished`. Outcomes are checked after the clock stops."""
+    through a raw pipe. The clock runs from the moment before courier is
+    spawned to the last `download/finished` read: what a client that has
+    its requests ready waits for until its last file is in place. Each
+    output is looked up as soon as the clock stops, while courier still
+    runs, and must be there with the size its outcome reports (courier
+    moves a file into place before it says the download finished). The
+    outcomes are checked, and courier shut down, after the clock stops."""
     count = len(pairs)
     batch = [{"jsonrpc": "2.0", "id": i, "method": "download",
               "params": {"url": url, "destination": out}} for i, (url, out) in enumerate(pairs)]
@@ -228,27 +249,34 @@ def courier_transfers(binary: str, pairs: list[tuple[str, str]], parallel: int, 
         if time.monotonic() > deadline:
             raise RuntimeError(f"{seen} of {count} downloads within {timeout} s")
     elapsed = time.perf_counter() - start
+    placed = {out: os.stat(out).st_size if os.path.exists(out) else None for _, out in pairs}
     writer.join()
     if failure:
         raise RuntimeError(f"writing to courier failed: {failure[0]!r}")
+    exiting = time.perf_counter()
     proc.stdin.write(b'{"jsonrpc":"2.0","id":"end","method":"shutdown"}\n{"jsonrpc":"2.0","method":"exit"}\n')
     proc.stdin.close()
     rest = proc.stdout.read()
     chunks.append(rest)
     code, rss = wait_rusage(proc)
+    exit_seconds = time.perf_counter() - exiting
     stderr.close()
     if code != 0:
         raise RuntimeError(f"courier exited with {code}")
-    bad, durations = [], []
+    bad, durations, versions = [], [], set()
     for line in b"".join(chunks).split(b"\n"):
         if FINISHED in line:
             outcome = json.loads(line)["params"]["outcome"]
             durations.append(outcome.get("durationMs", 0) / 1000)
+            versions.add(outcome.get("httpVersion"))
             if not outcome.get("ok"):
                 bad.append(outcome)
+            elif placed.get(outcome.get("path")) != outcome.get("size"):
+                bad.append({"not in place when the clock stopped": outcome.get("path"),
+                            "size there": placed.get(outcome.get("path")), "outcome": outcome})
     if bad:
         raise RuntimeError(f"{len(bad)} downloads failed, e.g. {bad[0]}")
-    return Run(elapsed, rss, max(durations) - min(durations))
+    return Run(elapsed, rss, max(durations) - min(durations), frozenset(versions), exit_seconds)
 
 
 def courier_client_transfers(binary: str, pairs: list[tuple[str, str]], parallel: int, cache: str,
@@ -278,7 +306,7 @@ def courier_client_transfers(binary: str, pairs: list[tuple[str, str]], parallel
     bad = [o for o in outcomes if not o.get("ok")]
     if bad:
         raise RuntimeError(f"{len(bad)} downloads failed, e.g. {bad[0]}")
-    return Run(elapsed)
+    return Run(elapsed, http_versions=frozenset(o.get("httpVersion") for o in outcomes))
 
 
 def courier_startup(binary: str, cache: str) -> Run:
@@ -303,7 +331,49 @@ def courier_startup(binary: str, cache: str) -> Run:
     return Run(elapsed, rss)
 
 
+def curl_http_version(url: str, extra: Sequence[str] = ()) -> str:
+    """The HTTP version curl used for one download of ``url`` ("2", "1.1")."""
+    out = subprocess.run(["curl", "--silent", "--show-error", "--fail", "--output", os.devnull,
+                          "--write-out", "%{http_version}", *extra, url],
+                         capture_output=True, text=True, env=NO_PROXY_ENV, timeout=30, check=True)
+    return out.stdout.strip()
+
+
 # ---------------------------------------------------------------- files
+
+
+@dataclass
+class TLSFiles:
+    """A certificate authority made for one run, and the certificate it
+    signed for the origin at 127.0.0.1 with that certificate's key."""
+    ca: str
+    certificate: str
+    key: str
+
+
+def make_tls(directory: str) -> TLSFiles:
+    """Makes, with openssl in ``directory``, a self-signed CA and a server
+    certificate it signs for 127.0.0.1 (subjectAltName IP), both EC P-256
+    and valid for two days."""
+    files = TLSFiles(f"{directory}/ca.pem", f"{directory}/server.pem", f"{directory}/server.key")
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    extensions = f"{directory}/server.ext"
+    with open(extensions, "w") as file:
+        file.write("subjectAltName = IP:127.0.0.1\nbasicConstraints = critical, CA:FALSE\n"
+                   "keyUsage = critical, digitalSignature\nextendedKeyUsage = serverAuth\n")
+    for argv in (
+        ["openssl", "req", "-x509", *key, "-days", "2", "-subj", "/CN=courier bench CA",
+         "-addext", "basicConstraints = critical, CA:TRUE", "-addext", "keyUsage = critical, keyCertSign, cRLSign",
+         "-keyout", f"{directory}/ca.key", "-out", files.ca],
+        ["openssl", "req", "-new", *key, "-subj", "/CN=127.0.0.1", "-keyout", files.key,
+         "-out", f"{directory}/server.csr"],
+        ["openssl", "x509", "-req", "-in", f"{directory}/server.csr", "-CA", files.ca, "-CAkey", f"{directory}/ca.key",
+         "-CAcreateserial", "-days", "2", "-extfile", extensions, "-out", files.certificate],
+    ):
+        subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    return files
+
+
 
 
 def write_random(path: str, size: int) -> None:
@@ -382,6 +452,9 @@ def alternate(runs: int, subjects: dict[str, Callable[[int], Run]], label: str,
             if rss_row is not None:
                 rss_row.figures.setdefault(name, []).append(result.maxrss_kib / 1024)
             extra = f", peak RSS {result.maxrss_kib / 1024:.1f} MiB" if rss_row is not None else ""
+            if result.exit_seconds is not None:
+                rows[label].figures.setdefault(EXIT, []).append(result.exit_seconds * 1000)
+                extra += f", then {result.exit_seconds * 1000:.1f} ms to exit"
             if spread_row is not None and result.spread_seconds is not None:
                 spread_row.figures.setdefault(name, []).append(result.spread_seconds * 1000)
                 extra += f", first to last {result.spread_seconds * 1000:.1f} ms"
@@ -393,7 +466,11 @@ def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: st
                       work: str, courier_extra: Sequence[str] = (), client: str = "pipe", cache_work: str | None = None,
                       tools: Sequence[str] = ("curl", "aria2c", "courier"),
                       rss: bool = False, curl_extra: Sequence[str] = (),
-                      aria2c_extra: Sequence[str] = ()) -> dict[str, Callable[[int], Run]]:
+                      aria2c_extra: Sequence[str] = (),
+                      courier_http: str | None = None) -> dict[str, Callable[[int], Run]]:
+    """Each tool's turn: ``count`` files from ``base`` into a fresh directory,
+    checked against ``src_dir``; with ``courier_http``, every courier
+    outcome must name that HTTP version."""
     sources = [f"{src_dir}/{i}" for i in range(count)]
     peak = PeakRSS(work) if rss else None
     prefix = peak.prefix if peak else []
@@ -416,6 +493,9 @@ def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: st
                     else:
                         result = courier_client_transfers(binary, pairs, parallel, cache, courier_extra)
                     shutil.rmtree(cache, ignore_errors=True)
+                    if courier_http and result.http_versions != {courier_http}:
+                        raise RuntimeError(f"courier used HTTP {sorted(map(str, result.http_versions))}, "
+                                           f"not {courier_http}")
                 if peak:
                     peak.read(result)
                 verify(sources, [p[1] for p in pairs])
@@ -532,6 +612,17 @@ def table(rows: list[Row]) -> list[list[str]]:
     return body
 
 
+def exit_sentence(rows: dict[str, Row]) -> str:
+    """courier's median time from `shutdown` to its exit, per row that has
+    it: what a client timed whole adds to courier's figure, beside its own
+    start and end."""
+    parts = [f"{key} {row.median(EXIT):.1f} ms" for key, row in rows.items() if row.median(EXIT) is not None]
+    if not parts:
+        return ""
+    return ("After its last file, courier took this long from `shutdown` to its exit (medians; not in the "
+            "figures above): " + "; ".join(parts) + ".")
+
+
 def render_text(body: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in body) for i in range(len(body[0]))]
     lines = []
@@ -602,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, Row] = {
         "w1": Row(f"W1 {args.w1_count:,} × 8 KiB, {P1} at a time, tmpfs", "ms", "≤ 1.5× curl, < aria2c",
                   ratio_limit=1.5, beat="aria2c"),
+        "w1t": Row("W1T the same over https, HTTP/2 (curl --cacert, aria2c --ca-certificate, courier --ca-file)",
+                   "ms", "≤ 1.5× curl, < aria2c", ratio_limit=1.5, beat="aria2c",
+                   note="(aria2c speaks HTTP/1.1 only: 8 connections)"),
         "w1disk": Row(f"W1 on disk ({args.disk_dir}: outputs and cache)", "ms", "(two-file cost)"),
         "w1diskcache": Row(f"W1, courier's cache directory on disk ({args.disk_dir}), outputs on tmpfs, "
                            f"vs courier's own W1", "ms", "≤ 1.5× courier W1", ratio_limit=1.5, anchor="courier W1"),
@@ -629,10 +723,10 @@ def main(argv: list[str] | None = None) -> int:
     root = tempfile.mkdtemp(prefix="courier-bench-", dir=args.dir)
     os.chmod(root, 0o755)
     disk_root = None
-    nginx = None
+    nginx = tls_nginx = None
     try:
         www = f"{root}/www"
-        need = {"w1": bool({"w1", "w1disk", "w1diskcache", "w1nocache"} & only), "w2": "w2" in only, "w3": "w3" in only,
+        need = {"w1": bool({"w1", "w1t", "w1disk", "w1diskcache", "w1nocache"} & only), "w2": "w2" in only, "w3": "w3" in only,
                 "w7": "w7" in only}
         for name, count, size in (("w1", args.w1_count, 8192), ("w2", args.w2_count, 1 << 20), ("w3", 1, args.w3_size),
                                   ("w7", W7_COUNT, W7_SIZE)):
@@ -643,14 +737,31 @@ def main(argv: list[str] | None = None) -> int:
         if any(need.values()):
             nginx = NginxOrigin(root).start()
             base = nginx.base_url
+        if "w1t" in only:
+            # The same files from a second nginx, over https (HTTP/2 offered
+            # by ALPN), its certificate signed by a CA made for this run.
+            tls = make_tls(fresh_dir(f"{root}/tls"))
+            os.makedirs(f"{root}/tls-origin")
+            os.symlink(www, f"{root}/tls-origin/www")
+            tls_nginx = NginxOrigin(f"{root}/tls-origin", tls=(tls.certificate, tls.key)).start()
+            curl_version = curl_http_version(tls_nginx.url("/w1/0"), ("--cacert", tls.ca))
+            if curl_version != "2":
+                raise RuntimeError(f"curl used HTTP {curl_version} over https, not HTTP/2")
         print(f"courier: {binary}; files in {root}; load average {load_before[0]:.2f} {load_before[1]:.2f} "
               f"{load_before[2]:.2f}", file=sys.stderr, flush=True)
 
         if "w1" in only:
             alternate(args.runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1", P1, root,
                                                    client=args.client), "w1", rows)
+        if "w1t" in only:
+            alternate(args.runs, transfer_subjects(binary, tls_nginx.base_url, args.w1_count, f"{www}/w1", "w1-tls", P1,
+                                                   root, ("--ca-file", tls.ca), client=args.client,
+                                                   curl_extra=("--cacert", tls.ca),
+                                                   aria2c_extra=(f"--ca-certificate={tls.ca}",), courier_http="2"),
+                      "w1t", rows)
         if "w1nocache" in only:
-            rows["w1nocache"].figures = {k: list(v) for k, v in rows["w1"].figures.items() if k != "courier"}
+            rows["w1nocache"].figures = {k: list(v) for k, v in rows["w1"].figures.items()
+                                         if k in ("curl", "aria2c")}
             alternate(args.runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-nocache", P1, root,
                                                    ("--memory-capacity", "0", "--disk-capacity", "0"),
                                                    client=args.client,
@@ -708,8 +819,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.update(bench_flaky.rows(w6_results, args.w6_size, args.w6_cut))
             w6_detail = bench_flaky.detail(w6_results, args.w6_size, args.w6_cut)
     finally:
-        if nginx is not None:
-            nginx.stop()
+        for origin in (nginx, tls_nginx):
+            if origin is not None:
+                origin.stop()
         shutil.rmtree(root, ignore_errors=True)
         if disk_root:
             shutil.rmtree(disk_root, ignore_errors=True)
@@ -730,6 +842,9 @@ def main(argv: list[str] | None = None) -> int:
     print(render_text(body))
     print(f"tools: {versions['curl']}; {versions['aria2c']}; {versions['nginx']}; courier {versions['courier']} "
           f"({binary}, commit {commit}); courier driven by a {args.client} client")
+    exits = exit_sentence(rows)
+    if exits:
+        print(exits)
     if cache_cpu:
         print(cache_cpu)
     if w6_detail:
@@ -749,9 +864,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{versions['curl']}, {versions['aria2c']}, {versions['nginx']}, "
             f"courier {versions['courier']} (HEAD at the run: {commit}). curl: `curl --parallel --parallel-max P -K list`; "
             f"aria2c: `aria2c -j P -x 1 -s 1 --file-allocation none -i list`; courier: default settings, "
-            f"`--max-active P`, all requests written at once as one batch by a {args.client} client.",
+            f"`--max-active P`, all requests written at once as one batch by a {args.client} client. "
+            f"Clocks: curl's and aria2c's run from spawn to exit, courier's from spawn to the last "
+            f"`download/finished` (every output checked in place at that moment)."
+            + (" W1T: nginx offers HTTP/2 over TLS with a certificate for 127.0.0.1 from a CA made for the run, "
+               "given to curl as `--cacert`, to aria2c as `--ca-certificate`, to courier as `--ca-file`; curl and "
+               "courier used HTTP/2, aria2c HTTP/1.1." if rows["w1t"].figures else ""),
             "",
         ]
+        if exits:
+            text += [exits, ""]
         if cache_cpu:
             text += [cache_cpu, ""]
         if w6_detail:
