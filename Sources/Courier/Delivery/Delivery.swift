@@ -240,9 +240,11 @@ final class BodyFile {
 
     /// The file a transfer wrote, `length` bytes; `firstBytes`, when known,
     /// spare reading it to recognise an image. When the transfer streamed
-    /// beside a destination, `target.destination` says which.
-    init(target: BodyTarget, length: Int64, firstBytes: [UInt8]? = nil, bytes: [UInt8]? = nil) {
-        self.file = (target.directory, target.name)
+    /// beside a destination, `target.destination` says which. A body the
+    /// transfer held in memory alone (`written` false) is `bytes`, written
+    /// at `target` when it is placed beside its destination.
+    init(target: BodyTarget, length: Int64, firstBytes: [UInt8]? = nil, bytes: [UInt8]? = nil, written: Bool = true) {
+        self.file = written ? (target.directory, target.name) : nil
         self.length = length
         self.prefixBytes = firstBytes
         self.loaded = bytes
@@ -267,7 +269,8 @@ final class BodyFile {
     /// symbolic link planted at the destination since is still refused, by
     /// the walk `Destination.place` makes, so this declines.
     func moveBeside(to destination: String, root: String?) -> Bool {
-        guard let beside, let target = beside.destination, target.path.isExactly(destination), file != nil else { return false }
+        guard let beside, let target = beside.destination, target.path.isExactly(destination), file != nil || loaded != nil
+        else { return false }
         let directory = beside.destinationDirectory ?? beside.directory
         if root != nil {
             var info = stat()
@@ -278,9 +281,26 @@ final class BodyFile {
         // Through the descriptor the partial store holds: no name is
         // followed to change a mode.
         if beside.destinationDirectory != nil, let partial = beside.partial { fchmod(partial.fd, Destination.fileMode) }
+        if file == nil, let loaded {
+            guard write(loaded, as: beside) else { return false }
+            file = (beside.directory, beside.name)
+        }
         guard renameat(beside.directory.fd, beside.name, directory.fd, target.name) == 0 else { return false }
         file = nil
         self.beside = nil
+        return true
+    }
+
+    /// Writes `bytes` as the file `target` names (created exclusively,
+    /// with the mode a new file of the client's gets): false, with nothing
+    /// left there, when it cannot be written whole.
+    private func write(_ bytes: [UInt8], as target: BodyTarget) -> Bool {
+        guard let fd = try? target.create() else { return false }
+        let written = CacheFileIO.write(fd, bytes)
+        guard close(fd) == 0, written else {
+            target.remove()
+            return false
+        }
         return true
     }
 

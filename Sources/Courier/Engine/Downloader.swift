@@ -457,7 +457,10 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                 }
                 outcomes = delivery(
                     response: response, size: result.size,
-                    body: BodyFile(target: target, length: result.size, firstBytes: result.head, bytes: bytes), source: .network,
+                    body: BodyFile(
+                        target: target, length: result.size, firstBytes: result.head, bytes: bytes,
+                        written: !result.bodyIsInMemoryOnly),
+                    source: .network,
                     resumedFrom: result.resumedFrom
                 ).deliver(to: order.receipts, failing: check.failures)
             }

@@ -84,6 +84,9 @@ struct TransferResult: Sendable {
     var bodyPath: String?
     /// Where that file is, when the transfer succeeded.
     var body: BodyTarget? = nil
+    /// No file was made: the body is `bytes` alone, and `body` says where
+    /// its file would have been.
+    var bodyIsInMemoryOnly = false
     /// The body's first bytes (up to `ImageInfo.sniffLength`), kept while
     /// they streamed by so nobody reads the file again to recognise an image.
     var head: [UInt8] = []
@@ -278,6 +281,12 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     private var digests: BodyHasher?
     /// The bytes written to the body file, until they pass `copyLimit`.
     private var copy: [UInt8]?
+    /// The body is held in `copy` alone, with no file made for it: a body
+    /// announced within `copyLimit`, which whoever delivers it writes where
+    /// it goes, so this thread creates no file for it (on most file
+    /// systems the costliest step of a small download). Should more
+    /// arrive, the file is made then.
+    private var heldInMemory = false
     private var stopReason: TransferFailure?
     /// How the transfer ended, while the body writer closes its file.
     private var ending: TransferFailure?
@@ -507,9 +516,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received,
-            bodyPath: failure == nil ? target.path : nil, body: failure == nil ? target : nil, head: firstBytes,
-            checksum: checksum, digests: digests ?? BodyDigests(), bytes: failure == nil ? copy : nil, redirects: redirects,
-            failure: failure, resumedFrom: resumedFrom)
+            bodyPath: failure == nil && !heldInMemory ? target.path : nil, body: failure == nil ? target : nil,
+            bodyIsInMemoryOnly: heldInMemory, head: firstBytes, checksum: checksum, digests: digests ?? BodyDigests(),
+            bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure, resumedFrom: resumedFrom)
         copy = nil
         closing = nil
         partialFile = nil
@@ -614,7 +623,23 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             keeping = true
             return
         }
+        if copyLimit > 0, let length = head.announcedLength, length <= Int64(copyLimit) {
+            heldInMemory = true
+            return
+        }
         fd = try body.create()
+    }
+
+    /// Makes the body file of a body held in memory, once more of it came
+    /// than fits there, and writes what was held.
+    private func writeHeldBody() -> TransferFailure? {
+        heldInMemory = false
+        do throws(Destination.Failure) {
+            fd = try body.create()
+        } catch {
+            return error.transferFailure
+        }
+        return (copy ?? []).withUnsafeBytes { BodyWriter.writeAll($0, to: fd, path: target.path) }
     }
 
     /// Streams the body into `file` of the partial store, from where it is
@@ -749,6 +774,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
                 code: .network, message: "the origin sent more than the bytes \(resumedFrom ?? 0)-\(rangeEnd - 1) its Content-Range announced"))
         }
         if let throttle, !throttle.admit(self, bytes: data.count) { return .pause }
+        if heldInMemory, received + Int64(data.count) > Int64(copyLimit), let failure = writeHeldBody() { return stop(failure) }
         if stream == nil, received + Int64(data.count) > BodyWriter.directLimit { handOverFile() }
         if let stream, let writer {
             if let failure = stream.failure { return stop(failure) }
@@ -761,7 +787,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             } else {
                 pending.append(contentsOf: data)
             }
-        } else if let failure = BodyWriter.writeAll(data, to: fd, path: target.path) {
+        } else if !heldInMemory, let failure = BodyWriter.writeAll(data, to: fd, path: target.path) {
             return stop(failure)
         }
         received += Int64(data.count)
