@@ -45,6 +45,10 @@ public final class CourierServer: Sendable {
         let emit: @Sendable (String, JSON) -> Void = { method, params in
             connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
         }
+        let indicatorChanged: @Sendable (ActivityIndicator.VisibilityChange) -> Void = { change in
+            let (method, params) = change.notification
+            emit(method, params)
+        }
         let hold = NoticeHold { notice in
             let (method, params) = Self.notification(notice)
             emit(method, params)
@@ -53,7 +57,7 @@ public final class CourierServer: Sendable {
         self.cache = ResponseCache(configuration: configuration, root: root, logger: logger)
         let indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
-            completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
+            completionDelay: configuration.completionDelay, scheduler: scheduler, emit: indicatorChanged)
         self.indicator = indicator
         self.downloader = try Downloader(
             settings: configuration, root: root, cache: cache, indicator: indicator,
