@@ -99,19 +99,12 @@ public final class CourierServer: Sendable {
     public var currentConfiguration: Configuration { configuration.withLock { $0 } }
 
     private func registerLifecycle() {
-        dispatcher.register("initialize") { [self] params, reply in
-            // Every param is checked before any option is applied.
-            try OpenRPCDocument.check("initialize", params)
-            let named = try params.byName(allowed: ["clientInfo", "options", "processId", "capabilities"])
+        // Every param is checked before any option is applied.
+        dispatcher.register(checked: "initialize") { [self] params, reply in
+            let named = try params.byName()
             let options = try named.optionalObject("options") ?? [:]
             let effective = try configuration.withLock { config throws(RPCError) in
-                do throws(RPCError) {
-                    try config.apply(options: NamedParams(options))
-                } catch {
-                    var error = error
-                    if let param = error.data?["param"]?.stringValue { error.data = ["param": .string("options.\(param)")] }
-                    throw error
-                }
+                try config.apply(options: options)
                 return config
             }
             downloader.update(settings: effective)
