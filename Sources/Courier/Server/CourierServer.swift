@@ -116,15 +116,13 @@ public final class CourierServer: Sendable {
             }
             reply.success(initializeResult(effective))
         }
-        dispatcher.register("shutdown") { [self] params, reply in
-            _ = try params.byName(allowed: [])
+        dispatcher.register(checked: "shutdown") { [self] _, reply in
             shutDown()
             reply.success(.null)
         }
         // Parsed once, in the background: taken when asked, so that setting
         // up does not wait for the parse.
-        dispatcher.register("rpc.discover") { params, reply in
-            _ = try params.byName(allowed: [])
+        dispatcher.register(checked: "rpc.discover") { _, reply in
             reply(OpenRPCDocument.load())
         }
         dispatcher.registerNotification("exit") { [self] _ in
