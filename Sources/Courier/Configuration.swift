@@ -4,8 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import JSON
-import JSONRPC
+import enum JSONRPC.FramingMode
 import Logging
 import Synchronization
 
@@ -130,113 +129,38 @@ public struct Configuration: Sendable {
     /// Schemes a download may use.
     public var allowedSchemes: Set<String> { Set(["http", "https"] + allowScheme.map { $0.lowercased() }) }
 
-    /// The settings as `initialize` reports them: a proxy's password is
-    /// replaced by `***`.
-    public var json: JSON {
-        var object = settings.objectValue ?? [:]
-        object["proxy"] = JSON(proxy.map(Redaction.url))
-        return .object(object)
-    }
-
-    private var settings: JSON {
-        [
-            "cacheDir": .string(cacheDir),
-            "memoryCapacity": JSON(memoryCapacity),
-            "memoryAfterPurge": JSON(memoryAfterPurge),
-            "diskCapacity": JSON(diskCapacity),
-            "maxActive": JSON(maxActive),
-            "prioritization": .string(prioritization.rawValue),
-            "activationDelay": .double(activationDelay),
-            "completionDelay": .double(completionDelay),
-            "progressInterval": .double(progressInterval),
-            "allowScheme": .array(allowScheme.map(JSON.string)),
-            "allowInsecureRedirects": .bool(allowInsecureRedirects),
-            "downloadRoot": JSON(downloadRoot),
-            "maxBytes": maxBytes.map(JSON.integer) ?? .null,
-            "timeout": .double(timeout),
-            "connectTimeout": .double(connectTimeout),
-            "lowSpeedLimit": .integer(lowSpeedLimit),
-            "lowSpeedTime": JSON(lowSpeedTime),
-            "maxMemoryBody": .integer(maxMemoryBody),
-            "partialCapacity": .integer(partialCapacity),
-            "caFile": JSON(caFile),
-            "proxy": JSON(proxy),
-            "framing": .string(framing.rawValue),
-            "logLevel": .string(logLevel.rawValue),
-            "maxMessageBytes": JSON(maxMessageBytes),
-            "indicatorEnabled": .bool(indicatorEnabled),
-            "retries": JSON(retries),
-            "retryDelay": .double(retryDelay),
-            "retryMaxDelay": .double(retryMaxDelay),
-            "retryMaxTime": .double(retryMaxTime),
-            "maxDownloadRate": .integer(maxDownloadRate),
-        ]
-    }
-
-    /// Settings that only the command line can set: they shape resources
-    /// made at start-up.
-    static let startupOnly: Set<String> = [
-        "cacheDir", "memoryCapacity", "memoryAfterPurge", "diskCapacity", "allowScheme", "allowInsecureRedirects",
-        "downloadRoot", "caFile", "proxy", "framing", "maxMessageBytes",
-        "partialCapacity",
-    ]
-
-    /// Applies `initialize` options, all or none, checked against the
-    /// document's `ConfigOptions` (types, ranges, enums, names). Start-up
-    /// settings may be given only with the value they already have.
-    public mutating func apply(options: NamedParams) throws(RPCError) {
-        try OpenRPCDocument.check(.object(options.members), againstSchemaNamed: "ConfigOptions")
+    /// Applies `changes` in order, all or none. A setting fixed at start-up
+    /// may be given only the value it has, which changes nothing; the first
+    /// change that would give one another value is refused, and then no
+    /// setting changes.
+    mutating func apply(_ changes: [Change]) throws(ConfigurationError) {
+        if let refused = changes.first(where: { $0.fixedAtStartup && !$0.keepsValue }) {
+            throw .fixedAtStartup(setting: refused.setting)
+        }
         var next = self
-        try next.assign(options)
+        for change in changes where !change.fixedAtStartup { change.assign(&next) }
         self = next
     }
 
-    private mutating func assign(_ options: NamedParams) throws(RPCError) {
-        let current = settings
-        let reported = json
-        // Set once nothing can fail: its setter reaches the live log handlers.
-        var level = logLevel
-        for (name, value) in options.members.sorted(by: { $0.key < $1.key }) {
-            guard let existing = current[name] else {
-                throw .invalidParams("unknown option '\(name)'", param: name)
-            }
-            if Self.startupOnly.contains(name) {
-                if value != existing, value != reported[name] {
-                    throw .invalidParams("option '\(name)' can only be set on the command line", param: name)
-                }
-                continue
-            }
-            switch name {
-            case "maxActive": maxActive = Int(try options.optionalInteger(name, range: 1...10_000) ?? Int64(maxActive))
-            case "prioritization": prioritization = try options.optionalChoice(name, as: Prioritization.self) ?? prioritization
-            case "activationDelay": activationDelay = try options.optionalNumber(name, range: 0...3600) ?? activationDelay
-            case "completionDelay": completionDelay = try options.optionalNumber(name, range: 0...3600) ?? completionDelay
-            case "progressInterval": progressInterval = try options.optionalNumber(name, range: 0...3600) ?? progressInterval
-            case "maxBytes": maxBytes = try options.optionalInteger(name, range: 0...Int64.max)
-            case "timeout": timeout = try options.optionalNumber(name, range: Self.timeoutRange) ?? timeout
-            case "connectTimeout": connectTimeout = try options.optionalNumber(name, range: Self.timeoutRange) ?? connectTimeout
-            case "lowSpeedLimit": lowSpeedLimit = try options.optionalInteger(name, range: 0...Int64.max) ?? lowSpeedLimit
-            case "lowSpeedTime": lowSpeedTime = Int(try options.optionalInteger(name, range: Self.lowSpeedTimeRange) ?? Int64(lowSpeedTime))
-            case "maxMemoryBody": maxMemoryBody = try options.optionalInteger(name, range: 0...Int64.max) ?? maxMemoryBody
-            case "indicatorEnabled": indicatorEnabled = try options.optionalBool(name) ?? indicatorEnabled
-            case "retries": retries = Int(try options.optionalInteger(name, range: Self.retriesRange) ?? Int64(retries))
-            case "retryDelay": retryDelay = try options.optionalNumber(name, range: Self.retryDelayRange) ?? retryDelay
-            case "retryMaxDelay":
-                retryMaxDelay = try options.optionalNumber(name, range: Self.retryMaxDelayRange) ?? retryMaxDelay
-            case "retryMaxTime": retryMaxTime = try options.optionalNumber(name, range: Self.retryMaxTimeRange) ?? retryMaxTime
-            case "maxDownloadRate":
-                maxDownloadRate = try options.optionalInteger(name, range: Self.rateRange) ?? maxDownloadRate
-            case "logLevel":
-                guard let parsed = try options.optionalString(name).flatMap(Logger.Level.init(rawValue:)) else {
-                    throw .invalidParams("option 'logLevel' must be one of \(Logger.Level.allCases.map(\.rawValue))", param: name)
-                }
-                level = parsed
-            default:
-                throw .invalidParams("unknown option '\(name)'", param: name)
-            }
-        }
-        logLevel = level
+    /// One setting given a value, as `initialize` gives it.
+    struct Change: Sendable {
+        /// The setting's name.
+        var setting: String
+        /// Whether the setting shapes resources made at start-up, so that
+        /// only the command line sets it.
+        var fixedAtStartup: Bool
+        /// Whether the value given is the one the setting has.
+        var keepsValue: Bool
+        /// Gives the setting its value.
+        var assign: @Sendable (inout Configuration) -> Void
     }
+}
+
+/// Why a configuration refuses a change.
+enum ConfigurationError: Error, Hashable, Sendable {
+    /// `setting` shapes resources made at start-up (the cache, the framing,
+    /// the transfers' TLS and proxy): only the command line sets it.
+    case fixedAtStartup(setting: String)
 }
 
 extension Configuration {

@@ -7,29 +7,23 @@ import Locking
 
 /// Collects what an indicator emits.
 private final class Recorder: Sendable {
-    struct Message: Hashable, CustomStringConvertible {
-        var method: String
-        var params: JSON
-        var description: String { "\(method) \(params)" }
+    private let changes = Locked<[ActivityIndicator.VisibilityChange]>([])
+
+    var emit: @Sendable (ActivityIndicator.VisibilityChange) -> Void {
+        { change in self.changes.withLock { $0.append(change) } }
     }
 
-    private let messages = Locked<[Message]>([])
-
-    var emit: @Sendable (String, JSON) -> Void {
-        { method, params in self.messages.withLock { $0.append(Message(method: method, params: params)) } }
-    }
-
-    /// The messages since the last call.
-    func take() -> [Message] {
-        messages.withLock { messages in
-            defer { messages = [] }
-            return messages
+    /// The changes since the last call.
+    func take() -> [ActivityIndicator.VisibilityChange] {
+        changes.withLock { changes in
+            defer { changes = [] }
+            return changes
         }
     }
 }
 
-private func visibility(_ visible: Bool, _ count: Int) -> Recorder.Message {
-    Recorder.Message(method: "indicator/visibility", params: ["visible": .bool(visible), "activityCount": JSON(count)])
+private func visibility(_ visible: Bool, _ count: Int) -> ActivityIndicator.VisibilityChange {
+    visible ? .shown(activityCount: count) : .hidden(activityCount: count)
 }
 
 /// An indicator with activation delay 1 s and completion delay 0.25 s on a
@@ -237,14 +231,13 @@ struct ActivityIndicatorTests {
         #expect(recorder.take() == [visibility(true, 1), visibility(false, 0)])
     }
 
-    @Test func stateReportsSettingsAndCount() {
+    @Test func snapshotReportsSettingsAndCount() {
         let (indicator, scheduler, _) = makeIndicator()
         #expect(
-            indicator.state
-                == [
-                    "enabled": true, "state": "notActive", "visible": false, "activityCount": 0,
-                    "activationDelay": 1.0, "completionDelay": 0.25,
-                ])
+            indicator.snapshot
+                == .init(
+                    enabled: true, state: .notActive, visible: false, activityCount: 0, activationDelay: 1,
+                    completionDelay: 0.25))
 
         indicator.transferStarted("a")
         indicator.increment()
@@ -252,15 +245,28 @@ struct ActivityIndicatorTests {
         indicator.configure(completionDelay: 0.5)
 
         #expect(
-            indicator.state
-                == [
-                    "enabled": true, "state": "active", "visible": true, "activityCount": 2,
-                    "activationDelay": 1.0, "completionDelay": 0.5,
-                ])
+            indicator.snapshot
+                == .init(
+                    enabled: true, state: .active, visible: true, activityCount: 2, activationDelay: 1,
+                    completionDelay: 0.5))
         indicator.transferStopped("a")
         indicator.decrement()
-        #expect(indicator.state["state"] == "delayingEnd")
-        #expect(indicator.state["visible"] == true)
+        #expect(indicator.snapshot.state == .delayingEnd)
+        #expect(indicator.snapshot.visible)
+    }
+
+    @Test func snapshotAndChangesAreWrittenAsTheDocumentSays() {
+        let snapshot = ActivityIndicator.Snapshot(
+            enabled: true, state: .delayingEnd, visible: true, activityCount: 2, activationDelay: 1, completionDelay: 0.5)
+        #expect(
+            snapshot.json
+                == [
+                    "enabled": true, "state": "delayingEnd", "visible": true, "activityCount": 2,
+                    "activationDelay": 1.0, "completionDelay": 0.5,
+                ])
+        #expect(visibility(true, 1).notification.method == "indicator/visibility")
+        #expect(visibility(true, 1).notification.params == ["visible": true, "activityCount": 1])
+        #expect(visibility(false, 0).notification.params == ["visible": false, "activityCount": 0])
     }
 
     @Test func concurrentTransfersLeaveTheCountAtZero() {

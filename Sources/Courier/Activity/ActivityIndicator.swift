@@ -1,19 +1,33 @@
-import JSON
 import Locking
 
 /// The global network activity indicator: counts activity, drives an
-/// `IndicatorStateMachine` with real (or injected) timers, and sends
-/// `indicator/visibility {visible, activityCount}` each time visibility
-/// changes, and only then. Safe to call from any thread.
+/// `IndicatorStateMachine` with real (or injected) timers, and emits a
+/// `VisibilityChange` each time visibility changes, and only then. Safe to
+/// call from any thread.
 ///
 /// The activity count is the number of running transfers (each counted at
 /// most once, by id) plus the client's own `increment()`s not yet undone.
 ///
 /// `emit` is called while the indicator's lock is held, which keeps
-/// notifications in the order their changes happened. It must therefore only
-/// enqueue the message and return; it must not call back into the indicator.
+/// changes in the order they happened. It must therefore only enqueue what
+/// it is given and return; it must not call back into the indicator.
 public final class ActivityIndicator: Sendable {
-    public static let visibilityNotification = "indicator/visibility"
+    /// The indicator appeared or went, with the activity count at that
+    /// moment.
+    public enum VisibilityChange: Hashable, Sendable {
+        case shown(activityCount: Int)
+        case hidden(activityCount: Int)
+    }
+
+    /// The indicator's settings, machine state and count at one moment.
+    public struct Snapshot: Hashable, Sendable {
+        public var enabled: Bool
+        public var state: IndicatorStateMachine.State
+        public var visible: Bool
+        public var activityCount: Int
+        public var activationDelay: Double
+        public var completionDelay: Double
+    }
 
     private struct State {
         var machine: IndicatorStateMachine
@@ -29,14 +43,14 @@ public final class ActivityIndicator: Sendable {
 
     private let locked: Locked<State>
     private let scheduler: any IndicatorScheduler
-    private let emit: @Sendable (String, JSON) -> Void
+    private let emit: @Sendable (VisibilityChange) -> Void
 
     public init(
         enabled: Bool = true,
         activationDelay: Double = 1.0,
         completionDelay: Double = 0.17,
         scheduler: any IndicatorScheduler = DispatchIndicatorScheduler(),
-        emit: @escaping @Sendable (String, JSON) -> Void
+        emit: @escaping @Sendable (VisibilityChange) -> Void
     ) {
         let machine = IndicatorStateMachine(
             enabled: enabled, activationDelay: activationDelay, completionDelay: completionDelay)
@@ -100,18 +114,13 @@ public final class ActivityIndicator: Sendable {
         }
     }
 
-    /// The result of `indicator/state`:
-    /// `{enabled, state, visible, activityCount, activationDelay, completionDelay}`.
-    public var state: JSON {
+    /// Everything about the indicator, read at once (`indicator/state`).
+    public var snapshot: Snapshot {
         locked.withLock { state in
-            [
-                "enabled": .bool(state.machine.enabled),
-                "state": .string(state.machine.state.rawValue),
-                "visible": .bool(state.machine.visible),
-                "activityCount": JSON(state.activityCount),
-                "activationDelay": .double(state.machine.activationDelay),
-                "completionDelay": .double(state.machine.completionDelay),
-            ]
+            Snapshot(
+                enabled: state.machine.enabled, state: state.machine.state, visible: state.machine.visible,
+                activityCount: state.activityCount, activationDelay: state.machine.activationDelay,
+                completionDelay: state.machine.completionDelay)
         }
     }
 
@@ -136,9 +145,10 @@ public final class ActivityIndicator: Sendable {
     private func perform(_ actions: [IndicatorStateMachine.Action], in state: inout State) {
         for action in actions {
             switch action {
-            case .show, .hide:
-                let visible = action == .show
-                emit(Self.visibilityNotification, ["visible": .bool(visible), "activityCount": JSON(state.activityCount)])
+            case .show:
+                emit(.shown(activityCount: state.activityCount))
+            case .hide:
+                emit(.hidden(activityCount: state.activityCount))
             case .startTimer(let seconds, let token):
                 state.timer?.cancel()
                 state.timer = scheduler.schedule(after: seconds) { [weak self] in self?.timerFired(token) }

@@ -6,7 +6,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import JSON
 import Logging
 import Locking
 
@@ -393,23 +392,19 @@ final class ResponseCache: Sendable {
 
     // MARK: - Methods
 
-    var stats: JSON {
+    /// Each tier's use and the counters since start.
+    var stats: Stats {
         let counts = counters.withLock { $0 }
-        return [
-            "memory": [
-                "usage": JSON(memory.usage), "capacity": JSON(memory.capacity), "afterPurge": JSON(memory.afterPurge),
-                "entries": JSON(memory.count),
-            ],
-            "disk": [
-                "usage": .integer(disk?.usage ?? 0), "capacity": .integer(disk?.capacity ?? 0),
-                "entries": JSON(disk?.count ?? 0), "path": JSON(disk?.path),
-            ],
-            "hits": JSON(counts.hits), "misses": JSON(counts.misses), "revalidations": JSON(counts.revalidations),
-        ]
+        let disk = disk
+        return Stats(
+            memory: .init(usage: memory.usage, capacity: memory.capacity, afterPurge: memory.afterPurge, entries: memory.count),
+            disk: .init(usage: disk?.usage ?? 0, capacity: disk?.capacity ?? 0, entries: disk?.count ?? 0, path: disk?.path),
+            hits: counts.hits, misses: counts.misses, revalidations: counts.revalidations)
     }
 
-    /// What is stored under `key`, without changing recency or counters.
-    func describe(key: String, now: Date = Date()) -> JSON {
+    /// What is stored under `key`, without changing recency or counters;
+    /// nil when neither tier holds it.
+    func describe(key: String, now: Date = Date()) -> Entry? {
         let tier: Tier
         let response: CachedResponse
         let size: Int64
@@ -418,19 +413,13 @@ final class ResponseCache: Sendable {
         } else if let entry = disk?.lookup(key: key) {
             (tier, response, size) = (.disk, entry.response, entry.bodyLength)
         } else {
-            return ["cached": false, "fresh": false, "size": nil, "tier": nil, "expires": nil, "etag": nil, "lastModified": nil]
+            return nil
         }
         let remaining = HTTPCachePolicy.freshnessLifetime(of: response) - HTTPCachePolicy.currentAge(of: response, now: now)
-        let expires = now.addingTimeInterval(remaining)
-        return [
-            "cached": true,
-            "fresh": .bool(HTTPCachePolicy.freshness(of: response, now: now).isFresh),
-            "size": .integer(size),
-            "tier": .string(tier.rawValue),
-            "expires": .string(expires.formatted(.iso8601)),
-            "etag": JSON(response.header("etag")),
-            "lastModified": JSON(response.header("last-modified")),
-        ]
+        return Entry(
+            fresh: HTTPCachePolicy.freshness(of: response, now: now).isFresh, size: size, tier: tier,
+            expires: now.addingTimeInterval(remaining), etag: response.header("etag"),
+            lastModified: response.header("last-modified"))
     }
 
     @discardableResult
@@ -440,8 +429,9 @@ final class ResponseCache: Sendable {
         return inMemory || onDisk
     }
 
-    func clear(memory clearMemory: Bool, disk clearDisk: Bool) -> JSON {
-        var removed: (memory: Int, disk: Int) = (0, 0)
+    /// Empties the tiers asked for; says how many entries each lost.
+    func clear(memory clearMemory: Bool, disk clearDisk: Bool) -> Cleared {
+        var removed = Cleared(memory: 0, disk: 0)
         if clearMemory {
             removed.memory = memory.count
             memory.removeAll()
@@ -452,6 +442,6 @@ final class ResponseCache: Sendable {
             // Entries standing for the disk tier's body files go with them.
             memory.removeStored()
         }
-        return ["memory": JSON(removed.memory), "disk": JSON(removed.disk)]
+        return removed
     }
 }

@@ -5,8 +5,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import JSON
-import JSONRPC
 import Locking
 import Logging
 
@@ -108,9 +106,9 @@ public final class InProcessDownloads: Sendable {
         public var retryAfter: Int64?
         /// Why the name was taken, with `file_exists`.
         public var conflict: NameConflict?
-        /// The outcome as `download/finished` carries it, with `skipped`
-        /// and `file_exists` written in.
-        public var json: JSON
+        /// The outcome as the downloader gave it, with the path of the
+        /// file placed.
+        let outcome: Outcome
 
         public var ok: Bool { errorCode == nil }
 
@@ -133,12 +131,7 @@ public final class InProcessDownloads: Sendable {
             expected = outcome.error?.expected
             actual = outcome.error?.actual
             retryAfter = outcome.error == nil ? nil : outcome.retryAfter
-            var json = outcome.json
-            if skipped || alreadyComplete, case .object(var fields) = json {
-                fields[skipped ? "skipped" : "alreadyComplete"] = true
-                json = .object(fields)
-            }
-            self.json = json
+            self.outcome = outcome
         }
 
         /// A download whose body came and was dropped: its name was taken.
@@ -148,12 +141,6 @@ public final class InProcessDownloads: Sendable {
             completion.errorCode = fileExists
             completion.errorMessage = conflict.description
             completion.conflict = conflict
-            if case .object(var fields) = completion.json {
-                fields["ok"] = false
-                fields["path"] = nil
-                fields["error"] = ["code": .string(fileExists), "message": .string(conflict.description)]
-                completion.json = .object(fields)
-            }
             return completion
         }
     }
@@ -336,17 +323,15 @@ public final class InProcessDownloads: Sendable {
         }
         let staged = OutputDirectory.stagingName(for: request.name)
         let checked: DownloadRequest
-        var params: [String: JSON] = [
-            "url": .string(request.url), "destination": .string(request.directory.path + "/" + staged),
-        ]
-        if let integrity = request.integrity { params["integrity"] = .string(integrity) }
         let checksExisting = !request.nameFromResponse && request.existing != .replace
             && request.directory.exists(request.name)
-        if checksExisting, request.existing == .refuse { params["cachePolicy"] = "cacheOnly" }
-        do throws(RPCError) {
-            checked = try DownloadRequest(Params(.object(params)), defaults: configuration)
+        do throws(DownloadRequest.Refusal) {
+            checked = try DownloadRequest(
+                url: request.url, cachePolicy: checksExisting && request.existing == .refuse ? .cacheOnly : .default,
+                destination: request.directory.path + "/" + staged, integrity: request.integrity,
+                defaults: configuration)
         } catch {
-            throw RequestError(code: "invalid_request", message: error.message)
+            throw RequestError(code: "invalid_request", message: error.description)
         }
         if checksExisting, request.existing == .skip { return .skipped(name: request.name) }
         if !request.nameFromResponse {

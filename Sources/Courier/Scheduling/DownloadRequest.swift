@@ -1,3 +1,6 @@
+import Curl
+import Locking
+
 enum Priority: String, Sendable, Comparable, CaseIterable {
     case high
     case normal
@@ -136,5 +139,137 @@ struct DownloadRequest: Sendable {
     /// response's `charset`, else none (UTF-8).
     func textCharset(contentType: String?) -> String? {
         textEncoding ?? TextDecoding.charset(ofContentType: contentType)
+    }
+}
+
+extension DownloadRequest {
+    /// A download asked for with these values, checked: `url` (and each of
+    /// `mirrors`) an absolute URL libcurl takes, `headers` and `accept`
+    /// fit for a request line, `textEncoding` one courier decodes,
+    /// `destination` an absolute path, `integrity` digests in Subresource
+    /// Integrity form. `maxBytes`, `timeout` and `retries` left nil take
+    /// `defaults`'; a `maxRate` of 0 is no limit. `download` and
+    /// `courier get` both ask for downloads through here.
+    init(
+        url: String, headers: [(name: String, value: String)] = [], slot: String? = nil,
+        priority: Priority = .normal, cachePolicy: CachePolicy = .default, accept: [String]? = nil,
+        body: BodyKind = .none, textEncoding: String? = nil, destination: String? = nil, maxBytes: Int64? = nil,
+        timeout: Double? = nil, cacheKey: String? = nil, wait: Bool = false, retries: Int? = nil,
+        mirrors: [String] = [], integrity: String? = nil, maxRate: Int64? = nil, defaults: Configuration
+    ) throws(Refusal) {
+        let checked = try Self.checkedURL(url)
+        for (name, value) in headers {
+            guard HTTPField.isValidName(name) else { throw .headerName(name) }
+            guard HTTPField.isValidValue(value) else { throw .headerValue(name: name) }
+        }
+        var headers = headers
+        let accept = accept.map { $0.map { $0.lowercased().trimmingBlanks } }
+        if let accept, !accept.allSatisfy(HTTPField.isValidValue) { throw .acceptEntry }
+        if let accept, !headers.contains(where: { $0.name.lowercased() == "accept" }), !accept.isEmpty {
+            headers.append(("Accept", accept.joined(separator: ", ")))
+        }
+        headers.sort { $0.name.lowercased() < $1.name.lowercased() }
+        if let textEncoding, !TextDecoding.isSupported(textEncoding) { throw .textEncoding(textEncoding) }
+        if let destination, !destination.isAbsolutePath { throw .relativeDestination }
+        if let destination, destination.utf8.contains(0) { throw .destinationWithNUL }
+        for mirror in mirrors { try Self.checkMirror(mirror) }
+        var expected: Integrity?
+        if let integrity {
+            do throws(Integrity.Malformed) {
+                expected = try Integrity(parsing: integrity)
+            } catch {
+                throw .integrity(error.message)
+            }
+        }
+        self.init(
+            url: url, scheme: checked.scheme, hasUserInfo: checked.hasUserInfo, headers: headers, slot: slot,
+            priority: priority, cachePolicy: cachePolicy, accept: accept, body: body, textEncoding: textEncoding,
+            destination: destination, maxBytes: maxBytes ?? defaults.maxBytes, timeout: timeout ?? defaults.timeout,
+            cacheKey: cacheKey, wait: wait, retries: retries ?? defaults.retries, mirrors: mirrors,
+            integrity: expected, maxRate: maxRate.flatMap { $0 > 0 ? $0 : nil })
+    }
+
+    /// Why a download cannot be asked for as given.
+    enum Refusal: Error, Hashable, Sendable, CustomStringConvertible {
+        case invalidURL
+        case noHost
+        case headerName(String)
+        case headerValue(name: String)
+        case acceptEntry
+        case textEncoding(String)
+        case relativeDestination
+        case destinationWithNUL
+        case invalidMirror
+        case mirrorScheme
+        /// Why the `integrity` text is not digests in Subresource Integrity form.
+        case integrity(String)
+
+        /// The value refused, by its name in a request.
+        var field: String {
+            switch self {
+            case .invalidURL, .noHost: "url"
+            case .headerName, .headerValue: "headers"
+            case .acceptEntry: "accept"
+            case .textEncoding: "textEncoding"
+            case .relativeDestination, .destinationWithNUL: "destination"
+            case .invalidMirror, .mirrorScheme: "mirrors"
+            case .integrity: "integrity"
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .invalidURL: "param 'url' is not a valid absolute URL"
+            case .noHost: "param 'url' has no host"
+            case .headerName(let name): "header name '\(name)' is not a valid HTTP token"
+            case .headerValue(let name): "header '\(name)' contains CR, LF, NUL or another control character"
+            case .acceptEntry: "an 'accept' entry contains CR, LF, NUL or another control character"
+            case .textEncoding(let name): "unknown text encoding '\(name)'"
+            case .relativeDestination: "param 'destination' must be an absolute path"
+            case .destinationWithNUL: "param 'destination' contains a NUL byte"
+            case .invalidMirror: "a 'mirrors' entry is not a valid absolute URL with a host"
+            case .mirrorScheme: "a 'mirrors' entry must be an http or https URL"
+            case .integrity(let message): message
+            }
+        }
+    }
+
+    /// What a download needs of a URL it has checked.
+    struct CheckedURL: Sendable {
+        var url: String
+        var scheme: String
+        var hasUserInfo: Bool
+    }
+
+    /// The last URL checked: clients often ask for one URL many times in a
+    /// row (a pipelined run of cache hits), and libcurl's parse is the
+    /// dearest part of the check. Compared as bytes, as URLs are.
+    private static let lastURL = Locked<CheckedURL?>(nil)
+
+    /// `url` checked: no blanks or control bytes, an absolute URL libcurl
+    /// takes, with a host for http and https.
+    static func checkedURL(_ url: String) throws(Refusal) -> CheckedURL {
+        if let last = lastURL.withLock({ $0 }), last.url.isExactly(url) { return last }
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }), let parsed = CurlURL(url) else {
+            throw .invalidURL
+        }
+        if parsed.scheme == "http" || parsed.scheme == "https", (parsed.host ?? "").isEmpty {
+            throw .noHost
+        }
+        let checked = CheckedURL(url: url, scheme: parsed.scheme, hasUserInfo: parsed.hasUserInfo)
+        lastURL.withLock { $0 = checked }
+        return checked
+    }
+
+    /// A `mirrors` entry checked as `url` is, and http or https whatever
+    /// `--allow-scheme` allows.
+    private static func checkMirror(_ mirror: String) throws(Refusal) {
+        let scheme: String
+        do throws(Refusal) {
+            scheme = try checkedURL(mirror).scheme
+        } catch {
+            throw .invalidMirror
+        }
+        guard scheme == "http" || scheme == "https" else { throw .mirrorScheme }
     }
 }

@@ -10,7 +10,7 @@ extension CourierServer {
             downloader.download(try DownloadRequest(params, defaults: currentConfiguration), waiter: reply)
         }
         dispatcher.register(checked: "cancel") { [downloader] params, reply in
-            let named = try params.byName(allowed: ["receipt", "slot", "all"])
+            let named = try params.byName()
             guard ["receipt", "slot", "all"].filter({ named.has($0) }).count == 1 else {
                 throw RPCError.invalidParams("give exactly one of 'receipt', 'slot' or 'all'")
             }
@@ -36,11 +36,11 @@ extension CourierServer {
             try Self.schedulerCall { () throws(SchedulerError) in try downloader.resume(target, waiter: reply) }
         }
         dispatcher.register(checked: "progress") { [downloader] params, reply in
-            let receipt = try params.byName(allowed: ["receipt"]).optionalString("receipt")
+            let receipt = try params.byName().optionalString("receipt")
             try Self.schedulerCall { () throws(SchedulerError) in try downloader.progress(receipt: receipt, waiter: reply) }
         }
         dispatcher.register(checked: "bind") { [downloader] params, reply in
-            let named = try params.byName(allowed: ["view", "task", "receipt", "kind"])
+            let named = try params.byName()
             let view = try named.string("view")
             let kind = try named.optionalChoice("kind", as: BindingKind.self) ?? .animating
             let receiptID = try named.optionalString("receipt")
@@ -58,13 +58,12 @@ extension CourierServer {
 
     /// `{task}` or `{receipt}`, exactly one.
     private static func taskTarget(_ params: Params) throws -> TaskTarget {
-        let named = try params.byName(allowed: ["task", "receipt"])
-        let taskID = try named.optionalString("task")
-        let receiptID = try named.optionalString("receipt")
-        guard (taskID == nil) != (receiptID == nil) else {
-            throw RPCError.invalidParams("give exactly one of 'task' or 'receipt'")
+        let named = try params.byName()
+        switch (try named.optionalString("task"), try named.optionalString("receipt")) {
+        case (let task?, nil): return .task(task)
+        case (nil, let receipt?): return .receipt(receipt)
+        default: throw RPCError.invalidParams("give exactly one of 'task' or 'receipt'")
         }
-        return receiptID.map(TaskTarget.receipt) ?? .task(taskID!)
     }
 
     private static func schedulerCall(_ body: () throws(SchedulerError) -> Void) throws(RPCError) {

@@ -45,6 +45,10 @@ public final class CourierServer: Sendable {
         let emit: @Sendable (String, JSON) -> Void = { method, params in
             connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
         }
+        let indicatorChanged: @Sendable (ActivityIndicator.VisibilityChange) -> Void = { change in
+            let (method, params) = change.notification
+            emit(method, params)
+        }
         let hold = NoticeHold { notice in
             let (method, params) = Self.notification(notice)
             emit(method, params)
@@ -53,7 +57,7 @@ public final class CourierServer: Sendable {
         self.cache = ResponseCache(configuration: configuration, root: root, logger: logger)
         let indicator = ActivityIndicator(
             enabled: configuration.indicatorEnabled, activationDelay: configuration.activationDelay,
-            completionDelay: configuration.completionDelay, scheduler: scheduler, emit: emit)
+            completionDelay: configuration.completionDelay, scheduler: scheduler, emit: indicatorChanged)
         self.indicator = indicator
         self.downloader = try Downloader(
             settings: configuration, root: root, cache: cache, indicator: indicator,
@@ -95,19 +99,12 @@ public final class CourierServer: Sendable {
     public var currentConfiguration: Configuration { configuration.withLock { $0 } }
 
     private func registerLifecycle() {
-        dispatcher.register("initialize") { [self] params, reply in
-            // Every param is checked before any option is applied.
-            try OpenRPCDocument.check("initialize", params)
-            let named = try params.byName(allowed: ["clientInfo", "options", "processId", "capabilities"])
+        // Every param is checked before any option is applied.
+        dispatcher.register(checked: "initialize") { [self] params, reply in
+            let named = try params.byName()
             let options = try named.optionalObject("options") ?? [:]
             let effective = try configuration.withLock { config throws(RPCError) in
-                do throws(RPCError) {
-                    try config.apply(options: NamedParams(options))
-                } catch {
-                    var error = error
-                    if let param = error.data?["param"]?.stringValue { error.data = ["param": .string("options.\(param)")] }
-                    throw error
-                }
+                try config.apply(options: options)
                 return config
             }
             downloader.update(settings: effective)
@@ -119,15 +116,13 @@ public final class CourierServer: Sendable {
             }
             reply.success(initializeResult(effective))
         }
-        dispatcher.register("shutdown") { [self] params, reply in
-            _ = try params.byName(allowed: [])
+        dispatcher.register(checked: "shutdown") { [self] _, reply in
             shutDown()
             reply.success(.null)
         }
         // Parsed once, in the background: taken when asked, so that setting
         // up does not wait for the parse.
-        dispatcher.register("rpc.discover") { params, reply in
-            _ = try params.byName(allowed: [])
+        dispatcher.register(checked: "rpc.discover") { _, reply in
             reply(OpenRPCDocument.load())
         }
         dispatcher.registerNotification("exit") { [self] _ in

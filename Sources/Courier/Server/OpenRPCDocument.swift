@@ -78,6 +78,16 @@ public enum OpenRPCDocument {
     /// the build embedded a broken one.
     static let document: JSON? = try? JSONCodec.decode(PackageResources.openrpc_checks_json)
 
+    /// The settings `ConfigOptions` names as fixed at start-up
+    /// (`x-startupOnly`): only the command line sets them.
+    static var startupOnlySettings: Set<String> {
+        awaitBackgroundParse()
+        return startupOnly
+    }
+
+    private static let startupOnly: Set<String> = Set(
+        document?["components"]?["schemas"]?["ConfigOptions"]?["x-startupOnly"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+
     /// Each method's params (content descriptors, `$ref`s resolved).
     static let methodParams: [String: [JSON]] = {
         var params: [String: [JSON]] = [:]

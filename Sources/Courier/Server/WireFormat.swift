@@ -151,3 +151,20 @@ extension Outcome {
         return .object(object)
     }
 }
+
+extension InProcessDownloads.Completion {
+    /// The outcome as `download/finished` carries it, with `skipped`,
+    /// `alreadyComplete` and `file_exists` written in: what
+    /// `courier get --json` prints.
+    public var json: JSON {
+        guard case .object(var fields) = outcome.json else { return outcome.json }
+        if let conflict {
+            fields["ok"] = false
+            fields["path"] = nil
+            fields["error"] = ["code": .string(InProcessDownloads.fileExists), "message": .string(conflict.description)]
+        } else if skipped || alreadyComplete {
+            fields[skipped ? "skipped" : "alreadyComplete"] = true
+        }
+        return .object(fields)
+    }
+}
