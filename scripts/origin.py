@@ -1151,8 +1151,9 @@ _Handler._dispatch = _dispatch_with_reset  # type: ignore[method-assign]
 #                              until Origin.release(NAME)
 #
 # Origin.wait_held(NAME, count) waits until `count` requests for /hold/NAME
-# have had their first bytes sent, so a test acts on that event, not after a
-# sleep.
+# have had their first bytes sent, and Origin.wait_sent(NAME, count) until
+# they have had all of them written to the socket, so a test acts on that
+# event, not after a sleep.
 
 
 class _Holds:
@@ -1162,6 +1163,7 @@ class _Holds:
         self.changed = threading.Condition()
         self.started: dict[str, int] = {}
         self.released: set[str] = set()
+        self.sent: dict[str, int] = {}
 
 
 def _holds(self: Origin) -> _Holds:
@@ -1184,7 +1186,16 @@ def _release(self: Origin, name: str) -> None:
         holds.changed.notify_all()
 
 
+def _wait_sent(self: Origin, name: str, count: int = 1, timeout: float = 20) -> None:
+    holds = _holds(self)
+    with holds.changed:
+        if not holds.changed.wait_for(lambda: holds.sent.get(name, 0) >= count, timeout):
+            raise TimeoutError(f"{count} request(s) for /hold/{name} not sent whole within {timeout} s "
+                               f"(saw {holds.sent.get(name, 0)})")
+
+
 Origin.wait_held = _wait_held  # type: ignore[attr-defined]
+Origin.wait_sent = _wait_sent  # type: ignore[attr-defined]
 Origin.release = _release  # type: ignore[attr-defined]
 _stop_without_holds = Origin.stop
 
@@ -1220,6 +1231,10 @@ def _hold(self: _Handler, name: str) -> None:
         self.close_connection = True
         return
     self._write(body[first:])
+    self.wfile.flush()
+    with holds.changed:
+        holds.sent[name] = holds.sent.get(name, 0) + 1
+        holds.changed.notify_all()
 
 
 def _redirect_bytes(self: _Handler) -> None:

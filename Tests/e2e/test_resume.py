@@ -356,20 +356,16 @@ def test_files_a_killed_courier_left_unrecorded_go_at_the_next_start_unless_held
         os.close(held)
 
 
-def test_a_download_suspended_before_its_transfer_began_reads_nothing_until_resumed(courier, origin):
-    # Given a download suspended as soon as it is answered (its transfer
-    # begins once the partial store has looked for a kept body)
+def test_a_download_suspended_before_its_body_arrives_reads_nothing_until_resumed(courier, origin):
+    # Given a download suspended once its response's head is in, before any of its body
     session = courier("--progress-interval", "0")
-    answer = session.download(origin.url("/ranged/suspended?size=1000"))
+    answer = session.download(origin.url("/hold/suspended?size=1000&first=0"))
+    origin.wait_held("suspended", 1)
     assert session.suspend(receipt=answer["receipt"])["state"] == "suspended"
 
     # When the origin has sent the whole body, and another download went through the same loop
-    origin.ranged_wait("suspended", 1)
-    origin_done = lambda: origin.ranged_log("suspended")[0]["status"] is not None  # noqa: E731
-    deadline = time.monotonic() + 10
-    while not origin_done():
-        assert time.monotonic() < deadline, "the origin did not send the body"
-        time.sleep(0.01)
+    origin.release("suspended")
+    origin.wait_sent("suspended", 1)
     assert session.fetch(origin.url("/bytes/10"))["ok"]
 
     # Then nothing of it was read while suspended

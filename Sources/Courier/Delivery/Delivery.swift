@@ -282,6 +282,11 @@ final class BodyFile {
         // followed to change a mode.
         if beside.destinationDirectory != nil, let partial = beside.partial { fchmod(partial.fd, Destination.fileMode) }
         if file == nil, let loaded {
+            if let placed = place(loaded, made: beside.prepared, in: directory, as: target.name) {
+                guard placed else { return false }
+                self.beside = nil
+                return true
+            }
             guard write(loaded, as: beside) else { return false }
             file = (beside.directory, beside.name)
         }
@@ -289,6 +294,19 @@ final class BodyFile {
         file = nil
         self.beside = nil
         return true
+    }
+
+    /// Writes `bytes` to the file `prepared` made ahead in `directory` and
+    /// gives it the name `name` there when nothing has it: true when placed,
+    /// false when it could not be, nil when no file was made ahead or a
+    /// file has that name already (then the caller replaces it with a
+    /// rename, as for any body).
+    private func place(_ bytes: [UInt8], made prepared: PreparedFile, in directory: DirectoryHandle, as name: String) -> Bool? {
+        guard let fd = prepared.take() else { return nil }
+        defer { close(fd) }
+        guard CacheFileIO.write(fd, bytes) else { return false }
+        guard let failure = directory.link(fd, as: name) else { return true }
+        return failure == EEXIST ? nil : false
     }
 
     /// Writes `bytes` as the file `target` names (created exclusively,

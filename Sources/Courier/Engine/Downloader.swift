@@ -60,6 +60,9 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// Turns finished transfers into outcomes (file moves, cache writes, text
     /// decoding) off the engine's thread, so no transfer waits on that I/O.
     private let deliveries = DispatchQueue(label: "courier.deliveries")
+    /// Makes the files of bodies held in memory ahead of their delivery,
+    /// beside it.
+    private let files = DispatchQueue(label: "courier.files")
     /// Ends the scheduler's waits before retries (its `wake(at:)`).
     private let retryTimer = WakeTimer(scheduler: DispatchIndicatorScheduler(label: "courier.retries"))
     /// Bodies up to this size are kept in memory as they stream, for the
@@ -316,6 +319,9 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         case .deliver(let order):
             let transfer = transfers.withLock { $0.removeValue(forKey: order.id) }
             let requestDate = transfer?.requestDate ?? Date()
+            if order.result.bodyIsInMemoryOnly, let target = order.result.body, target.destination != nil {
+                target.prepared.make(in: target.directory, mode: target.mode, on: files)
+            }
             deliveries.async { [self] in
                 batch { deliver(order, requestDate: requestDate) }
             }

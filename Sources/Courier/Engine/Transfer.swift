@@ -137,6 +137,9 @@ struct BodyTarget: Sendable {
     /// The partial store's file the body streams into: held (locked) until
     /// the body is placed.
     var partial: PartialFile? = nil
+    /// For a body held in memory until it is placed beside its destination:
+    /// its file, made ahead.
+    let prepared = PreparedFile()
 
     var path: String { directory.path + "/" + name }
 

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Locking
+import Synchronization
+
+/// An unnamed file (`O_TMPFILE`) made ahead, on a thread of its own, in the
+/// directory a body held in memory will be placed in. Creating a file is
+/// on most file systems the costliest step of placing a small body, and
+/// on ext4 creations in one directory contend and scan the inode table
+/// again when run at once; so every such file is made by one thread, in
+/// order, while delivery does everything else on another. Made at most
+/// once and taken at most once: a file made after it was taken, or never
+/// taken, is closed (and so vanishes). At most `limit` are open in the
+/// process at a time; past that, none is made and whoever places the body
+/// creates its file.
+final class PreparedFile: Sendable {
+    private enum State {
+        /// Nobody asked for it.
+        case unasked
+        /// Asked for, not made yet.
+        case pending
+        case made(Int32)
+        /// Not made (too many open, or the file system makes none), or
+        /// taken.
+        case none
+    }
+
+    private let state = Monitor(State.unasked)
+    private static let open = Atomic(0)
+    static let limit = 64
+
+    init() {}
+
+    deinit {
+        if case .made(let fd) = state.withLock({ $0 }) { Self.release(fd) }
+    }
+
+    /// Makes the file in `directory` with `mode` (less the umask) on
+    /// `queue`; `take` waits for it from now on. Only the first call, and
+    /// only before any `take`, asks for it.
+    func make(in directory: DirectoryHandle, mode: mode_t, on queue: DispatchQueue) {
+        let asked = state.withLock { state -> Bool in
+            guard case .unasked = state else { return false }
+            state = .pending
+            return true
+        }
+        guard asked else { return }
+        queue.async { [self] in
+            var fd: Int32?
+            if Self.open.add(1, ordering: .relaxed).newValue <= Self.limit {
+                fd = directory.makeUnnamedFile(mode: mode)
+            }
+            if fd == nil { Self.open.subtract(1, ordering: .relaxed) }
+            let late = state.withLock { state -> Bool in
+                guard case .pending = state else { return true }
+                state = fd.map { .made($0) } ?? .none
+                return false
+            }
+            if late, let fd { Self.release(fd) }
+        }
+    }
+
+    /// The file, once made, when it was asked for and could be made; the
+    /// caller closes it. Nothing is made after this.
+    func take() -> Int32? {
+        let taken = state.wait(until: { if case .pending = $0 { false } else { true } }) { state -> Int32? in
+            defer { state = .none }
+            if case .made(let fd) = state { return fd }
+            return nil
+        }
+        if taken != nil { Self.open.subtract(1, ordering: .relaxed) }
+        return taken
+    }
+
+    private static func release(_ fd: Int32) {
+        close(fd)
+        open.subtract(1, ordering: .relaxed)
+    }
+}

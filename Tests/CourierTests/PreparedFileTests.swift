@@ -1,0 +1,48 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import Courier
+
+/// A file made ahead for a body held in memory: taken once, waited for
+/// while it is being made, never left open when nobody takes it.
+struct PreparedFileTests {
+    private func withDirectory(_ body: (DirectoryHandle) throws -> Void) throws {
+        let path = NSTemporaryDirectory() + "courier-prepared-\(getpid())-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try body(DirectoryHandle(opening: path))
+    }
+
+    @Test func aFileAskedForIsWaitedForAndHasNoName() throws {
+        try withDirectory { directory in
+            let prepared = PreparedFile()
+            let queue = DispatchQueue(label: "files")
+            let gate = DispatchSemaphore(value: 0)
+            queue.async { gate.wait() }
+            prepared.make(in: directory, mode: 0o644, on: queue)
+            gate.signal()
+            let fd = try #require(prepared.take())
+            defer { close(fd) }
+            var info = stat()
+            #expect(fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && info.st_nlink == 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+            #expect(prepared.take() == nil)
+        }
+    }
+
+    @Test func aFileNobodyAskedForIsNotWaitedFor() {
+        #expect(PreparedFile().take() == nil)
+    }
+
+    @Test func aFileAskedForAfterItWasTakenIsNeverMade() throws {
+        try withDirectory { directory in
+            let prepared = PreparedFile()
+            #expect(prepared.take() == nil)
+            let queue = DispatchQueue(label: "files")
+            prepared.make(in: directory, mode: 0o644, on: queue)
+            queue.sync {}
+            #expect(prepared.take() == nil)
+        }
+    }
+}
