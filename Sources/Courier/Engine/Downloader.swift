@@ -393,10 +393,9 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         if let path = order.destination {
             let destination = Destination(path, root: downloadRoot)
             if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
-                let target = BodyTarget(
-                    directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name))
-                leftovers.record(partial: target.name, in: directory)
-                return target
+                return BodyTarget(
+                    directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name),
+                    leftovers: leftovers)
             }
         }
         let name = "\(leftovers.owner)-\(order.id.task)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"

@@ -140,10 +140,16 @@ struct BodyTarget: Sendable {
     /// For a body held in memory until it is placed beside its destination:
     /// its file, made ahead.
     let prepared = PreparedFile()
+    /// Where a file of this name beside a destination is noted before it
+    /// is made, so that what a dead courier left there is removed.
+    var leftovers: Leftovers? = nil
 
     var path: String { directory.path + "/" + name }
 
-    func create() throws(Destination.Failure) -> Int32 { try directory.createFile(name, mode: mode) }
+    func create() throws(Destination.Failure) -> Int32 {
+        leftovers?.record(partial: name, in: directory)
+        return try directory.createFile(name, mode: mode)
+    }
 
     func remove() { directory.remove(name) }
 }
