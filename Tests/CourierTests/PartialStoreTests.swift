@@ -259,6 +259,24 @@ struct PartialStoreTests {
         }
     }
 
+    @Test func aStoreWithoutFilesHasNoBodyToTakeUntilOneIsMade() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            // Given partials/ empty and last changed an hour ago
+            let past = Date(timeIntervalSinceNow: -3600)
+            try FileManager.default.setAttributes([.modificationDate: past], ofItemAtPath: directory + "/partials")
+            // Then no body may be taken, twice (the second time without listing it)
+            #expect(!store.mayHoldBodies())
+            #expect(!store.mayHoldBodies())
+            // And once a file is made there, one may
+            let file = try #require(store.makeFile())
+            #expect(store.mayHoldBodies())
+            file.drop()
+            store.flush()
+            #expect(!store.mayHoldBodies())
+        }
+    }
+
     @Test func aNewFileIsHeldBeforeItHasItsName() throws {
         try withDirectory { directory in
             let store = try store(directory)

@@ -352,7 +352,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
             partials: plan, digesting: order.digestAlgorithms, maxRate: order.maxRate, observer: self)
         transfers.withLock { $0[order.id] = transfer }
-        guard let plan, order.revalidation == nil else {
+        guard let plan, order.revalidation == nil, plan.store.mayHoldBodies() else {
             engine.start(transfer)
             return
         }
