@@ -696,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         "w1t": Row("W1T the same over https, HTTP/2 (curl --cacert, aria2c --ca-certificate, courier --ca-file)",
                    "ms", "≤ 1.5× curl, < aria2c", ratio_limit=1.5, beat="aria2c",
                    note="(aria2c speaks HTTP/1.1 only: 8 connections)"),
-        "w1disk": Row(f"W1 on disk ({args.disk_dir}: outputs and cache)", "ms", "(two-file cost)"),
+        "w1disk": Row(f"W1 on disk ({args.disk_dir}: outputs and cache)", "ms", "≤ 1.2× curl", ratio_limit=1.2),
         "w1diskcache": Row(f"W1, courier's cache directory on disk ({args.disk_dir}), outputs on tmpfs, "
                            f"vs courier's own W1", "ms", "≤ 1.5× courier W1", ratio_limit=1.5, anchor="courier W1"),
         "w1nocache": Row("W1, courier without cache (--memory-capacity 0 --disk-capacity 0; curl, aria2c from W1)",
