@@ -105,29 +105,32 @@ final class PartialStore: Sendable {
         }
     }
 
-    /// The modification time of `partials/` when it was last listed and
-    /// held no file, once that listing came two seconds or more after the
-    /// change: a file made since changes it to a later time.
-    private let emptyAt = Locked<timespec?>(nil)
+    /// The modification time of `partials/` when it was last listed, and
+    /// whether it held a file then; kept once that listing came two seconds
+    /// or more after the change, so that a file made or removed since
+    /// changes the time.
+    private let listed = Locked<(modified: timespec, holds: Bool)?>(nil)
 
     /// Whether a kept body may be there to take: false when `partials/`
     /// holds no file, which is known without listing it again while its
-    /// modification time stays the one of the last empty listing. A file
-    /// is made before the row that names it, so without files there is no
-    /// body to continue, and the lookup (a hop to the store's queue and a
-    /// query) is spared for every download while nothing is kept.
+    /// modification time stays the one of the last listing. A file is made
+    /// before the row that names it, so without files there is no body to
+    /// continue, and the lookup (a hop to the store's queue and a query)
+    /// is spared for every download while nothing is kept.
     func mayHoldBodies() -> Bool {
         var info = stat()
         guard fstat(directory.fd, &info) == 0 else { return true }
         let modified = info.st_mtim
-        if let empty = emptyAt.withLock({ $0 }), empty.tv_sec == modified.tv_sec, empty.tv_nsec == modified.tv_nsec {
-            return false
+        if let last = listed.withLock({ $0 }), last.modified.tv_sec == modified.tv_sec,
+            last.modified.tv_nsec == modified.tv_nsec
+        {
+            return last.holds
         }
         var holds = false
         directory.forEachName { _ in holds = true }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        emptyAt.withLock { $0 = !holds && now.tv_sec - modified.tv_sec >= 2 ? modified : nil }
+        listed.withLock { $0 = now.tv_sec - modified.tv_sec >= 2 ? (modified, holds) : nil }
         return holds
     }
 
