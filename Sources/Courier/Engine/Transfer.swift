@@ -643,6 +643,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// than fits there, and writes what was held.
     private func writeHeldBody() -> TransferFailure? {
         heldInMemory = false
+        guard !isAbandoned.load(ordering: .acquiring) else { return TransferFailure(code: .cancelled, message: "stopped") }
         do throws(Destination.Failure) {
             fd = try body.create()
         } catch {
@@ -675,10 +676,9 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// The validator and complete length under which the body of
     /// `response` may be kept for a later attempt, when it may be: a 200 of
     /// known length (over `PartialStore.minimumLength`) in its identity
-    /// form, with a strong entity tag or a
-    /// Last-Modified, that a cache could store for the request (no
-    /// `no-store`, no credentials: the plan is only made for requests the
-    /// cache applies to).
+    /// form, with a strong entity tag or a Last-Modified, that a cache
+    /// could store for the request (no `no-store`, no credentials: the plan
+    /// is only made for requests the cache applies to).
     private func keepable(_ response: ResponseHead) -> (ResumeValidator, Int64)? {
         guard let plan = partials, response.status == 200, let length = response.announcedLength,
             length > PartialStore.minimumLength, response.header("content-encoding") == nil,
