@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CThreadShim
 
 /// A pthread mutex with a condition variable, for a thread that waits for
 /// another to change what the mutex guards. Timed waits read the monotonic
@@ -90,36 +89,4 @@ public final class Condition: @unchecked Sendable {
             return Double(time.tv_sec - now.tv_sec) + Double(time.tv_nsec - now.tv_nsec) / 1e9
         }
     }
-}
-
-/// Starts a thread of the system's own that runs `body` and ends: the
-/// threads a server keeps for its input, its output and its transfers.
-/// `stackSize` zero keeps the system's default.
-public func startThread(named name: String, stackSize: Int = 0, _ body: @escaping @Sendable () -> Void) {
-    final class Start {
-        let name: String
-        let body: @Sendable () -> Void
-        init(name: String, body: @escaping @Sendable () -> Void) {
-            self.name = name
-            self.body = body
-        }
-    }
-    var attributes = pthread_attr_t()
-    pthread_attr_init(&attributes)
-    defer { pthread_attr_destroy(&attributes) }
-    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-    if stackSize > 0 { pthread_attr_setstacksize(&attributes, stackSize) }
-    let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
-    #if canImport(Glibc)
-    var thread = pthread_t()
-    #else
-    var thread: pthread_t?
-    #endif
-    let created = pthread_create(&thread, &attributes, { context in
-        let start = Unmanaged<Start>.fromOpaque(context!).takeRetainedValue()
-        courier_name_this_thread(start.name)
-        start.body()
-        return nil
-    }, start)
-    precondition(created == 0, "cannot start thread \(name): error \(created)")
 }
