@@ -93,7 +93,9 @@ package.targets += [
         dependencies: ["CLibcrypto", "CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite", .product(name: "Logging", package: "swift-log")],
         resources: [.embedInCode("Resources/openrpc.json"), .embedInCode("Resources/openrpc-checks.json")]
     ),
-    .testTarget(name: "CourierTests", dependencies: ["Courier", "JSON", "JSONRPC", "Locking", "SQLite"]),
+    // Test doubles the unit tests share: kept out of the shipped module.
+    .target(name: "CourierTestSupport", dependencies: ["Courier", "Locking"], path: "Tests/CourierTestSupport"),
+    .testTarget(name: "CourierTests", dependencies: ["Courier", "CourierTestSupport", "JSON", "JSONRPC", "Locking", "SQLite"]),
 ]
 
 // MARK: - The executable

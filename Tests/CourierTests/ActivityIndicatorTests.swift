@@ -3,6 +3,7 @@ import JSON
 import Testing
 
 @testable import Courier
+import CourierTestSupport
 import Locking
 
 /// Collects what an indicator emits.

@@ -2,6 +2,7 @@ import Synchronization
 import Testing
 
 @testable import Courier
+import CourierTestSupport
 
 @Suite(.timeLimit(.minutes(1)))
 struct IndicatorSchedulerTests {

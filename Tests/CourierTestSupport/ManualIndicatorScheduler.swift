@@ -1,3 +1,4 @@
+import Courier
 import Locking
 
 /// Time that moves only when told to, for tests: `advance(by:)` runs every
