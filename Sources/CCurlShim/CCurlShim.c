@@ -4,11 +4,7 @@ CURLcode courier_easy_setopt_long(CURL *handle, CURLoption option, long value) {
 CURLcode courier_easy_setopt_ptr(CURL *handle, CURLoption option, const void *value) { return curl_easy_setopt(handle, option, value); }
 CURLcode courier_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value) { return curl_easy_setopt(handle, option, value); }
 CURLcode courier_easy_setopt_data_callback(CURL *handle, CURLoption option, courier_data_callback callback) { return curl_easy_setopt(handle, option, callback); }
-CURLcode courier_easy_setopt_xferinfo_callback(CURL *handle, courier_xferinfo_callback callback) { return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, callback); }
 
-CURLcode courier_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) { return curl_easy_getinfo(handle, info, value); }
-CURLcode courier_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) { return curl_easy_getinfo(handle, info, value); }
-CURLcode courier_easy_getinfo_double(CURL *handle, CURLINFO info, double *value) { return curl_easy_getinfo(handle, info, value); }
 CURLcode courier_easy_getinfo_string(CURL *handle, CURLINFO info, const char **value) { return curl_easy_getinfo(handle, info, value); }
 CURLcode courier_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value) { return curl_easy_getinfo(handle, info, value); }
 

@@ -15,15 +15,9 @@ CURLcode courier_easy_setopt_ptr(CURL *handle, CURLoption option, const void *va
 CURLcode courier_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value);
 
 typedef size_t (*courier_data_callback)(char *buffer, size_t size, size_t count, void *userdata);
-typedef int (*courier_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
-                                         curl_off_t ultotal, curl_off_t ulnow);
 
 CURLcode courier_easy_setopt_data_callback(CURL *handle, CURLoption option, courier_data_callback callback);
-CURLcode courier_easy_setopt_xferinfo_callback(CURL *handle, courier_xferinfo_callback callback);
 
-CURLcode courier_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
-CURLcode courier_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
-CURLcode courier_easy_getinfo_double(CURL *handle, CURLINFO info, double *value);
 CURLcode courier_easy_getinfo_string(CURL *handle, CURLINFO info, const char **value);
 CURLcode courier_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
 
