@@ -72,6 +72,11 @@ public final class EasyHandle {
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var strings: [UnsafeMutablePointer<CChar>] = []
+    /// The code of the first option libcurl refused since the handle was
+    /// made or reset: such a handle is not performed, and `MultiHandle.add`
+    /// reports its transfer ended with this code (the error buffer says
+    /// which option).
+    private(set) var refusal: CURLcode?
 
     public init() {
         raw = curl_easy_init()
@@ -85,6 +90,7 @@ public final class EasyHandle {
         curl_easy_reset(raw)
         delegate = nil
         errorBuffer[0] = 0
+        refusal = nil
         curl_slist_free_all(headerList)
         headerList = nil
         strings.forEach { free($0) }
@@ -94,28 +100,32 @@ public final class EasyHandle {
 
     private func installCallbacks() {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        courier_easy_setopt_ptr(raw, CURLOPT_PRIVATE, me)
-        courier_easy_setopt_ptr(raw, CURLOPT_ERRORBUFFER, errorBuffer)
-        courier_easy_setopt_data_callback(raw, CURLOPT_WRITEFUNCTION, EasyHandle.writeCallback)
-        courier_easy_setopt_ptr(raw, CURLOPT_WRITEDATA, me)
-        courier_easy_setopt_data_callback(raw, CURLOPT_HEADERFUNCTION, EasyHandle.headerCallback)
-        courier_easy_setopt_ptr(raw, CURLOPT_HEADERDATA, me)
+        check(courier_easy_setopt_ptr(raw, CURLOPT_PRIVATE, me), CURLOPT_PRIVATE)
+        check(courier_easy_setopt_ptr(raw, CURLOPT_ERRORBUFFER, errorBuffer), CURLOPT_ERRORBUFFER)
+        check(courier_easy_setopt_data_callback(raw, CURLOPT_WRITEFUNCTION, EasyHandle.writeCallback), CURLOPT_WRITEFUNCTION)
+        check(courier_easy_setopt_ptr(raw, CURLOPT_WRITEDATA, me), CURLOPT_WRITEDATA)
+        check(courier_easy_setopt_data_callback(raw, CURLOPT_HEADERFUNCTION, EasyHandle.headerCallback), CURLOPT_HEADERFUNCTION)
+        check(courier_easy_setopt_ptr(raw, CURLOPT_HEADERDATA, me), CURLOPT_HEADERDATA)
     }
 
     static func from(userData: UnsafeMutableRawPointer?) -> EasyHandle {
         Unmanaged<EasyHandle>.fromOpaque(userData!).takeUnretainedValue()
     }
 
-    /// Sets every option of `options`, with courier's safety defaults.
+    /// Sets every option of `options`, with courier's safety defaults. An
+    /// option libcurl refuses makes the transfer fail when it is added to
+    /// its multi handle (`refusal`), rather than run without the option.
     public func configure(_ options: EasyOptions) {
         setLong(CURLOPT_NOSIGNAL, 1)
         setString(CURLOPT_URL, options.url)
-        setString(CURLOPT_PROTOCOLS_STR, options.protocols)
-        setString(CURLOPT_REDIR_PROTOCOLS_STR, options.redirectProtocols)
+        setProtocols(CURLOPT_PROTOCOLS_STR, options.protocols)
+        setProtocols(CURLOPT_REDIR_PROTOCOLS_STR, options.redirectProtocols)
         setLong(CURLOPT_FOLLOWLOCATION, options.followRedirects ? 1 : 0)
         setLong(CURLOPT_MAXREDIRS, options.maxRedirects)
         if options.acceptsEncodings { setString(CURLOPT_ACCEPT_ENCODING, "") }
-        setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        // A preference, not a need: a libcurl built without HTTP/2 refuses
+        // it and speaks HTTP/1.1, as it would have anyway.
+        _ = courier_easy_setopt_long(raw, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         // Waiting to multiplex pays only where HTTP/2 can be negotiated (TLS);
         // on plain HTTP it would queue a transfer behind a busy HTTP/1.1
         // connection instead of opening another.
@@ -128,7 +138,9 @@ public final class EasyHandle {
             setLong(CURLOPT_LOW_SPEED_LIMIT, Int(clamping: options.lowSpeedLimit))
             setLong(CURLOPT_LOW_SPEED_TIME, options.lowSpeedTime)
         }
-        if let limit = options.maxFileSize { courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)) }
+        if let limit = options.maxFileSize {
+            check(courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)), CURLOPT_MAXFILESIZE_LARGE)
+        }
         if let caFile = options.caFile {
             // CAINFO replaces libcurl's CA bundle. The system's hashed
             // directory, set beside it, keeps the system's CAs trusted: the
@@ -143,7 +155,20 @@ public final class EasyHandle {
         for header in options.headers {
             headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
-        if let headerList { courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, headerList) }
+        if let headerList { check(courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, headerList), CURLOPT_HTTPHEADER) }
+    }
+
+    /// Sets a comma-separated list of schemes. libcurl refuses the whole
+    /// list for one scheme it does not know, having allowed the schemes
+    /// before it and no other (none, when the unknown one comes first):
+    /// such schemes are left out, as no URL of theirs could be fetched.
+    private func setProtocols(_ option: CURLoption, _ schemes: String) {
+        var code = store(schemes, in: option)
+        if code == CURLE_UNSUPPORTED_PROTOCOL {
+            let known = Set(CurlLibrary.current.protocols)
+            code = store(schemes.split(separator: ",").filter { known.contains($0.lowercased()) }.joined(separator: ","), in: option)
+        }
+        check(code, option)
     }
 
     /// The system's directory of CA certificates named by their hashes, as
@@ -171,16 +196,34 @@ public final class EasyHandle {
         return false
     }
 
-    public func setLong(_ option: CURLoption, _ value: Int) {
-        courier_easy_setopt_long(raw, option, value)
+    private func setLong(_ option: CURLoption, _ value: Int) {
+        check(courier_easy_setopt_long(raw, option, value), option)
+    }
+
+    private func setString(_ option: CURLoption, _ value: String) {
+        check(store(value, in: option), option)
     }
 
     /// Sets a string option; libcurl copies most strings, but the copy kept
     /// here lives until `cleanup()` for the few it does not.
-    public func setString(_ option: CURLoption, _ value: String) {
+    private func store(_ value: String, in option: CURLoption) -> CURLcode {
         let copy = strdup(value)!
         strings.append(copy)
-        courier_easy_setopt_ptr(raw, option, copy)
+        return courier_easy_setopt_ptr(raw, option, copy)
+    }
+
+    /// Keeps the first refusal, and leaves in the error buffer which option
+    /// was refused and why, as the transfer's error message.
+    private func check(_ code: CURLcode, _ option: CURLoption) {
+        guard code != CURLE_OK, refusal == nil else { return }
+        refusal = code
+        let name = curl_easy_option_by_id(option).map { "CURLOPT_" + String(cString: $0.pointee.name) } ?? "option \(option.rawValue)"
+        let text = "libcurl refused \(name): \(String(cString: curl_easy_strerror(code)))"
+        let bytes = Array(text.utf8.prefix(Int(CURL_ERROR_SIZE) - 1))
+        bytes.withUnsafeBufferPointer { buffer in
+            UnsafeMutableRawPointer(errorBuffer).copyMemory(from: buffer.baseAddress!, byteCount: buffer.count)
+        }
+        errorBuffer[bytes.count] = 0
     }
 
     /// The URL the transfer ended at (`CURLINFO_EFFECTIVE_URL`); nil when

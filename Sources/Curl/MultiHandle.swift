@@ -9,12 +9,18 @@ public final class MultiHandle: @unchecked Sendable {
     private var idle: [EasyHandle] = []
     /// How many idle handles are kept.
     public static let idleLimit = 32
+    /// Handles `add` kept from libcurl because it refused one of their
+    /// options: the next `completed()` reports them ended with its code.
+    private var refused: [(handle: EasyHandle, code: CURLcode)] = []
 
     public init(maxHostConnections: Int = 0, maxTotalConnections: Int = 0) {
         raw = curl_multi_init()
-        courier_multi_setopt_long(raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        if maxHostConnections > 0 { courier_multi_setopt_long(raw, CURLMOPT_MAX_HOST_CONNECTIONS, maxHostConnections) }
-        if maxTotalConnections > 0 { courier_multi_setopt_long(raw, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTotalConnections) }
+        // Preferences, not needs: a libcurl that refuses one (built without
+        // HTTP/2, or older than the option) runs every transfer as it would
+        // by default, each on a connection of its own, without a bound.
+        _ = courier_multi_setopt_long(raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        if maxHostConnections > 0 { _ = courier_multi_setopt_long(raw, CURLMOPT_MAX_HOST_CONNECTIONS, maxHostConnections) }
+        if maxTotalConnections > 0 { _ = courier_multi_setopt_long(raw, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTotalConnections) }
     }
 
     /// An easy handle for a new transfer: a reset idle one when there is
@@ -23,11 +29,18 @@ public final class MultiHandle: @unchecked Sendable {
         idle.popLast() ?? EasyHandle()
     }
 
+    /// Starts `easy`'s transfer, or, when libcurl refused one of its
+    /// options, has the next `completed()` report it ended with that code.
     public func add(_ easy: EasyHandle) {
+        if let refusal = easy.refusal {
+            refused.append((easy, refusal))
+            return
+        }
         curl_multi_add_handle(raw, easy.raw)
     }
 
     public func remove(_ easy: EasyHandle) {
+        if !refused.isEmpty { refused.removeAll { $0.handle === easy } }
         curl_multi_remove_handle(raw, easy.raw)
     }
 
@@ -61,6 +74,7 @@ public final class MultiHandle: @unchecked Sendable {
 
     /// How long libcurl wants to wait at most before `perform` is due.
     public var timeoutMilliseconds: Int? {
+        guard refused.isEmpty else { return 0 }
         var timeout = -1
         curl_multi_timeout(raw, &timeout)
         return timeout >= 0 ? timeout : nil
@@ -73,7 +87,8 @@ public final class MultiHandle: @unchecked Sendable {
 
     /// Transfers that have ended since the last call, with their result code.
     public func completed() -> [(handle: EasyHandle, code: Int32)] {
-        var finished: [(EasyHandle, Int32)] = []
+        var finished = refused.map { ($0.handle, Int32($0.code.rawValue)) }
+        refused = []
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(raw, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE else { continue }

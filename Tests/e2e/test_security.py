@@ -279,6 +279,15 @@ def test_allow_scheme_does_not_widen_redirects(courier, origin, tmp_path):
     assert c.fetch(f"file://{secret}", body="text")["text"] == "local file"
 
 
+def test_an_allowed_scheme_libcurl_does_not_know_keeps_http_working(courier, origin):
+    # libcurl refuses a whole protocol list for one name it does not know,
+    # whatever came before it in the list: "aaa" sorts first.
+    c = courier("--allow-scheme", "aaa")
+    out = c.fetch(origin.url("/bytes/5"), body="text", retries=0)
+    assert out["ok"], out
+    failed(c.fetch("aaa://example/", retries=0), "scheme_not_allowed")
+
+
 def test_redirect_hops_are_counted_by_courier(courier, origin):
     c = courier()
     out = c.fetch(origin.url("/redirect/10"), body="text")
