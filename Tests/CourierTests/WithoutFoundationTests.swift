@@ -8,26 +8,6 @@ import Testing
 /// gives what Foundation's own methods gave.
 @Suite(.timeLimit(.minutes(1)))
 struct WithoutFoundationTests {
-    static let paths = [
-        "/tmp/out/a.bin", "/a", "/", "/a/b/", "a/b", "/tmp/ü/c d", "/tmp/.hidden", "/a/b.c/d",
-    ]
-
-    @Test(arguments: paths)
-    func pathPartsMatchNSString(_ path: String) {
-        #expect(PathName.directory(of: path) == (path as NSString).deletingLastPathComponent)
-        #expect(PathName.lastComponent(of: path) == (path as NSString).lastPathComponent)
-    }
-
-    /// Paths where Foundation itself traps.
-    @Test func pathsFoundationTrapsOn() {
-        #expect(PathName.directory(of: "a") == "")
-        #expect(PathName.lastComponent(of: "a") == "a")
-        #expect(PathName.directory(of: "/a/b//") == "/a")
-        #expect(PathName.lastComponent(of: "/a/b//") == "b")
-        #expect(PathName.directory(of: "//a") == "/")
-        #expect(PathName.lastComponent(of: "//") == "/")
-    }
-
     static let sizes = [
         "512KiB", " 512KiB ", "\t2 GiB\t", "1\u{00A0}k", "\u{2003}10MB\u{3000}", "10MB\n", "\n10MB", "1.5 m", "", " ", "k",
     ]

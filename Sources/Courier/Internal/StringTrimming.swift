@@ -25,36 +25,3 @@ extension StringProtocol {
         return String(self[first...last])
     }
 }
-
-/// The parts of a file path, as `NSString`'s path methods split it: trailing
-/// slashes do not count, and the root's directory is the root.
-enum PathName {
-    /// `/a/b/c` → `/a/b`; `/a` → `/`; `/` → `/`; `c` → ``.
-    static func directory(of path: String) -> String {
-        let bytes = withoutTrailingSlashes(path)
-        if bytes.isEmpty { return path.isEmpty ? "" : "/" }
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "" }
-        let head = withoutTrailingSlashes(bytes[..<slash])
-        return head.isEmpty ? "/" : String(decoding: head, as: UTF8.self)
-    }
-
-    /// `/a/b/c` → `c`; `/a/b/` → `b`; `/` → `/`.
-    static func lastComponent(of path: String) -> String {
-        let bytes = withoutTrailingSlashes(path.utf8[...])
-        if bytes.isEmpty { return path.isEmpty ? "" : "/" }
-        let start = bytes.lastIndex(of: UInt8(ascii: "/")).map { bytes.index(after: $0) } ?? bytes.startIndex
-        return String(decoding: bytes[start...], as: UTF8.self)
-    }
-
-    private static func withoutTrailingSlashes(_ path: String) -> Substring.UTF8View {
-        withoutTrailingSlashes(path.utf8[...])
-    }
-
-    private static func withoutTrailingSlashes(_ bytes: Substring.UTF8View) -> Substring.UTF8View {
-        var end = bytes.endIndex
-        while end > bytes.startIndex, bytes[bytes.index(before: end)] == UInt8(ascii: "/") {
-            end = bytes.index(before: end)
-        }
-        return bytes[..<end]
-    }
-}
