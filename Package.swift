@@ -12,6 +12,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: []
 )
@@ -90,7 +91,10 @@ package.targets += [
 package.targets += [
     .target(
         name: "Courier",
-        dependencies: ["CLibcrypto", "CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite", .product(name: "Logging", package: "swift-log")],
+        dependencies: [
+            "CLibcrypto", "CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite",
+            .product(name: "Logging", package: "swift-log"), .product(name: "SystemPackage", package: "swift-system"),
+        ],
         resources: [.embedInCode("Resources/openrpc.json"), .embedInCode("Resources/openrpc-checks.json")]
     ),
     // Test doubles the unit tests share: kept out of the shipped module.
@@ -108,6 +112,7 @@ package.targets += [
             "Locking",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
         ],
         // The Swift runtime and FoundationEssentials linked into the binary:
         // loading and relocating them as shared libraries took a client

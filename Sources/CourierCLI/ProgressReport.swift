@@ -8,6 +8,7 @@ import Darwin
 #endif
 import JSON
 import Locking
+import SystemPackage
 
 /// What `courier get` shows as downloads run and end.
 ///
@@ -467,13 +468,9 @@ final class ProgressReport: @unchecked Sendable {
         return (Int(size.ws_col), Int(size.ws_row))
     }
 
+    /// Writes all of `text`, or as much as `fd` takes before an error,
+    /// which a progress display has nobody to tell.
     private static func write(_ fd: Int32, _ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return }
-            bytes = bytes.dropFirst(count)
-        }
+        _ = try? FileDescriptor(rawValue: fd).writeAll(text.utf8)
     }
 }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Courier
+import SystemPackage
 
 /// The URLs `courier get` fetches: those of its command line, then those of
 /// its `-i` file, one a line (blank lines and lines starting with `#` left
@@ -80,13 +81,15 @@ enum URLList {
         let fd = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw ReadFailure(message: "cannot read \(path): \(String(cString: strerror(errno)))") }
         defer { if fd != STDIN_FILENO { close(fd) } }
+        let file = FileDescriptor(rawValue: fd)
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else {
-                throw ReadFailure(message: "cannot read \(path == "-" ? "stdin" : path): \(String(cString: strerror(errno)))")
+            let count: Int
+            do {
+                count = try chunk.withUnsafeMutableBytes { try file.read(into: $0) }
+            } catch {
+                throw ReadFailure(message: "cannot read \(path == "-" ? "stdin" : path): \(error)")
             }
             if count == 0 { break }
             bytes += chunk[..<count]

@@ -4,9 +4,10 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemPackage
 
-/// Whole-buffer reads and writes on file descriptors, retried on EINTR and
-/// short counts, and copies, checksums and digests of files in chunks of
+/// Whole-buffer reads and writes on file descriptors (swift-system's, which
+/// retry interrupted calls), read on through short counts, and copies, checksums and digests of files in chunks of
 /// `chunkSize`, so a file of any length costs one chunk of memory.
 enum CacheFileIO {
     static let chunkSize = 256 * 1024
@@ -22,25 +23,18 @@ enum CacheFileIO {
     }
 
     static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
+        let file = FileDescriptor(rawValue: fd)
         var done = 0
         while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { return false }
+            let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+            guard let n = try? file.read(fromAbsoluteOffset: offset + Int64(done), into: rest), n > 0 else { return false }
             done += n
         }
         return true
     }
 
     static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        var done = 0
-        while done < bytes.count {
-            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { return false }
-            done += n
-        }
-        return true
+        (try? FileDescriptor(rawValue: fd).writeAll(bytes)) != nil
     }
 
     static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
@@ -48,16 +42,7 @@ enum CacheFileIO {
     }
 
     static func write(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Bool {
-        bytes.withUnsafeBytes { buffer in
-            var done = 0
-            while done < buffer.count {
-                let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
-                if n < 0, errno == EINTR { continue }
-                if n <= 0 { return false }
-                done += n
-            }
-            return true
-        }
+        (try? FileDescriptor(rawValue: fd).writeAll(toAbsoluteOffset: offset, bytes)) != nil
     }
 
     /// Copies `length` bytes of `source` from `offset` to `destination`'s

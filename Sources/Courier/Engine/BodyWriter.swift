@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import Locking
+import SystemPackage
 
 /// Writes the bodies of large transfers to their files on a thread of its
 /// own, so that the engine's thread spends its turns receiving: writing a
@@ -188,23 +189,16 @@ final class BodyWriter: Sendable {
         }
     }
 
-    /// Writes every byte of `bytes` to `fd`, retrying short writes and
-    /// interruptions: nil, or why it could not.
+    /// Writes every byte of `bytes` to `fd`, going on after short writes
+    /// and interruptions: nil, or why it could not.
     static func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32, path: String) -> TransferFailure? {
-        var offset = 0
-        while offset < bytes.count {
-            let written = writeFile(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0, errno == EINTR { continue }
-            guard written > 0 else {
-                let reason = written < 0 ? String(cString: strerror(errno)) : "nothing was written"
-                return TransferFailure(code: .io, message: "cannot write \(path): \(reason)")
-            }
-            offset += written
+        do {
+            try FileDescriptor(rawValue: fd).writeAll(bytes)
+            return nil
+        } catch {
+            return TransferFailure(code: .io, message: "cannot write \(path): \(error)")
         }
-        return nil
     }
 }
-
-private func writeFile(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int { write(fd, bytes, count) }
 
 private func closeFile(_ fd: Int32) { close(fd) }

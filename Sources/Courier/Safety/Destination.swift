@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemPackage
 
 /// Where a download's `destination` may go, and how its body gets there.
 ///
@@ -231,22 +232,19 @@ struct Destination: Sendable {
         return real == root ? nil : real
     }
 
+    /// False when a read or a write failed, with `errno` saying why.
     private static func copy(from input: Int32, to output: Int32) -> Bool {
-        let size = 256 * 1024
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
         defer { buffer.deallocate() }
-        while true {
-            let count = read(input, buffer, size)
-            if count < 0, errno == EINTR { continue }
-            if count < 0 { return false }
-            if count == 0 { return true }
-            var done = 0
-            while done < count {
-                let written = write(output, buffer + done, count - done)
-                if written < 0, errno == EINTR { continue }
-                if written <= 0 { return false }
-                done += written
+        let (source, destination) = (FileDescriptor(rawValue: input), FileDescriptor(rawValue: output))
+        do {
+            while true {
+                let count = try source.read(into: buffer)
+                if count == 0 { return true }
+                try destination.writeAll(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             }
+        } catch {
+            return false
         }
     }
 }
