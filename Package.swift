@@ -55,6 +55,7 @@ package.targets += [
 
 package.targets += [
     .target(name: "Curl", dependencies: ["CLibcurl", "CCurlShim"]),
+    .testTarget(name: "CurlTests", dependencies: ["Curl"]),
 ]
 
 // MARK: - JSON: the only module that imports jansson
