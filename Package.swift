@@ -82,7 +82,10 @@ package.targets += [
 package.targets += [
     .target(
         name: "JSONRPC",
-        dependencies: ["JSON", "Locking", .product(name: "Logging", package: "swift-log")]
+        dependencies: [
+            "JSON", "Locking", .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]
     ),
     .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC", "JSON", "Locking"]),
 ]

@@ -6,6 +6,7 @@ import Darwin
 import JSON
 import Logging
 import Locking
+import SystemPackage
 
 /// A JSON-RPC connection over a pair of file descriptors (stdin and stdout
 /// for a stdio server). It reads and frames on a thread of its own, hands
@@ -167,12 +168,17 @@ public final class Connection: AnswerSink {
     private func readLoop(dispatcher: Dispatcher) {
         var framer = MessageFramer(mode: mode, maxMessageBytes: maxMessageBytes)
         let reply: @Sendable (JSON) -> Void = { [self] in send($0) }
+        let source = FileDescriptor(rawValue: input)
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 {
-                if count < 0 { logger.error("reading input failed: \(String(cString: strerror(errno)))") }
+            let count: Int
+            do {
+                count = try chunk.withUnsafeMutableBytes { try source.read(into: $0) }
+            } catch {
+                logger.error("reading input failed: \(error)")
+                count = 0
+            }
+            if count == 0 {
                 let rest = framer.finish()
                 noteFraming(framer.framing)
                 for event in rest {

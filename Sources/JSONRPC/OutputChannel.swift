@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Locking
+import SystemPackage
 
 /// Writes framed messages to a file descriptor from a thread of its own, so
 /// no sender ever blocks on a client that reads slowly. Messages are written
@@ -273,13 +274,18 @@ final class OutputChannel: @unchecked Sendable {
     }
 
     private func writeSlices(_ bytes: [UInt8], correction: inout Int) -> Bool {
-        bytes.withUnsafeBytes { buffer in
+        let output = FileDescriptor(rawValue: fd)
+        return bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let count = min(buffer.count - offset, writeSlice)
-                let written = write(fd, buffer.baseAddress! + offset, count)
-                if written < 0 {
-                    if errno == EINTR || errno == EAGAIN { continue }
+                let slice = UnsafeRawBufferPointer(rebasing: buffer[offset..<min(buffer.count, offset + writeSlice)])
+                let written: Int
+                do {
+                    written = try output.write(slice)
+                } catch Errno.resourceTemporarilyUnavailable {
+                    // A non-blocking output that is full: try again.
+                    continue
+                } catch {
                     return false
                 }
                 offset += written
