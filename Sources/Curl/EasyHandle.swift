@@ -131,7 +131,10 @@ public final class EasyHandle {
         // connection instead of opening another.
         if options.url.lowercased().hasPrefix("https:") { setLong(CURLOPT_PIPEWAIT, 1) }
         setString(CURLOPT_USERAGENT, options.userAgent)
-        setLong(CURLOPT_BUFFERSIZE, options.bufferSize)
+        // Refused on a handle that still holds the receive buffer of a
+        // transfer that ended early (after a failed name lookup, in libcurl
+        // 7.88): that buffer was made at the size every transfer asks for.
+        _ = courier_easy_setopt_long(raw, CURLOPT_BUFFERSIZE, options.bufferSize)
         if let timeout = options.timeoutMilliseconds { setLong(CURLOPT_TIMEOUT_MS, timeout) }
         if let timeout = options.connectTimeoutMilliseconds { setLong(CURLOPT_CONNECTTIMEOUT_MS, timeout) }
         if options.lowSpeedLimit > 0, options.lowSpeedTime > 0 {
