@@ -41,10 +41,6 @@ enum CacheFileIO {
         bytes.withUnsafeBytes { write(fd, $0) }
     }
 
-    static func write(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Bool {
-        (try? FileDescriptor(rawValue: fd).writeAll(toAbsoluteOffset: offset, bytes)) != nil
-    }
-
     /// Copies `length` bytes of `source` from `offset` to `destination`'s
     /// current position; their XXH3-64, or nil on an I/O error or a source
     /// shorter than `length`.
