@@ -24,58 +24,6 @@ protocol TransferObserver: AnyObject, Sendable {
     func transferDidComplete(_ transfer: Transfer, _ result: TransferResult)
 }
 
-/// The status line and headers of a response.
-struct ResponseHead: Sendable {
-    var status: Int
-    /// In arrival order, names in lower case.
-    var headers: [(name: String, value: String)]
-    var finalURL: String?
-    /// The protocol version of the status line: "1.0", "1.1", "2" or "3".
-    var httpVersion: String?
-
-    func header(_ name: String) -> String? {
-        headers.last(where: { $0.name == name })?.value
-    }
-
-    var contentType: String? { header("content-type") }
-
-    /// The body's size as announced, when it is the size of what courier will
-    /// receive (not of an encoded form).
-    var announcedLength: Int64? {
-        guard header("content-encoding").map({ $0.lowercased() == "identity" }) ?? true else { return nil }
-        guard let value = header("content-length")?.trimmingBlanks, !value.isEmpty,
-            value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-        else { return nil }
-        return Int64(value)
-    }
-
-    /// The head of the whole representation a `206` completes when it
-    /// carries the rest of a kept body: status 200, `Content-Length` the
-    /// complete length, no `Content-Range`.
-    func whole(length: Int64) -> ResponseHead {
-        var whole = self
-        whole.status = 200
-        whole.headers = headers.filter { $0.name != "content-range" && $0.name != "content-length" }
-        whole.headers.append(("content-length", String(length)))
-        return whole
-    }
-
-    /// Repeated headers joined with ", ", as HTTP allows.
-    var headerObject: [String: String] { Self.joined(headers) }
-
-    static func joined(_ headers: [(name: String, value: String)]) -> [String: String] {
-        var object: [String: String] = [:]
-        for (name, value) in headers {
-            if let existing = object[name] {
-                object[name] = existing + ", " + value
-            } else {
-                object[name] = value
-            }
-        }
-        return object
-    }
-}
-
 /// How a transfer ended.
 struct TransferResult: Sendable {
     var response: ResponseHead?
@@ -174,41 +122,6 @@ struct PartialPlan: Sendable {
     /// A body kept from another URL continues only with the strong entity
     /// tag it was kept under, unless something else proves it.
     var sameEntityTagRequired: Bool { resume.map { !$0.url.isExactly(url) && !proven } ?? false }
-}
-
-/// What a redirect may do: at most `limit` hops, to http or https only,
-/// from https down to http only when `allowsInsecure`.
-struct RedirectPolicy: Sendable {
-    static let schemes: Set<String> = ["http", "https"]
-    static let statuses: Set<Int> = [301, 302, 303, 307, 308]
-
-    var limit = 10
-    var allowsInsecure = false
-
-    /// Why the hop from `current` to `target` may not be taken, if it may not.
-    func refusal(from current: CurlURL?, to target: CurlURL, hop: Int) -> TransferFailure? {
-        if hop > limit {
-            return TransferFailure(
-                code: .tooManyRedirects, message: "Maximum (\(limit)) redirects followed",
-                curlCode: Int32(CurlFailure.tooManyRedirectsCode))
-        }
-        if !Self.schemes.contains(target.scheme) {
-            return TransferFailure(code: .schemeNotAllowed, message: "a redirect to a \(target.scheme) URL is not allowed")
-        }
-        if current?.scheme == "https", target.scheme == "http", !allowsInsecure {
-            return TransferFailure(code: .insecureRedirect, message: "a redirect from https down to http is not allowed")
-        }
-        return nil
-    }
-
-    /// The request headers of the next hop: credential headers stay behind
-    /// when the target is another origin (scheme, host or port).
-    static func headers(
-        _ headers: [(name: String, value: String)], from current: CurlURL?, to target: CurlURL
-    ) -> [(name: String, value: String)] {
-        guard current?.origin != target.origin else { return headers }
-        return headers.filter { !DownloadRequest.credentialHeaders.contains($0.name.lowercased()) }
-    }
 }
 
 /// One HTTP transfer: an easy handle, its response, and the temporary file its

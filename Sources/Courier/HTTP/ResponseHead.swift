@@ -1,0 +1,51 @@
+/// The status line and headers of a response.
+struct ResponseHead: Sendable {
+    var status: Int
+    /// In arrival order, names in lower case.
+    var headers: [(name: String, value: String)]
+    var finalURL: String?
+    /// The protocol version of the status line: "1.0", "1.1", "2" or "3".
+    var httpVersion: String?
+
+    func header(_ name: String) -> String? {
+        headers.last(where: { $0.name == name })?.value
+    }
+
+    var contentType: String? { header("content-type") }
+
+    /// The body's size as announced, when it is the size of what courier will
+    /// receive (not of an encoded form).
+    var announcedLength: Int64? {
+        guard header("content-encoding").map({ $0.lowercased() == "identity" }) ?? true else { return nil }
+        guard let value = header("content-length")?.trimmingBlanks, !value.isEmpty,
+            value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else { return nil }
+        return Int64(value)
+    }
+
+    /// The head of the whole representation a `206` completes when it
+    /// carries the rest of a kept body: status 200, `Content-Length` the
+    /// complete length, no `Content-Range`.
+    func whole(length: Int64) -> ResponseHead {
+        var whole = self
+        whole.status = 200
+        whole.headers = headers.filter { $0.name != "content-range" && $0.name != "content-length" }
+        whole.headers.append(("content-length", String(length)))
+        return whole
+    }
+
+    /// Repeated headers joined with ", ", as HTTP allows.
+    var headerObject: [String: String] { Self.joined(headers) }
+
+    static func joined(_ headers: [(name: String, value: String)]) -> [String: String] {
+        var object: [String: String] = [:]
+        for (name, value) in headers {
+            if let existing = object[name] {
+                object[name] = existing + ", " + value
+            } else {
+                object[name] = value
+            }
+        }
+        return object
+    }
+}
