@@ -82,7 +82,7 @@ struct ConnectionBackpressureTests {
         #expect(connection.queuedOutputBytes == 0)
 
         // When the client closes its input, the connection ends
-        close(input.writeEnd)
+        input.closeWriteEnd()
         #expect(ended.wait(timeout: .now() + 10) == .success)
     }
 }

@@ -60,9 +60,19 @@ final class Pipe: Sendable {
         return poll(&entry, 1, Int32(timeout * 1000)) == 1
     }
 
+    /// Which ends are closed: each is closed once, so a number the kernel
+    /// has given to another file since (another test's, running at the
+    /// same time) is never closed.
+    private let closed = Locked((read: false, write: false))
+
+    /// Closes the write end, so the reader sees the end of the input.
+    func closeWriteEnd() {
+        if closed.withLock({ ends in defer { ends.write = true }; return !ends.write }) { Foundation.close(writeEnd) }
+    }
+
     func close() {
-        Foundation.close(readEnd)
-        Foundation.close(writeEnd)
+        if closed.withLock({ ends in defer { ends.read = true }; return !ends.read }) { Foundation.close(readEnd) }
+        closeWriteEnd()
     }
 }
 
