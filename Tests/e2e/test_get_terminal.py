@@ -30,8 +30,11 @@ SIZES = r"\d+(\.\d)?( (B|KiB|MiB))? / \d+(\.\d)? (B|KiB|MiB)"
 # numbers, each whole.
 RUNNING = re.compile(r"^  (?P<name>\S.*?)\s+(?P<bar>\[[#.]+\] )?\s*(?P<percent>\d+%)\s+(?P<sizes>" + SIZES
                      + r")\s+(?P<rate>" + RATE + r"|-- B/s)\s+(?P<eta>ETA (\d+:)?\d+:\d\d|ETA --:--)$")
+# While a download's size is not known yet, the total shows the bytes
+# received alone, and no ETA.
 TOTAL = re.compile(r"^  total\s+(?P<done>\d+)/(?P<of>\d+)\s+(?:(?P<failed>\d+) failed\s+)?(?P<sizes>" + SIZES
-                   + r")\s+(?P<rate>" + RATE + r"|-- B/s)\s+(?P<eta>ETA (\d+:)?\d+:\d\d|ETA --:--)$")
+                   + r"|\d+(\.\d)? (B|KiB|MiB))\s+(?P<rate>" + RATE
+                   + r"|-- B/s)(?:\s+(?P<eta>ETA (\d+:)?\d+:\d\d|ETA --:--))?$")
 WIDTHS = [60, 120]
 
 
