@@ -301,8 +301,8 @@ final class BodyFile {
     /// false when it could not be, nil when no file was made ahead or a
     /// file has that name already (then the caller replaces it with a
     /// rename, as for any body).
-    private func place(_ bytes: [UInt8], made prepared: PreparedFile, in directory: DirectoryHandle, as name: String) -> Bool? {
-        guard let fd = prepared.take() else { return nil }
+    private func place(_ bytes: [UInt8], made prepared: PreparedFile?, in directory: DirectoryHandle, as name: String) -> Bool? {
+        guard let fd = prepared?.take() else { return nil }
         defer { close(fd) }
         guard CacheFileIO.write(fd, bytes) else { return false }
         guard let failure = directory.link(fd, as: name) else { return true }

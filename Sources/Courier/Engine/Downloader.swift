@@ -319,8 +319,8 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         case .deliver(let order):
             let transfer = transfers.withLock { $0.removeValue(forKey: order.id) }
             let requestDate = transfer?.requestDate ?? Date()
-            if order.result.bodyIsInMemoryOnly, let target = order.result.body, target.destination != nil {
-                target.prepared.make(in: target.directory, mode: target.mode, on: files)
+            if order.result.bodyIsInMemoryOnly, let target = order.result.body, let prepared = target.prepared {
+                prepared.make(in: target.directory, mode: target.mode, on: files)
             }
             deliveries.async { [self] in
                 batch { deliver(order, requestDate: requestDate) }
@@ -395,7 +395,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
             if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
                 return BodyTarget(
                     directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name),
-                    leftovers: leftovers)
+                    prepared: PreparedFile(), leftovers: leftovers)
             }
         }
         let name = "\(leftovers.owner)-\(order.id.task)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"

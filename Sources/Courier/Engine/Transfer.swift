@@ -85,9 +85,9 @@ struct BodyTarget: Sendable {
     /// The partial store's file the body streams into: held (locked) until
     /// the body is placed.
     var partial: PartialFile? = nil
-    /// For a body held in memory until it is placed beside its destination:
-    /// its file, made ahead.
-    let prepared = PreparedFile()
+    /// For a body beside a destination that is held in memory until it is
+    /// placed: its file, made ahead.
+    var prepared: PreparedFile? = nil
     /// Where a file of this name beside a destination is noted before it
     /// is made, so that what a dead courier left there is removed.
     var leftovers: Leftovers? = nil
