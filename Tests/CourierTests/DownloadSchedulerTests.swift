@@ -16,6 +16,10 @@ private func request(
         integrity: integrity, maxRate: maxRate)
 }
 
+/// Task and receipt ids by number, as the scheduler issues them.
+private func t(_ number: Int) -> TaskID { TaskID(number) }
+private func r(_ number: Int) -> ReceiptID { ReceiptID(number) }
+
 private let sha256 = try! Integrity(parsing: "sha256-" + String(repeating: "A", count: 43) + "=")
 private let sha512 = try! Integrity(parsing: "sha512-" + String(repeating: "A", count: 86) + "==")
 
@@ -36,13 +40,13 @@ private struct Harness {
     var log: [SchedulerAction<Int>] = []
     var answers: [Int: Answer] = [:]
     /// Transfers started and not stopped, by task.
-    var transfers: [String: TransferID] = [:]
+    var transfers: [TaskID: TransferID] = [:]
     var stopped: [TransferID] = []
     var paused: Set<TransferID> = []
     var delivering: [DeliveryOrder] = []
     /// `download/finished` per receipt, in order.
-    var finished: [(receipt: String, outcome: Outcome)] = []
-    var indicator: Set<String> = []
+    var finished: [(receipt: ReceiptID, outcome: Outcome)] = []
+    var indicator: Set<TaskID> = []
     /// `download/retrying`, in order.
     var retrying: [RetryNotice] = []
     /// Moments `wake(at:)` asked for, in order.
@@ -95,17 +99,19 @@ private struct Harness {
         return actions
     }
 
-    /// A `download`: its receipt and what became of it.
+    /// A `download`: its receipt and what became of it (`r0` and `t0`,
+    /// which the scheduler never issues, when the answer waits for the
+    /// outcome).
     @discardableResult
     mutating func download(_ request: DownloadRequest, cache: CacheAnswer = .miss, refusal: TransferFailure? = nil) -> (
-        receipt: String, task: String, admission: Admission
+        receipt: ReceiptID, task: TaskID, admission: Admission
     ) {
         nextWaiter += 1
         let waiter = nextWaiter
         let admission = scheduler.download(request, refusal: refusal, cache: cache, waiter: waiter, now: now)
         _ = take()
         guard case .download(let reply)? = answers[waiter] else {
-            return ("", "", admission)
+            return (r(0), t(0), admission)
         }
         return (reply.receipt, reply.task, admission)
     }
@@ -126,7 +132,7 @@ private struct Harness {
 
     /// Runs `task`'s transfer to its end: headers, `bytes` of body, success;
     /// `resumedFrom`: the byte the attempt continued a kept body from.
-    mutating func complete(_ task: String, bytes: Int64 = 10, resumedFrom: Int64? = nil) {
+    mutating func complete(_ task: TaskID, bytes: Int64 = 10, resumedFrom: Int64? = nil) {
         guard let id = transfers[task] else {
             Issue.record("\(task) has no transfer")
             return
@@ -142,7 +148,7 @@ private struct Harness {
     /// Delivers every pending order: a success for each receipt, except an
     /// `integrity_mismatch` for those in `mismatching`, from `source`; or
     /// the transfer's failure.
-    mutating func deliverAll(mismatching: Set<String> = [], source: OutcomeSource = .network) {
+    mutating func deliverAll(mismatching: Set<ReceiptID> = [], source: OutcomeSource = .network) {
         let orders = delivering
         delivering = []
         for order in orders {
@@ -152,7 +158,7 @@ private struct Harness {
                 _ = take()
                 continue
             }
-            let outcomes = order.receipts.map { receipt -> (receipt: String, outcome: Outcome) in
+            let outcomes = order.receipts.map { receipt -> (receipt: ReceiptID, outcome: Outcome) in
                 var outcome = Outcome(url: receipt.request.url)
                 outcome.size = order.result.size
                 outcome.source = source
@@ -169,7 +175,7 @@ private struct Harness {
 
     /// Ends `task`'s transfer with `code`, before or after its response;
     /// `resumedFrom`: the byte the attempt continued a kept body from.
-    mutating func fail(_ task: String, _ code: OutcomeErrorCode, response: ResponseHead? = nil, resumedFrom: Int64? = nil) {
+    mutating func fail(_ task: TaskID, _ code: OutcomeErrorCode, response: ResponseHead? = nil, resumedFrom: Int64? = nil) {
         guard let id = transfers[task] else {
             Issue.record("\(task) has no transfer")
             return
@@ -182,7 +188,7 @@ private struct Harness {
 
     /// `task`'s response has status `status`: whether the transfer goes on.
     @discardableResult
-    mutating func respond(_ task: String, status: Int, retryAfter: Int64? = nil) -> Bool {
+    mutating func respond(_ task: TaskID, status: Int, retryAfter: Int64? = nil) -> Bool {
         guard let id = transfers[task] else {
             Issue.record("\(task) has no transfer")
             return false
@@ -200,14 +206,14 @@ private struct Harness {
     }
 
     /// What `progress` says of `receipt`'s state.
-    mutating func state(of receipt: String) -> String? {
+    mutating func state(of receipt: ReceiptID) -> ReplyState? {
         let now = self.now
         guard case .receipt(let progress)? = try? answer({ s, w throws(SchedulerError) in try s.progress(receipt: receipt, waiter: w, now: now) })
         else { return nil }
         return progress.state
     }
 
-    var started: [String] { log.compactMap { if case .start(let order) = $0 { order.id.task } else { nil } } }
+    var started: [TaskID] { log.compactMap { if case .start(let order) = $0 { order.id.task } else { nil } } }
 
     /// The URL each started transfer asked, in order.
     var startedURLs: [String] { log.compactMap { if case .start(let order) = $0 { order.url } else { nil } } }
@@ -215,9 +221,9 @@ private struct Harness {
     /// What bound views were told, in order.
     var views: [ViewNotice] { log.compactMap { if case .notify(.view(let notice)) = $0 { notice } else { nil } } }
 
-    func finishedCount(_ receipt: String) -> Int { finished.filter { $0.receipt == receipt }.count }
+    func finishedCount(_ receipt: ReceiptID) -> Int { finished.filter { $0.receipt == receipt }.count }
 
-    func outcome(_ receipt: String) -> Outcome? { finished.last { $0.receipt == receipt }?.outcome }
+    func outcome(_ receipt: ReceiptID) -> Outcome? { finished.last { $0.receipt == receipt }?.outcome }
 }
 
 @Suite struct DownloadSchedulerTests {
@@ -227,13 +233,13 @@ private struct Harness {
         var h = Harness()
         let a = h.download(request())
         let b = h.download(request(slot: "s", priority: .high, body: .text, destination: "/x", maxBytes: 5))
-        #expect(a.receipt == "r1" && b.receipt == "r2")
-        #expect(a.task == "t1" && b.task == "t1")
+        #expect(a.receipt == r(1) && b.receipt == r(2))
+        #expect(a.task == t(1) && b.task == t(1))
         #expect(a.admission == .queued && b.admission == .joined)
-        #expect(h.started == ["t1"])
-        h.complete("t1")
+        #expect(h.started == [t(1)])
+        h.complete(t(1))
         h.deliverAll()
-        #expect(h.finishedCount("r1") == 1 && h.finishedCount("r2") == 1)
+        #expect(h.finishedCount(r(1)) == 1 && h.finishedCount(r(2)) == 1)
     }
 
     @Test(arguments: [
@@ -268,7 +274,7 @@ private struct Harness {
             Issue.record("first action: \(String(describing: actions.first))")
             return
         }
-        #expect(reply.state == "finished")
+        #expect(reply.state == .finished)
         #expect(h.outcome(reply.receipt)?.error?.code == .schemeNotAllowed)
     }
 
@@ -297,7 +303,7 @@ private struct Harness {
             Issue.record("no answer")
             return
         }
-        #expect(reply.state == "finished" && reply.source == .memory)
+        #expect(reply.state == .finished && reply.source == .memory)
         #expect(h.started.isEmpty && h.finished.isEmpty)
         h.scheduler.delivered([(hit.receipt, Outcome(url: "http://origin/a"))], now: 1)
         _ = h.take()
@@ -309,9 +315,9 @@ private struct Harness {
     @Test func atMostMaxActiveTasksHaveATransfer() {
         var h = Harness(maxActive: 2)
         for index in 1...5 { h.download(request("http://origin/\(index)")) }
-        #expect(h.started == ["t1", "t2"])
-        h.complete("t1")
-        #expect(h.started == ["t1", "t2", "t3"])
+        #expect(h.started == [t(1), t(2)])
+        h.complete(t(1))
+        #expect(h.started == [t(1), t(2), t(3)])
         #expect(h.scheduler.running == 2)
     }
 
@@ -322,15 +328,15 @@ private struct Harness {
         h.download(request("http://origin/normal1"))
         h.download(request("http://origin/high", priority: .high))
         h.download(request("http://origin/normal2"))
-        for task in ["t1", "t4", "t3", "t5", "t2"] { h.complete(task) }
-        #expect(h.started == ["t1", "t4", "t3", "t5", "t2"])
+        for task in [t(1), t(4), t(3), t(5), t(2)] { h.complete(task) }
+        #expect(h.started == [t(1), t(4), t(3), t(5), t(2)])
     }
 
     @Test func lifoStartsTheNewestOfAPriorityFirst() {
         var h = Harness(maxActive: 1, prioritization: .lifo)
         for index in 1...4 { h.download(request("http://origin/\(index)")) }
-        for task in ["t1", "t4", "t3"] { h.complete(task) }
-        #expect(h.started == ["t1", "t4", "t3", "t2"])
+        for task in [t(1), t(4), t(3)] { h.complete(task) }
+        #expect(h.started == [t(1), t(4), t(3), t(2)])
     }
 
     @Test func aTaskTakesTheHighestPriorityOfItsReceipts() {
@@ -339,9 +345,9 @@ private struct Harness {
         h.download(request("http://origin/high", priority: .high))
         h.download(request("http://origin/raised", priority: .low))
         h.download(request("http://origin/raised", priority: .high))
-        h.complete("t1")
-        h.complete("t2")
-        #expect(h.started == ["t1", "t2", "t3"])
+        h.complete(t(1))
+        h.complete(t(2))
+        #expect(h.started == [t(1), t(2), t(3)])
     }
 
     @Test func aSuspendedTaskKeepsItsPlaceAmongTheRunning() throws {
@@ -350,12 +356,12 @@ private struct Harness {
         h.download(request("http://origin/b"))
         let answer = try h.answer { s, w throws(SchedulerError) in try s.suspend(.receipt(a.receipt), waiter: w, now: 1) }
         guard case .task(_, let state)? = answer else { Issue.record("no answer"); return }
-        #expect(state == "suspended")
-        #expect(h.paused.contains(TransferID(task: "t1", attempt: 1)))
-        #expect(h.started == ["t1"])
-        #expect(!h.indicator.contains("t1"))
-        _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task("t1"), waiter: w, now: 2) }
-        #expect(h.paused.isEmpty && h.indicator.contains("t1"))
+        #expect(state == .suspended)
+        #expect(h.paused.contains(TransferID(task: t(1), attempt: 1)))
+        #expect(h.started == [t(1)])
+        #expect(!h.indicator.contains(t(1)))
+        _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task(t(1)), waiter: w, now: 2) }
+        #expect(h.paused.isEmpty && h.indicator.contains(t(1)))
     }
 
     @Test func aSuspendedQueuedTaskDoesNotStartUntilResumed() throws {
@@ -363,12 +369,12 @@ private struct Harness {
         h.download(request("http://origin/a"))
         h.download(request("http://origin/b"))
         h.download(request("http://origin/c"))
-        _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task("t2"), waiter: w, now: 0) }
-        h.complete("t1")
-        #expect(h.started == ["t1", "t3"])
-        _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task("t2"), waiter: w, now: 0) }
-        h.complete("t3")
-        #expect(h.started == ["t1", "t3", "t2"])
+        _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(t(2)), waiter: w, now: 0) }
+        h.complete(t(1))
+        #expect(h.started == [t(1), t(3)])
+        _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task(t(2)), waiter: w, now: 0) }
+        h.complete(t(3))
+        #expect(h.started == [t(1), t(3), t(2)])
     }
 
     @Test func aBodyThatCompletesAsItsTaskIsSuspendedWaitsForResume() throws {
@@ -376,18 +382,18 @@ private struct Harness {
         let a = h.download(request("http://origin/a"))
         h.download(request("http://origin/b"))
         _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 1) }
-        h.complete("t1")
+        h.complete(t(1))
         #expect(h.delivering.isEmpty && h.finished.isEmpty)
-        #expect(h.started == ["t1"], "the suspended task keeps its place")
+        #expect(h.started == [t(1)], "the suspended task keeps its place")
         let listed = try h.answer { s, w throws(SchedulerError) in try s.progress(receipt: nil, waiter: w, now: 2) }
         guard case .tasks(let tasks)? = listed else { Issue.record("no task list"); return }
         #expect(tasks.map(\.state) == [.suspended, .queued])
 
-        let resumed = try h.answer { s, w throws(SchedulerError) in try s.resume(.task("t1"), waiter: w, now: 3) }
+        let resumed = try h.answer { s, w throws(SchedulerError) in try s.resume(.task(t(1)), waiter: w, now: 3) }
         guard case .task(_, let state)? = resumed else { Issue.record("no answer"); return }
-        #expect(state == "finished")
-        #expect(h.delivering.map(\.id.task) == ["t1"] && h.delivering.first?.result.bodyPath == "/body-t1")
-        #expect(h.started == ["t1", "t2"])
+        #expect(state == .finished)
+        #expect(h.delivering.map(\.id.task) == [t(1)] && h.delivering.first?.result.bodyPath == "/body-t1")
+        #expect(h.started == [t(1), t(2)])
         h.deliverAll()
         #expect(h.outcome(a.receipt)?.ok == true)
     }
@@ -396,11 +402,11 @@ private struct Harness {
         var h = Harness()
         let a = h.download(request())
         _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 1) }
-        h.complete("t1")
+        h.complete(t(1))
         #expect(h.cancel(.receipt(a.receipt)) == 1)
         #expect(h.outcome(a.receipt)?.error?.code == .cancelled)
         #expect(h.delivering.isEmpty)
-        #expect(h.log.contains { if case .stop(let id, true) = $0 { id.task == "t1" } else { false } })
+        #expect(h.log.contains { if case .stop(let id, true) = $0 { id.task == t(1) } else { false } })
         #expect(h.scheduler.running == 0)
     }
 
@@ -410,7 +416,7 @@ private struct Harness {
         _ = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 0.5) }
         let timedOut = TransferResult(
             response: nil, size: 0, bodyPath: nil, failure: TransferFailure(code: .timeout, message: "timed out"))
-        h.scheduler.transferEnded(h.transfers["t1"]!, timedOut, now: 1)
+        h.scheduler.transferEnded(h.transfers[t(1)]!, timedOut, now: 1)
         _ = h.take()
         #expect(h.delivering.map(\.result.failure?.code) == [.timeout])
         #expect(h.scheduler.running == 0)
@@ -419,11 +425,11 @@ private struct Harness {
     @Test func suspendingAReceiptWhoseOutcomeIsBeingPreparedNamesItsTask() throws {
         var h = Harness()
         let a = h.download(request())
-        h.complete("t1")
+        h.complete(t(1))
         for target in [TaskTarget.receipt(a.receipt), .task(a.task)] {
             let answer = try h.answer { s, w throws(SchedulerError) in try s.resume(target, waiter: w, now: 1) }
             guard case .task(let id, let state)? = answer else { Issue.record("no answer"); return }
-            #expect(id == a.task && state == "finished")
+            #expect(id == a.task && state == .finished)
         }
     }
 
@@ -437,7 +443,7 @@ private struct Harness {
         #expect(h.outcome(a.receipt)?.error?.code == .cancelled)
         #expect(h.stopped.isEmpty)
         #expect(h.cancel(.receipt(b.receipt)) == 1)
-        #expect(h.stopped == [TransferID(task: "t1", attempt: 1)])
+        #expect(h.stopped == [TransferID(task: t(1), attempt: 1)])
         #expect(h.scheduler.running == 0 && h.indicator.isEmpty)
     }
 
@@ -461,8 +467,8 @@ private struct Harness {
         #expect(h.cancel(.all) == 2)
         #expect(h.cancel(.all) == 0)
         #expect(h.cancel(.receipt(slotted.receipt)) == 0, "a finished receipt is remembered")
-        #expect(throws: SchedulerError.unknownReceipt("r99")) {
-            try h.scheduler.cancel(.receipt("r99"), waiter: 0, now: 0)
+        #expect(throws: SchedulerError.unknownReceipt(r(99))) {
+            try h.scheduler.cancel(.receipt(r(99)), waiter: 0, now: 0)
         }
         #expect(h.finished.count == 3)
     }
@@ -487,7 +493,7 @@ private struct Harness {
         h.download(request("http://origin/1", slot: "s", wait: true))
         h.download(request("http://origin/1", slot: "s", wait: true))
         #expect(h.answers.isEmpty)
-        h.complete("t1")
+        h.complete(t(1))
         #expect(h.answers.isEmpty, "answered when the outcome is delivered")
         h.deliverAll()
         guard case .download(let first)? = h.answers[1], case .download(let second)? = h.answers[2] else {
@@ -496,7 +502,7 @@ private struct Harness {
         }
         #expect(first.receipt == second.receipt)
         #expect(!first.reused && second.reused)
-        #expect(first.outcome?.ok == true && first.state == "finished")
+        #expect(first.outcome?.ok == true && first.state == .finished)
         // The notification comes first, then the answers.
         let order = h.log.compactMap { action -> String? in
             switch action {
@@ -515,7 +521,7 @@ private struct Harness {
         let small = h.download(request(maxBytes: 5))
         let large = h.download(request(maxBytes: 100))
         let none = h.download(request())
-        let id = h.transfers["t1"]!
+        let id = h.transfers[t(1)]!
         let goesOn = h.scheduler.responseArrived(id, response(length: 10), now: 0)
         _ = h.take()
         #expect(goesOn)
@@ -533,7 +539,7 @@ private struct Harness {
         let a = h.download(request(maxBytes: 5))
         let b = h.download(request(body: .text))
         h.scheduler.settings.maxMemoryBody = 7
-        let id = h.transfers["t1"]!
+        let id = h.transfers[t(1)]!
         let goesOn = h.scheduler.dataArrived(id, received: 8, expected: nil, now: 0)
         _ = h.take()
         #expect(!goesOn)
@@ -554,7 +560,7 @@ private struct Harness {
         let latin = h.download(latinRequest)
         let base64 = h.download(request(body: .base64))
         let file = h.download(request())
-        let id = try #require(h.transfers["t1"])
+        let id = try #require(h.transfers[t(1)])
         _ = h.scheduler.responseArrived(id, ResponseHead(status: 200, headers: [("content-type", "text/plain")]), now: 0)
 
         // When 100 bytes that take 601 as a JSON string (read as UTF-8) arrive
@@ -590,7 +596,7 @@ private struct Harness {
     @Test func progressIsToldAtMostOncePerIntervalPlusOnceWhenComplete() {
         var h = Harness(progressInterval: 1)
         h.download(request())
-        let id = h.transfers["t1"]!
+        let id = h.transfers[t(1)]!
         for (index, time) in [0.0, 0.2, 0.5, 1.0, 1.5, 2.5].enumerated() {
             _ = h.scheduler.dataArrived(id, received: Int64(index + 1) * 10, expected: 100, now: time)
         }
@@ -605,7 +611,7 @@ private struct Harness {
     @Test func bytesHeldBackByTheIntervalAreToldWhenItEndsThoughNoMoreArrive() {
         var h = Harness(progressInterval: 1)
         h.download(request())
-        let id = h.transfers["t1"]!
+        let id = h.transfers[t(1)]!
         _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
         _ = h.scheduler.dataArrived(id, received: 30, expected: 100, now: 0.2)
         _ = h.scheduler.dataArrived(id, received: 50, expected: 100, now: 0.4)
@@ -630,7 +636,7 @@ private struct Harness {
     @Test func bytesHeldBackAreToldWhenTheTaskIsSuspendedNotDuringTheSuspension() throws {
         var h = Harness(progressInterval: 1)
         let a = h.download(request())
-        let id = h.transfers["t1"]!
+        let id = h.transfers[t(1)]!
         _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
         _ = h.scheduler.dataArrived(id, received: 30, expected: 100, now: 0.2)
         _ = h.take()
@@ -650,7 +656,7 @@ private struct Harness {
     @Test func aLateWakeDoesNotTellBytesSoonAfterTheLastNotification() {
         var h = Harness(progressInterval: 1)
         h.download(request())
-        let id = h.transfers["t1"]!
+        let id = h.transfers[t(1)]!
         _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
         _ = h.scheduler.dataArrived(id, received: 20, expected: 100, now: 0.5)
         // Bytes at 1.1 are told at once; the wake asked for 1 comes late, at 1.2,
@@ -675,7 +681,7 @@ private struct Harness {
     @Test func bytesToldBeforeTheirWakeAreNotToldAgain() {
         var h = Harness(progressInterval: 1)
         h.download(request())
-        let id = h.transfers["t1"]!
+        let id = h.transfers[t(1)]!
         _ = h.scheduler.dataArrived(id, received: 10, expected: 100, now: 0)
         _ = h.scheduler.dataArrived(id, received: 30, expected: 100, now: 0.5)
         _ = h.scheduler.dataArrived(id, received: 60, expected: 100, now: 1)
@@ -690,22 +696,35 @@ private struct Harness {
         let a = h.download(request())
         guard case .receipt(let live)? = try h.answer({ s, w throws(SchedulerError) in try s.progress(receipt: a.receipt, waiter: w, now: 0) })
         else { Issue.record("no answer"); return }
-        #expect(live.state == "running" && live.figures.task == a.task)
-        h.complete("t1", bytes: 42)
+        #expect(live.state == .running && live.figures.task == a.task)
+        h.complete(t(1), bytes: 42)
         h.deliverAll()
         guard case .receipt(let done)? = try h.answer({ s, w throws(SchedulerError) in try s.progress(receipt: a.receipt, waiter: w, now: 0) })
         else { Issue.record("no answer"); return }
-        #expect(done.state == "finished" && done.figures.received == 42)
-        #expect(throws: SchedulerError.unknownReceipt("r7")) { try h.scheduler.progress(receipt: "r7", waiter: 0, now: 0) }
+        #expect(done.state == .finished && done.figures.received == 42)
+        #expect(throws: SchedulerError.unknownReceipt(r(7))) { try h.scheduler.progress(receipt: r(7), waiter: 0, now: 0) }
     }
 
     @Test func theHistoryForgetsTheOldestPastItsLimit() {
         var history = FinishedHistory(limit: 3)
         for index in 1...5 {
-            history.add(ReceiptProgress(receipt: "r\(index)", figures: .none(task: "t\(index)"), state: "finished"))
+            history.add(ReceiptProgress(receipt: r(index), figures: .none(task: t(index)), state: .finished))
         }
-        #expect(history["r2"] == nil && history["r3"] != nil && history["r5"] != nil)
-        #expect(!history.hasTask("t1") && history.hasTask("t4"))
+        #expect(history[r(2)] == nil && history[r(3)] != nil && history[r(5)] != nil)
+        #expect(!history.hasTask(t(1)) && history.hasTask(t(4)))
+    }
+
+    @Test func tasksAndReceiptsGoInTheOrderTheyWereIssuedPastNine() throws {
+        // Given twelve tasks and their receipts, issued at one moment
+        var h = Harness(maxActive: 1)
+        for index in 1...12 { h.download(request("http://origin/\(index)")) }
+        // When every task is listed, then every receipt cancelled
+        guard case .tasks(let reports)? = try h.answer({ s, w throws(SchedulerError) in try s.progress(receipt: nil, waiter: w, now: 0) })
+        else { Issue.record("no answer"); return }
+        #expect(h.cancel(.all) == 12)
+        // Then both follow the numbers: t9 before t10, which as strings come the other way
+        #expect(reports.map(\.figures.task) == (1...12).map(t))
+        #expect(h.finished.map(\.receipt) == (1...12).map(r))
     }
 
     // MARK: bindings
@@ -719,10 +738,10 @@ private struct Harness {
             Issue.record("\(Array(tail))")
             return
         }
-        h.complete("t1")
+        h.complete(t(1))
         #expect(h.log.contains { if case .notify(.view(.animating("v", false))) = $0 { true } else { false } })
-        #expect(throws: SchedulerError.unknownTask("t9")) {
-            try h.scheduler.bind(view: "v", to: .task("t9"), kind: .progress, waiter: 0)
+        #expect(throws: SchedulerError.unknownTask(t(9))) {
+            try h.scheduler.bind(view: "v", to: .task(t(9)), kind: .progress, waiter: 0)
         }
     }
 
@@ -731,14 +750,14 @@ private struct Harness {
     @Test func aRetryFetchesAgainForTheSameReceiptsAndIgnoresTheOldAttempt() {
         var h = Harness()
         let a = h.download(request())
-        h.complete("t1")
+        h.complete(t(1))
         let order = h.delivering.removeFirst()
         h.scheduler.retry(order, now: 1)
         _ = h.take()
-        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
+        #expect(h.transfers[t(1)] == TransferID(task: t(1), attempt: 2))
         let oldAttempt = h.scheduler.dataArrived(order.id, received: 1, expected: nil, now: 1)
         #expect(!oldAttempt)
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll()
         #expect(h.finishedCount(a.receipt) == 1 && h.outcome(a.receipt)?.ok == true)
     }
@@ -748,7 +767,7 @@ private struct Harness {
         let done = h.download(request("http://origin/1"))
         let running = h.download(request("http://origin/2"))
         let queued = h.download(request("http://origin/3"))
-        h.complete("t1")
+        h.complete(t(1))
         h.scheduler.shutdown(now: 1)
         _ = h.take()
         #expect(h.outcome(running.receipt)?.error?.code == .shutdown)
@@ -768,25 +787,29 @@ private struct Harness {
         h.download(request("http://origin/b"))
         // When its connection is reset at 10 s
         h.now = 10
-        h.fail("t1", .network)
+        h.fail(t(1), .network)
         // Then it waits 1 s, told, without a transfer, a place or the indicator's count
         #expect(h.retrying.map(\.attempt) == [2] && h.retrying.map(\.delay) == [1])
         #expect(h.retrying.first?.receipts == [a.receipt] && h.retrying.first?.error.code == .network)
         #expect(h.wakes == [11])
         #expect(h.finished.isEmpty && h.delivering.isEmpty)
-        #expect(h.state(of: a.receipt) == "retrying")
-        #expect(!h.indicator.contains("t1") && h.transfers["t1"] == nil)
-        #expect(h.started == ["t1", "t2"], "its place went to the queued task")
+        #expect(h.state(of: a.receipt) == .retrying)
+        #expect(!h.indicator.contains(t(1)) && h.transfers[t(1)] == nil)
+        #expect(h.started == [t(1), t(2)], "its place went to the queued task")
         // When the clock passes the moment a little early, then on time
         h.tick(at: 10.5)
-        #expect(h.scheduler.tasks["t1"]?.state == .retrying(until: 11))
-        h.complete("t2")
+        guard case .retrying(let until, let failed)? = h.scheduler.tasks[t(1)]?.state else {
+            Issue.record("t1 does not wait to retry")
+            return
+        }
+        #expect(until == 11 && failed.failure.code == .network)
+        h.complete(t(2))
         h.tick(at: 11)
         // Then attempt 2 of the same task starts, and late events of attempt 1 are ignored
-        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
-        let lateEvent = h.scheduler.dataArrived(TransferID(task: "t1", attempt: 1), received: 5, expected: nil, now: 11)
+        #expect(h.transfers[t(1)] == TransferID(task: t(1), attempt: 2))
+        let lateEvent = h.scheduler.dataArrived(TransferID(task: t(1), attempt: 1), received: 5, expected: nil, now: 11)
         #expect(!lateEvent)
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll()
         #expect(h.outcome(a.receipt)?.ok == true && h.outcome(a.receipt)?.attempts == 2)
     }
@@ -795,7 +818,7 @@ private struct Harness {
     func transientTransferFailuresAreRetried(_ code: OutcomeErrorCode) {
         var h = Harness()
         h.download(request())
-        h.fail("t1", code)
+        h.fail(t(1), code)
         #expect(h.retrying.map(\.error.code) == [code])
         #expect(h.finished.isEmpty)
     }
@@ -804,7 +827,7 @@ private struct Harness {
     func otherTransferFailuresEndAtOnce(_ code: OutcomeErrorCode) {
         var h = Harness()
         let a = h.download(request())
-        h.fail("t1", code)
+        h.fail(t(1), code)
         h.deliverAll()
         #expect(h.retrying.isEmpty)
         #expect(h.outcome(a.receipt)?.error?.code == code && h.outcome(a.receipt)?.attempts == 1)
@@ -814,9 +837,9 @@ private struct Harness {
     func transientStatusesAreRetried(_ status: Int) {
         var h = Harness()
         let a = h.download(request())
-        let goesOn = h.respond("t1", status: status)
+        let goesOn = h.respond(t(1), status: status)
         #expect(!goesOn, "the failed response's body is not read")
-        #expect(h.stopped == [TransferID(task: "t1", attempt: 1)])
+        #expect(h.stopped == [TransferID(task: t(1), attempt: 1)])
         #expect(h.retrying.first?.httpStatus == status && h.retrying.first?.error.code == .httpStatus)
         #expect(h.finishedCount(a.receipt) == 0)
     }
@@ -825,7 +848,7 @@ private struct Harness {
     func otherStatusesEndAtOnce(_ status: Int) {
         var h = Harness()
         let a = h.download(request())
-        h.respond("t1", status: status, retryAfter: 1)
+        h.respond(t(1), status: status, retryAfter: 1)
         #expect(h.retrying.isEmpty)
         #expect(h.outcome(a.receipt)?.error?.code == .httpStatus && h.outcome(a.receipt)?.status == status)
         #expect(h.outcome(a.receipt)?.retryAfter == nil)
@@ -835,9 +858,9 @@ private struct Harness {
         var h = Harness(retry: RetryPolicy(delay: 1, maxDelay: 5, maxTime: 600), random: 0.75)
         h.download(request(retries: 5))
         for attempt in 1...5 {
-            h.fail("t1", .timeout)
+            h.fail(t(1), .timeout)
             h.tick(at: h.wakes.last!)
-            #expect(h.transfers["t1"]?.attempt == attempt + 1)
+            #expect(h.transfers[t(1)]?.attempt == attempt + 1)
         }
         #expect(h.retrying.map(\.delay) == [0.75, 1.5, 3, 5, 5])
     }
@@ -845,14 +868,14 @@ private struct Harness {
     @Test func retryAfterMakesTheWaitAtLeastThatLong() {
         var h = Harness()
         h.download(request())
-        h.respond("t1", status: 503, retryAfter: 7)
+        h.respond(t(1), status: 503, retryAfter: 7)
         #expect(h.retrying.map(\.delay) == [7] && h.wakes == [7])
     }
 
     @Test func aRetryAfterBeyondTheLongestWaitEndsTheReceiptAtOnceWithIt() {
         var h = Harness()
         let a = h.download(request())
-        h.respond("t1", status: 429, retryAfter: 31)
+        h.respond(t(1), status: 429, retryAfter: 31)
         #expect(h.retrying.isEmpty && h.scheduler.running == 0)
         #expect(h.outcome(a.receipt)?.error?.code == .httpStatus && h.outcome(a.receipt)?.retryAfter == 31)
     }
@@ -864,8 +887,8 @@ private struct Harness {
         let backedOff = h.download(request("http://origin/backed-off"))
         h.now = 50
         // When one origin asks for 11 s and the other's backoff is 20 s
-        h.respond("t1", status: 503, retryAfter: 11)
-        h.respond("t2", status: 503)
+        h.respond(t(1), status: 503, retryAfter: 11)
+        h.respond(t(2), status: 503)
         // Then neither waits; only the one whose Retry-After passed the limit names it
         #expect(h.retrying.isEmpty)
         #expect(h.outcome(asked.receipt)?.retryAfter == 11)
@@ -876,15 +899,15 @@ private struct Harness {
         // Given a task waiting to retry while another holds the only place
         var h = Harness(maxActive: 1, retry: RetryPolicy(delay: 1, maxDelay: 30, maxTime: 60))
         let a = h.download(request())
-        h.fail("t1", .connectFailed)
+        h.fail(t(1), .connectFailed)
         let b = h.download(request("http://origin/b"))
         h.tick(at: 1)
-        #expect(h.started == ["t1", "t2"] && h.state(of: a.receipt) == "queued")
+        #expect(h.started == [t(1), t(2)] && h.state(of: a.receipt) == .queued)
         // When the place comes free after the receipt's max time
         h.now = 61
-        h.complete("t2")
+        h.complete(t(2))
         // Then it ends with its last failure instead of starting
-        #expect(h.started == ["t1", "t2"])
+        #expect(h.started == [t(1), t(2)])
         #expect(h.outcome(a.receipt)?.error?.code == .connectFailed && h.outcome(a.receipt)?.attempts == 1)
         h.deliverAll()
         #expect(h.outcome(b.receipt)?.ok == true)
@@ -896,14 +919,14 @@ private struct Harness {
         // after continuing the body from further than the one before
         var h = Harness()
         let a = h.download(request(retries: 3))
-        h.fail("t1", .network, response: response())
+        h.fail(t(1), .network, response: response())
         for attempt in 2...7 {
             h.tick(at: h.wakes.last!)
-            h.fail("t1", .network, response: response(206), resumedFrom: Int64(attempt - 1) * 100)
+            h.fail(t(1), .network, response: response(206), resumedFrom: Int64(attempt - 1) * 100)
         }
         // When attempt 8 completes
         h.tick(at: h.wakes.last!)
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll()
         // Then every attempt was retried after the first wait, and all 8 are counted
         #expect(h.retrying.map(\.attempt) == Array(2...8))
@@ -915,13 +938,13 @@ private struct Harness {
         // Given a download with 3 retries whose attempt 2 continued 100 bytes
         var h = Harness()
         let a = h.download(request(retries: 3))
-        h.fail("t1", .network, response: response())
+        h.fail(t(1), .network, response: response())
         h.tick(at: h.wakes.last!)
-        h.fail("t1", .network, response: response(206), resumedFrom: 100)
+        h.fail(t(1), .network, response: response(206), resumedFrom: 100)
         // When the attempts after it continue from the same byte, or start anew
         for resumedFrom in [100, nil, 100] as [Int64?] {
             h.tick(at: h.wakes.last!)
-            h.fail("t1", .network, response: response(resumedFrom == nil ? 200 : 206), resumedFrom: resumedFrom)
+            h.fail(t(1), .network, response: response(resumedFrom == nil ? 200 : 206), resumedFrom: resumedFrom)
         }
         h.deliverAll()
         // Then the budget counts from attempt 2, doubling, and ends after 3 more
@@ -934,7 +957,7 @@ private struct Harness {
         let a = h.download(request(retries: 3))
         for _ in 1...4 {
             if let wake = h.wakes.last { h.tick(at: wake) }
-            h.fail("t1", .network, response: response())
+            h.fail(t(1), .network, response: response())
         }
         h.deliverAll()
         #expect(h.retrying.map(\.delay) == [1, 2, 4])
@@ -947,16 +970,16 @@ private struct Harness {
         var h = Harness(retry: RetryPolicy(delay: 1, maxDelay: 30, maxTime: 60))
         let a = h.download(request(retries: 3))
         h.now = 50
-        h.fail("t1", .network, response: response())
+        h.fail(t(1), .network, response: response())
         h.tick(at: 51)
         h.now = 100
-        h.fail("t1", .network, response: response(206), resumedFrom: 100)
+        h.fail(t(1), .network, response: response(206), resumedFrom: 100)
         // Then it waits: 100 s after attempt 1 began, but 49 s after attempt 2, which continued the body
         #expect(h.retrying.map(\.attempt) == [2, 3] && h.finished.isEmpty)
         // When attempt 3 continues from no further and fails 61 s after attempt 2 began
         h.tick(at: 101)
         h.now = 112
-        h.fail("t1", .network, response: response(206), resumedFrom: 100)
+        h.fail(t(1), .network, response: response(206), resumedFrom: 100)
         h.deliverAll()
         // Then no attempt starts after the max time
         #expect(h.retrying.count == 2)
@@ -966,7 +989,7 @@ private struct Harness {
     @Test func retriesZeroTurnsRetryingOff() {
         var h = Harness()
         let a = h.download(request(retries: 0))
-        h.respond("t1", status: 503)
+        h.respond(t(1), status: 503)
         #expect(h.retrying.isEmpty && h.outcome(a.receipt)?.error?.code == .httpStatus)
     }
 
@@ -977,7 +1000,7 @@ private struct Harness {
         let one = h.download(request(retries: 1))
         let two = h.download(request(retries: 2))
         // When attempt 1 fails after its response
-        h.fail("t1", .network, response: response())
+        h.fail(t(1), .network, response: response())
         // Then the receipt without retries ends with that failure and the others wait
         #expect(h.retrying.last?.receipts == [one.receipt, two.receipt])
         #expect(h.delivering.map { $0.receipts.map(\.id) } == [[none.receipt]])
@@ -986,11 +1009,11 @@ private struct Harness {
         #expect(h.outcome(none.receipt)?.error?.code == .network && h.outcome(none.receipt)?.attempts == 1)
         // When attempts 2 and 3 fail
         h.tick(at: h.wakes.last!)
-        h.respond("t1", status: 500)
+        h.respond(t(1), status: 500)
         #expect(h.outcome(one.receipt)?.error?.code == .httpStatus && h.outcome(one.receipt)?.attempts == 2)
         #expect(h.retrying.last?.receipts == [two.receipt])
         h.tick(at: h.wakes.last!)
-        h.respond("t1", status: 500)
+        h.respond(t(1), status: 500)
         // Then each ends once its own budget is spent
         #expect(h.outcome(two.receipt)?.attempts == 3)
         #expect(h.retrying.map(\.attempt) == [2, 3])
@@ -1000,15 +1023,15 @@ private struct Harness {
     @Test func aReceiptThatJoinsCountsTheAttemptsItSaw() {
         var h = Harness()
         let first = h.download(request())
-        h.fail("t1", .timeout)
+        h.fail(t(1), .timeout)
         let waiting = h.download(request())
         h.tick(at: 1)
-        h.fail("t1", .timeout)
+        h.fail(t(1), .timeout)
         h.tick(at: h.wakes.last!)
         let running = h.download(request())
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll()
-        #expect(waiting.task == "t1" && running.task == "t1")
+        #expect(waiting.task == t(1) && running.task == t(1))
         #expect([first, waiting, running].map { h.outcome($0.receipt)?.attempts } == [3, 2, 1])
         let hit = h.download(request("http://origin/cached"), cache: .hit(.memory))
         h.scheduler.delivered([(hit.receipt, Outcome(url: "http://origin/cached"))], now: h.now)
@@ -1016,28 +1039,28 @@ private struct Harness {
         #expect(h.outcome(hit.receipt)?.attempts == 0)
     }
 
-    @Test(arguments: [(Prioritization.fifo, ["t2", "t3"]), (.lifo, ["t3", "t2"])])
-    func aRetryGoesBeforeTheTasksOfItsPriorityThatNeverStarted(_ prioritization: Prioritization, _ others: [String]) {
+    @Test(arguments: [(Prioritization.fifo, [t(2), t(3)]), (.lifo, [t(3), t(2)])])
+    func aRetryGoesBeforeTheTasksOfItsPriorityThatNeverStarted(_ prioritization: Prioritization, _ others: [TaskID]) {
         // Given a task that fails while others of its priority and a higher one wait
         var h = Harness(maxActive: 1, prioritization: prioritization)
         h.download(request("http://origin/1"))
         h.download(request("http://origin/2"))
         h.download(request("http://origin/3"))
         h.download(request("http://origin/high", priority: .high))
-        h.fail("t1", .network)
-        #expect(h.started == ["t1", "t4"])
+        h.fail(t(1), .network)
+        #expect(h.started == [t(1), t(4)])
         // When its wait ends while the higher one runs
         h.tick(at: 1)
-        for task in ["t4", "t1"] + others { h.complete(task) }
+        for task in [t(4), t(1)] + others { h.complete(task) }
         // Then it starts next, before the tasks of its priority that never started
-        #expect(h.started == ["t1", "t4", "t1"] + others)
+        #expect(h.started == [t(1), t(4), t(1)] + others)
     }
 
     @Test func boundViewsKeepAnimatingWhileATaskWaitsAndStopWhenItIsCancelled() throws {
         var h = Harness()
         let a = h.download(request())
         _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "spinner", to: .task(a.task), kind: .animating, waiter: w) }
-        h.fail("t1", .network)
+        h.fail(t(1), .network)
         _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "late", to: .task(a.task), kind: .animating, waiter: w) }
         let animating = { (h: Harness) in
             h.log.compactMap { action -> ViewNotice? in if case .notify(.view(let notice)) = action { notice } else { nil } }
@@ -1048,33 +1071,33 @@ private struct Harness {
         #expect(animating(h).suffix(2) == [.animating(view: "spinner", animating: false), .animating(view: "late", animating: false)])
         #expect(h.scheduler.tasks.isEmpty && h.indicator.isEmpty && h.scheduler.running == 0)
         h.tick(at: 5)
-        #expect(h.started == ["t1"], "a cancelled wait starts nothing")
+        #expect(h.started == [t(1)], "a cancelled wait starts nothing")
     }
 
     @Test func shutdownEndsAWaitingReceiptAtOnce() {
         var h = Harness()
         let a = h.download(request())
-        h.respond("t1", status: 503, retryAfter: 20)
+        h.respond(t(1), status: 503, retryAfter: 20)
         h.scheduler.shutdown(now: 1)
         _ = h.take()
         #expect(h.outcome(a.receipt)?.error?.code == .shutdown && h.outcome(a.receipt)?.attempts == 1)
         h.tick(at: 20)
-        #expect(h.started == ["t1"])
+        #expect(h.started == [t(1)])
     }
 
     @Test func aSuspendedWaitResumesAsARetry() throws {
         var h = Harness(maxActive: 1)
         let a = h.download(request())
         h.download(request("http://origin/b"))
-        h.fail("t1", .network)
+        h.fail(t(1), .network)
         let suspended = try h.answer { s, w throws(SchedulerError) in try s.suspend(.task(a.task), waiter: w, now: 0) }
         guard case .task(_, let state)? = suspended else { Issue.record("no answer"); return }
-        #expect(state == "suspended")
+        #expect(state == .suspended)
         h.tick(at: 1)
-        #expect(h.scheduler.tasks["t1"]?.state == .suspended)
+        #expect(h.scheduler.tasks[t(1)]?.state.replyState == .suspended)
         _ = try h.answer { s, w throws(SchedulerError) in try s.resume(.task(a.task), waiter: w, now: 2) }
-        h.complete("t2")
-        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
+        h.complete(t(2))
+        #expect(h.transfers[t(1)] == TransferID(task: t(1), attempt: 2))
     }
 
     @Test func aDeliveredBodyDrawsARandomFactorOnlyWhenItFailedItsIntegrity() {
@@ -1094,7 +1117,7 @@ private struct Harness {
         let b = h.download(request("http://origin/b", integrity: sha256))
         h.complete(b.task)
         h.deliverAll(mismatching: [b.receipt])
-        #expect(h.state(of: b.receipt) == "retrying")
+        #expect(h.state(of: b.receipt) == .retrying)
         #expect(draws.withLock { $0 } == 1)
     }
 
@@ -1104,18 +1127,18 @@ private struct Harness {
         let a = h.download(request(integrity: sha256))
         _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "spinner", to: .task(a.task), kind: .animating, waiter: w) }
         // When its body from the network does not match
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll(mismatching: [a.receipt])
         // Then it does not finish: it waits for attempt 2, told why, the view still animating
         #expect(h.finished.isEmpty)
         #expect(h.retrying.map(\.attempt) == [2] && h.retrying.map(\.error.code) == [.integrityMismatch])
         #expect(h.retrying.first?.receipts == [a.receipt] && h.retrying.first?.delay == 1)
-        #expect(h.state(of: a.receipt) == "retrying" && h.wakes == [1])
+        #expect(h.state(of: a.receipt) == .retrying && h.wakes == [1])
         #expect(h.views.last == .animating(view: "spinner", animating: true))
         // When attempt 2's body does not match either
         h.tick(at: 1)
-        #expect(h.transfers["t1"] == TransferID(task: "t1", attempt: 2))
-        h.complete("t1")
+        #expect(h.transfers[t(1)] == TransferID(task: t(1), attempt: 2))
+        h.complete(t(1))
         h.deliverAll(mismatching: [a.receipt])
         // Then it fails at once, after 2 attempts, and the view stops
         #expect(h.retrying.count == 1)
@@ -1127,12 +1150,12 @@ private struct Harness {
     @Test func aSecondMismatchFailsAtOnceEvenAfterOtherRetries() {
         var h = Harness()
         let a = h.download(request(integrity: sha256))
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll(mismatching: [a.receipt])
         h.tick(at: 1)
-        h.fail("t1", .network)
+        h.fail(t(1), .network)
         h.tick(at: h.wakes.last!)
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll(mismatching: [a.receipt])
         #expect(h.retrying.map(\.error.code) == [.integrityMismatch, .network])
         #expect(h.outcome(a.receipt)?.error?.code == .integrityMismatch && h.outcome(a.receipt)?.attempts == 3)
@@ -1142,16 +1165,16 @@ private struct Harness {
         // Given a download with 1 retry whose attempt 1 was cut short
         var h = Harness()
         let a = h.download(request(retries: 1, integrity: sha256))
-        h.fail("t1", .network, response: response())
+        h.fail(t(1), .network, response: response())
         // When attempt 2 continues its body and completes it, and the body does not match
         h.tick(at: h.wakes.last!)
-        h.complete("t1", bytes: 300, resumedFrom: 100)
+        h.complete(t(1), bytes: 300, resumedFrom: 100)
         h.deliverAll(mismatching: [a.receipt])
         // Then it is fetched once more, after the first wait
         #expect(h.retrying.map(\.error.code) == [.network, .integrityMismatch])
         #expect(h.retrying.map(\.delay) == [1, 1] && h.finishedCount(a.receipt) == 0)
         h.tick(at: h.wakes.last!)
-        h.complete("t1", bytes: 300)
+        h.complete(t(1), bytes: 300)
         h.deliverAll()
         #expect(h.outcome(a.receipt)?.ok == true && h.outcome(a.receipt)?.attempts == 3)
     }
@@ -1163,19 +1186,19 @@ private struct Harness {
         let good = h.download(request(integrity: sha256))
         let bad = h.download(request(integrity: sha512))
         let plain = h.download(request())
-        #expect(Set([good.task, bad.task, plain.task]) == ["t1"])
+        #expect(Set([good.task, bad.task, plain.task]) == [t(1)])
         // When the body is delivered
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll(mismatching: [bad.receipt])
         // Then those it suits finish, and only the other waits, on the same task
         #expect(h.outcome(good.receipt)?.ok == true && h.outcome(plain.receipt)?.ok == true)
         #expect(h.finishedCount(bad.receipt) == 0 && h.retrying.first?.receipts == [bad.receipt])
-        #expect(h.retrying.first?.task == "t1")
+        #expect(h.retrying.first?.task == t(1))
         // And a new receipt for the same request joins the waiting task
         let joining = h.download(request())
-        #expect(joining.task == "t1" && joining.admission == .joined)
+        #expect(joining.task == t(1) && joining.admission == .joined)
         h.tick(at: 1)
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll()
         #expect(h.outcome(bad.receipt)?.ok == true && h.outcome(bad.receipt)?.attempts == 2)
         #expect(h.outcome(joining.receipt)?.ok == true && h.outcome(joining.receipt)?.attempts == 1)
@@ -1184,11 +1207,11 @@ private struct Harness {
     @Test func aMismatchIsNotRetriedWithoutRetriesOrForAStoredBody() {
         var h = Harness()
         let none = h.download(request(retries: 0, integrity: sha256))
-        h.complete("t1")
+        h.complete(t(1))
         h.deliverAll(mismatching: [none.receipt])
         #expect(h.outcome(none.receipt)?.error?.code == .integrityMismatch && h.retrying.isEmpty)
         let revalidated = h.download(request("http://origin/b", integrity: sha256))
-        h.complete("t2")
+        h.complete(t(2))
         h.deliverAll(mismatching: [revalidated.receipt], source: .revalidated)
         #expect(h.outcome(revalidated.receipt)?.error?.code == .integrityMismatch && h.retrying.isEmpty)
     }
@@ -1196,7 +1219,7 @@ private struct Harness {
     @Test func aMismatchDeliveredAfterShutdownEndsWithIt() {
         var h = Harness()
         let a = h.download(request(integrity: sha256))
-        h.complete("t1")
+        h.complete(t(1))
         h.scheduler.shutdown(now: 1)
         _ = h.take()
         h.deliverAll(mismatching: [a.receipt])
@@ -1208,12 +1231,12 @@ private struct Harness {
         var h = Harness()
         let a = h.download(request(integrity: sha256))
         _ = try h.answer { s, w throws(SchedulerError) in try s.bind(view: "bar", to: .task(a.task), kind: .progress, waiter: w) }
-        h.complete("t1")
+        h.complete(t(1))
         #expect(h.views.last == .progress(view: "bar", received: 10, expected: 10))
         h.deliverAll()
         #expect(h.views.last == .progress(view: "bar", received: 10, expected: 10))
         #expect(h.outcome(a.receipt)?.ok == true)
-        #expect(h.scheduler.bindings.views(boundTo: "t1").isEmpty)
+        #expect(h.scheduler.bindings.views(boundTo: t(1)).isEmpty)
     }
 
     // MARK: mirrors
@@ -1223,11 +1246,11 @@ private struct Harness {
         let a = h.download(request(retries: 4, mirrors: ["http://m1/a", "http://origin/a"]))
         h.download(request(retries: 4, mirrors: ["http://m2/a", "http://m1/a"]))
         for _ in 1...4 {
-            h.fail("t1", .connectFailed)
+            h.fail(t(1), .connectFailed)
             h.tick(at: h.now)
         }
         #expect(h.startedURLs == ["http://origin/a", "http://m1/a", "http://m2/a", "http://origin/a", "http://m1/a"])
-        h.fail("t1", .connectFailed)
+        h.fail(t(1), .connectFailed)
         h.deliverAll()
         #expect(h.outcome(a.receipt)?.url == "http://origin/a")
         #expect(h.outcome(a.receipt)?.finalURL == "http://m1/a", "a failure without a response names the URL it asked last")
@@ -1240,7 +1263,7 @@ private struct Harness {
     func everyReceiptEndsExactlyOnceWhateverHappens(seed: UInt64) throws {
         var random = SplitMix(seed: seed)
         var h = Harness(maxActive: 3, retry: RetryPolicy(delay: 0.1, maxDelay: 1, maxTime: 5))
-        var issued: Set<String> = []
+        var issued: Set<ReceiptID> = []
         for step in 0..<400 {
             h.now = Double(step) / 10
             switch random.next() % 10 {
@@ -1254,7 +1277,7 @@ private struct Harness {
                     h.scheduler.delivered([(receipt, Outcome(url: url))], now: h.now)
                     _ = h.take()
                 }
-                if !made.receipt.isEmpty { issued.insert(made.receipt) }
+                if made.receipt != r(0) { issued.insert(made.receipt) }
             case 3:
                 if let receipt = issued.randomElement(using: &random) { _ = h.cancel(.receipt(receipt)) }
             case 4:
@@ -1301,7 +1324,7 @@ private struct Harness {
         let waited = h.log.compactMap { action -> DownloadReply? in
             if case .answer(_, .download(let reply)) = action, reply.outcome != nil { reply } else { nil }
         }
-        for reply in waited { #expect(reply.state == "finished") }
+        for reply in waited { #expect(reply.state == .finished) }
     }
 }
 
@@ -1317,8 +1340,8 @@ private struct Harness {
         h.download(request(maxRate: 100))
         h.download(request(maxRate: 300))
         h.download(request(maxRate: 200))
-        h.complete("t1")
-        #expect(h.rates.last?.id.task == "t2")
+        h.complete(t(1))
+        #expect(h.rates.last?.id.task == t(2))
         #expect(h.rates.last?.rate == 300)
     }
 
@@ -1345,7 +1368,7 @@ private struct Harness {
         #expect(rates(h) == [100, 400])
         #expect(h.cancel(.receipt(same.receipt)) == 1)
         #expect(rates(h) == [100, 400, 100])
-        #expect(h.rates.allSatisfy { $0.id == h.transfers["t1"] })
+        #expect(h.rates.allSatisfy { $0.id == h.transfers[t(1)] })
         _ = slow
     }
 
@@ -1356,7 +1379,7 @@ private struct Harness {
         h.download(request(maxRate: 200))
         #expect(h.cancel(.receipt(a.receipt)) == 1)
         #expect(rates(h) == [nil])
-        h.complete("t1")
+        h.complete(t(1))
         #expect(rates(h) == [nil, 200])
     }
 
@@ -1365,9 +1388,9 @@ private struct Harness {
         h.download(request(retries: 0))
         h.download(request(retries: 3, maxRate: 100))
         #expect(rates(h) == [nil])
-        h.fail("t1", .network)
+        h.fail(t(1), .network)
         h.tick(at: 10)
-        #expect(h.started == ["t1", "t1"])
+        #expect(h.started == [t(1), t(1)])
         #expect(rates(h) == [nil, 100], "the receipt without a limit ended with the failed attempt")
     }
 }

@@ -76,7 +76,7 @@ import Testing
             response: response, size: Int64(body.count), body: BodyFile(.bytes(body)), source: .network,
             downloads: try DirectoryHandle(opening: "/"), downloadRoot: nil, leftovers: nil, memoryBodyLimit: limit,
             logger: Logger(label: "test")
-        ).deliver(to: requests.enumerated().map { ("r\($0.offset)", $0.element) })
+        ).deliver(to: requests.enumerated().map { (ReceiptID($0.offset + 1), $0.element) })
     }
 
     @Test func coalescedReceiptsShareOneTextAndOneBase64() throws {

@@ -31,7 +31,7 @@ import Testing
 
     private func transfer(_ name: String, in directory: DirectoryHandle, maxRate: Int64? = nil) -> Transfer {
         Transfer(
-            id: TransferID(task: name, attempt: 1), options: EasyOptions(url: "http://127.0.0.1:9/\(name)"),
+            id: TransferID(task: TaskID(1), attempt: 1), options: EasyOptions(url: "http://127.0.0.1:9/\(name)"),
             body: BodyTarget(directory: directory, name: "\(name).part", mode: 0o600), maxRate: maxRate,
             observer: Ignoring())
     }

@@ -64,7 +64,7 @@ struct TransferDataReportTests {
         let engine = TransferEngine(logger: .init(label: "test"))
         defer { engine.shutdown(timeout: 5) }
         engine.start(
-            Transfer(id: TransferID(task: "t", attempt: 1), options: options, body: target, countsText: countsText, observer: observer))
+            Transfer(id: TransferID(task: TaskID(1), attempt: 1), options: options, body: target, countsText: countsText, observer: observer))
         #expect(observer.done.wait(timeout: .now() + 20) == .success)
         return observer.seen.withLock { $0 }
     }

@@ -42,15 +42,15 @@ struct ViewBindingsTests {
     @Test func bindingSendsTheCurrentStateAtOnce() {
         let harness = Harness()
 
-        harness.bindings.bind(view: "spinner", task: "t1", kind: .animating, snapshot: running)
+        harness.bindings.bind(view: "spinner", task: TaskID(1), kind: .animating, snapshot: running)
         harness.bindings.bind(
-            view: "paused", task: "t2", kind: .animating,
+            view: "paused", task: TaskID(2), kind: .animating,
             snapshot: TaskSnapshot(running: false, received: 0, expected: nil))
         harness.bindings.bind(
-            view: "bar", task: "t1", kind: .progress,
+            view: "bar", task: TaskID(1), kind: .progress,
             snapshot: TaskSnapshot(running: true, received: 250, expected: 1000))
         harness.bindings.bind(
-            view: "unknown", task: "t1", kind: .progress,
+            view: "unknown", task: TaskID(1), kind: .progress,
             snapshot: TaskSnapshot(running: true, received: 10, expected: nil))
 
         #expect(
@@ -62,32 +62,32 @@ struct ViewBindingsTests {
 
     @Test func bindingToAFinishedTaskSendsNothingAndLeavesTheViewUnbound() {
         let harness = Harness()
-        harness.bindings.bind(view: "spinner", task: "old", kind: .animating, snapshot: running)
+        harness.bindings.bind(view: "spinner", task: TaskID(1), kind: .animating, snapshot: running)
         _ = harness.take()
 
-        let bound = harness.bindings.bind(view: "spinner", task: "done", kind: .animating, snapshot: nil)
+        let bound = harness.bindings.bind(view: "spinner", task: TaskID(3), kind: .animating, snapshot: nil)
 
         #expect(!bound)
         #expect(harness.take() == [])
         #expect(harness.bindings.binding(of: "spinner") == nil)
-        harness.bindings.taskStateChanged(task: "old", running: false)
-        harness.bindings.taskFinished(task: "done")
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
+        harness.bindings.taskFinished(task: TaskID(3))
         #expect(harness.take() == [])
     }
 
     @Test func animatingFollowsTheTaskAndSendsOnlyChanges() {
         let harness = Harness()
         harness.bindings.bind(
-            view: "spinner", task: "t", kind: .animating,
+            view: "spinner", task: TaskID(1), kind: .animating,
             snapshot: TaskSnapshot(running: false, received: 0, expected: nil))
 
-        harness.bindings.taskStateChanged(task: "t", running: true)
-        harness.bindings.taskStateChanged(task: "t", running: true)
-        harness.bindings.taskProgress(task: "t", received: 10, expected: nil)
-        harness.bindings.taskStateChanged(task: "t", running: false)
-        harness.bindings.taskStateChanged(task: "t", running: true)
-        harness.bindings.taskFinished(task: "t", received: 10, expected: 10)
-        harness.bindings.taskStateChanged(task: "t", running: true)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: true)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: true)
+        harness.bindings.taskProgress(task: TaskID(1), received: 10, expected: nil)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: true)
+        harness.bindings.taskFinished(task: TaskID(1), received: 10, expected: 10)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: true)
 
         #expect(
             harness.take() == [
@@ -99,25 +99,25 @@ struct ViewBindingsTests {
 
     @Test func suspendedThenCancelledTaskDoesNotRepeatFalse() {
         let harness = Harness()
-        harness.bindings.bind(view: "spinner", task: "t", kind: .animating, snapshot: running)
-        harness.bindings.taskStateChanged(task: "t", running: false)
+        harness.bindings.bind(view: "spinner", task: TaskID(1), kind: .animating, snapshot: running)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
 
-        harness.bindings.taskFinished(task: "t")
+        harness.bindings.taskFinished(task: TaskID(1))
 
         #expect(harness.take() == [animating("spinner", true), animating("spinner", false)])
-        #expect(harness.bindings.views(boundTo: "t") == [])
+        #expect(harness.bindings.views(boundTo: TaskID(1)) == [])
     }
 
     @Test func progressIsMonotonicAndSkipsRepeats() {
         let harness = Harness()
-        harness.bindings.bind(view: "bar", task: "t", kind: .progress, snapshot: running)
+        harness.bindings.bind(view: "bar", task: TaskID(1), kind: .progress, snapshot: running)
 
-        harness.bindings.taskProgress(task: "t", received: 100, expected: nil)
-        harness.bindings.taskProgress(task: "t", received: 100, expected: nil)
-        harness.bindings.taskProgress(task: "t", received: 100, expected: 400)
-        harness.bindings.taskProgress(task: "t", received: 50, expected: 400)
-        harness.bindings.taskProgress(task: "t", received: 200, expected: 400)
-        harness.bindings.taskStateChanged(task: "t", running: false)
+        harness.bindings.taskProgress(task: TaskID(1), received: 100, expected: nil)
+        harness.bindings.taskProgress(task: TaskID(1), received: 100, expected: nil)
+        harness.bindings.taskProgress(task: TaskID(1), received: 100, expected: 400)
+        harness.bindings.taskProgress(task: TaskID(1), received: 50, expected: 400)
+        harness.bindings.taskProgress(task: TaskID(1), received: 200, expected: 400)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
 
         #expect(
             harness.take() == [
@@ -129,19 +129,19 @@ struct ViewBindingsTests {
     @Test func zeroExpectedGivesNullFraction() {
         let harness = Harness()
         harness.bindings.bind(
-            view: "bar", task: "t", kind: .progress, snapshot: TaskSnapshot(running: true, received: 0, expected: 0))
+            view: "bar", task: TaskID(1), kind: .progress, snapshot: TaskSnapshot(running: true, received: 0, expected: 0))
 
         #expect(harness.take() == [progress("bar", 0, 0, fraction: nil)])
     }
 
     @Test func progressEndsWithTheTask() {
         let harness = Harness()
-        harness.bindings.bind(view: "bar", task: "t", kind: .progress, snapshot: running)
-        harness.bindings.taskProgress(task: "t", received: 300, expected: nil)
+        harness.bindings.bind(view: "bar", task: TaskID(1), kind: .progress, snapshot: running)
+        harness.bindings.taskProgress(task: TaskID(1), received: 300, expected: nil)
 
         // The final counts differ: one last notification, then the binding ends.
-        harness.bindings.taskFinished(task: "t", received: 400, expected: 400)
-        harness.bindings.taskProgress(task: "t", received: 500, expected: 500)
+        harness.bindings.taskFinished(task: TaskID(1), received: 400, expected: 400)
+        harness.bindings.taskProgress(task: TaskID(1), received: 500, expected: 500)
 
         #expect(
             harness.take() == [
@@ -153,13 +153,13 @@ struct ViewBindingsTests {
 
     @Test func finishWithUnchangedOrNoCountsSendsNoProgress() {
         let harness = Harness()
-        harness.bindings.bind(view: "a", task: "t", kind: .progress, snapshot: running)
-        harness.bindings.bind(view: "b", task: "u", kind: .progress, snapshot: running)
-        harness.bindings.taskProgress(task: "t", received: 400, expected: 400)
+        harness.bindings.bind(view: "a", task: TaskID(1), kind: .progress, snapshot: running)
+        harness.bindings.bind(view: "b", task: TaskID(2), kind: .progress, snapshot: running)
+        harness.bindings.taskProgress(task: TaskID(1), received: 400, expected: 400)
         _ = harness.take()
 
-        harness.bindings.taskFinished(task: "t", received: 400, expected: 400)
-        harness.bindings.taskFinished(task: "u")
+        harness.bindings.taskFinished(task: TaskID(1), received: 400, expected: 400)
+        harness.bindings.taskFinished(task: TaskID(2))
 
         #expect(harness.take() == [])
         #expect(harness.bindings.binding(of: "a") == nil)
@@ -168,66 +168,66 @@ struct ViewBindingsTests {
 
     @Test func rebindingReplacesAndTheOldTaskNeverReachesTheView() {
         let harness = Harness()
-        harness.bindings.bind(view: "v", task: "old", kind: .progress, snapshot: running)
-        harness.bindings.taskProgress(task: "old", received: 100, expected: 1000)
+        harness.bindings.bind(view: "v", task: TaskID(1), kind: .progress, snapshot: running)
+        harness.bindings.taskProgress(task: TaskID(1), received: 100, expected: 1000)
 
         // When the view is rebound mid-transfer, even with the other kind
-        harness.bindings.bind(view: "v", task: "new", kind: .animating, snapshot: running)
-        harness.bindings.taskProgress(task: "old", received: 900, expected: 1000)
-        harness.bindings.taskStateChanged(task: "old", running: false)
-        harness.bindings.taskFinished(task: "old", received: 1000, expected: 1000)
-        harness.bindings.taskStateChanged(task: "new", running: false)
+        harness.bindings.bind(view: "v", task: TaskID(2), kind: .animating, snapshot: running)
+        harness.bindings.taskProgress(task: TaskID(1), received: 900, expected: 1000)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
+        harness.bindings.taskFinished(task: TaskID(1), received: 1000, expected: 1000)
+        harness.bindings.taskStateChanged(task: TaskID(2), running: false)
 
         #expect(
             harness.take() == [
                 progress("v", 0, nil, fraction: nil), progress("v", 100, 1000, fraction: 0.1),
                 animating("v", true), animating("v", false),
             ])
-        #expect(harness.bindings.binding(of: "v")?.task == "new")
-        #expect(harness.bindings.views(boundTo: "old") == [])
+        #expect(harness.bindings.binding(of: "v")?.task == TaskID(2))
+        #expect(harness.bindings.views(boundTo: TaskID(1)) == [])
     }
 
     @Test func rebindingToTheSameTaskSendsTheStateAgain() {
         let harness = Harness()
-        harness.bindings.bind(view: "v", task: "t", kind: .animating, snapshot: running)
-        harness.bindings.bind(view: "v", task: "t", kind: .animating, snapshot: running)
-        harness.bindings.taskStateChanged(task: "t", running: false)
+        harness.bindings.bind(view: "v", task: TaskID(1), kind: .animating, snapshot: running)
+        harness.bindings.bind(view: "v", task: TaskID(1), kind: .animating, snapshot: running)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
 
         #expect(harness.take() == [animating("v", true), animating("v", true), animating("v", false)])
-        #expect(harness.bindings.views(boundTo: "t") == ["v"])
+        #expect(harness.bindings.views(boundTo: TaskID(1)) == ["v"])
     }
 
     @Test func unbindStopsNotifications() {
         let harness = Harness()
-        harness.bindings.bind(view: "v", task: "t", kind: .animating, snapshot: running)
+        harness.bindings.bind(view: "v", task: TaskID(1), kind: .animating, snapshot: running)
         _ = harness.take()
 
         harness.bindings.unbind(view: "v")
         harness.bindings.unbind(view: "never-bound")
-        harness.bindings.taskStateChanged(task: "t", running: false)
-        harness.bindings.taskFinished(task: "t")
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
+        harness.bindings.taskFinished(task: TaskID(1))
 
         #expect(harness.take() == [])
     }
 
     @Test func manyViewsFollowOneTaskInTheOrderTheyWereBound() {
         let harness = Harness()
-        harness.bindings.bind(view: "s1", task: "t", kind: .animating, snapshot: running)
-        harness.bindings.bind(view: "p1", task: "t", kind: .progress, snapshot: running)
-        harness.bindings.bind(view: "s2", task: "t", kind: .animating, snapshot: running)
-        harness.bindings.bind(view: "other", task: "u", kind: .animating, snapshot: running)
+        harness.bindings.bind(view: "s1", task: TaskID(1), kind: .animating, snapshot: running)
+        harness.bindings.bind(view: "p1", task: TaskID(1), kind: .progress, snapshot: running)
+        harness.bindings.bind(view: "s2", task: TaskID(1), kind: .animating, snapshot: running)
+        harness.bindings.bind(view: "other", task: TaskID(2), kind: .animating, snapshot: running)
         _ = harness.take()
 
-        harness.bindings.taskProgress(task: "t", received: 5, expected: 10)
-        harness.bindings.taskStateChanged(task: "t", running: false)
-        harness.bindings.taskFinished(task: "t", received: 10, expected: 10)
+        harness.bindings.taskProgress(task: TaskID(1), received: 5, expected: 10)
+        harness.bindings.taskStateChanged(task: TaskID(1), running: false)
+        harness.bindings.taskFinished(task: TaskID(1), received: 10, expected: 10)
 
         #expect(
             harness.take() == [
                 progress("p1", 5, 10, fraction: 0.5), animating("s1", false), animating("s2", false),
                 progress("p1", 10, 10, fraction: 1),
             ])
-        #expect(harness.bindings.views(boundTo: "t") == [])
-        #expect(harness.bindings.views(boundTo: "u") == ["other"])
+        #expect(harness.bindings.views(boundTo: TaskID(1)) == [])
+        #expect(harness.bindings.views(boundTo: TaskID(2)) == ["other"])
     }
 }

@@ -366,6 +366,27 @@ def test_suspend_and_resume_of_finished_and_unknown_receipts(courier, origin):
     assert err.value.code == UNKNOWN_RECEIPT
 
 
+def test_ids_courier_never_issues_are_answered_as_unknown_ones(courier, origin):
+    c = courier()
+    done = c.download(origin.url("/bytes/10"))
+    assert c.wait(done["receipt"])["ok"]
+    assert (done["receipt"], done["task"]) == ("r1", "t1")
+    # Spellings a loose reading would take for r1 or t1, and other names.
+    for receipt in ("r01", "r+1", "R1", " r1", "r1 ", "t1", "r", "", "r0", "r-1", "r99999999999999999999"):
+        for method in ("suspend", "resume", "progress", "cancel", "bind"):
+            with pytest.raises(RpcError) as err:
+                c.request(method, {"receipt": receipt, **({"view": "v"} if method == "bind" else {})})
+            assert (err.value.code, err.value.message, err.value.data) == (
+                UNKNOWN_RECEIPT, f"unknown receipt '{receipt}'", {"receipt": receipt}), (method, receipt)
+    for task in ("t01", "T1", "r1", "t1.0"):
+        for method in ("suspend", "resume", "bind"):
+            with pytest.raises(RpcError) as err:
+                c.request(method, {"task": task, **({"view": "v"} if method == "bind" else {})})
+            assert (err.value.code, err.value.message, err.value.data) == (
+                UNKNOWN_RECEIPT, f"unknown task '{task}'", {"task": task}), (method, task)
+    assert c.suspend(receipt="r1") == {"task": "t1", "state": "finished"}
+
+
 # -- progress -----------------------------------------------------------------------
 
 

@@ -57,7 +57,7 @@ struct Delivery {
     /// moved away, and only the last receipt that needs the file may move it.
     /// A receipt the response suits whose entry in `failing` is a failure
     /// (its `integrity_mismatch`) ends with it and gets no body.
-    func deliver(to receipts: [(id: String, request: DownloadRequest)], failing: [TransferFailure?] = []) -> [Outcome] {
+    func deliver(to receipts: [(id: ReceiptID, request: DownloadRequest)], failing: [TransferFailure?] = []) -> [Outcome] {
         defer { body.discard() }
         let failures = receipts.indices.map { index in
             receipts[index].request.refusal(of: response, size: size, memoryBodyLimit: memoryBodyLimit)
@@ -135,7 +135,8 @@ struct Delivery {
                     }
                     outcome.path = destination
                 } else if request.body == .none {
-                    let name = "\(sharedName ?? receipt.id)-\(fileName ?? Self.fileName(for: response.finalURL ?? request.url))"
+                    let name =
+                        "\(sharedName ?? receipt.id.description)-\(fileName ?? Self.fileName(for: response.finalURL ?? request.url))"
                     if sharedName == nil || !isKept(name) {
                         try place(body.file(in: downloads), as: name, move: isLastConsumer)
                     }

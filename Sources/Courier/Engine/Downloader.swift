@@ -173,7 +173,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         try step { scheduler, now throws(SchedulerError) in try scheduler.resume(target, waiter: waiter, now: now) }
     }
 
-    func progress(receipt: String?, waiter: Waiter) throws(SchedulerError) {
+    func progress(receipt: ReceiptID?, waiter: Waiter) throws(SchedulerError) {
         try step { scheduler, now throws(SchedulerError) in try scheduler.progress(receipt: receipt, waiter: waiter, now: now) }
     }
 
@@ -279,11 +279,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
     /// outbox is empty, so the last step that settles the scheduler is seen.
     private func runIfSettled() {
         guard onSettled.withLock({ $0 != nil }) else { return }
-        let settled = state.withLock { scheduler in
-            scheduler.receipts.values.allSatisfy { receipt in
-                receipt.phase == .active && scheduler.tasks[receipt.taskID]?.state == .suspended
-            }
-        }
+        let settled = state.withLock { $0.isSettled }
         guard settled, outbox.withLock({ !$0.draining && $0.actions.isEmpty }) else { return }
         let body = onSettled.withLock { body in
             defer { body = nil }
@@ -328,9 +324,9 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         case .discard(let path):
             unlink(path)
         case .transferStarted(let task):
-            indicator?.transferStarted(task)
+            indicator?.transferStarted(task.description)
         case .transferStopped(let task):
-            indicator?.transferStopped(task)
+            indicator?.transferStopped(task.description)
         case .wake(let moment):
             retryTimer.wake(at: moment) { [weak self] in self?.step { scheduler, now in scheduler.tick(now: now) } }
         }
@@ -406,7 +402,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
 
     /// Answers a receipt from a cache tier: the body is placed and decoded
     /// on the calling thread, then the receipt finishes.
-    private func serve(_ hit: ResponseCache.Hit, to receipt: String, request: DownloadRequest) {
+    private func serve(_ hit: ResponseCache.Hit, to receipt: ReceiptID, request: DownloadRequest) {
         if request.body != .none { awaitOutputRoom() }
         let outcome = Delivery(
             response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),

@@ -251,7 +251,7 @@ public final class InProcessDownloads: Sendable {
     private struct State {
         var next = 0
         var placements: [Int: Placement] = [:]
-        var requestsByReceipt: [String: Int] = [:]
+        var requestsByReceipt: [ReceiptID: Int] = [:]
     }
 
     private let downloader: Downloader<Int>

@@ -39,7 +39,7 @@ enum Admission: Equatable, Sendable {
     case refused
     /// A cache tier answers receipt `receipt`: its outcome is to be
     /// delivered from the stored response.
-    case served(receipt: String)
+    case served(receipt: ReceiptID)
     /// It joined a task that was already queued or running.
     case joined
     /// A new task was queued for it.
@@ -48,15 +48,15 @@ enum Admission: Equatable, Sendable {
 
 /// Which receipts `cancel` ends.
 enum CancelTarget: Sendable {
-    case receipt(String)
+    case receipt(ReceiptID)
     case slot(String)
     case all
 }
 
 /// What `suspend`, `resume` and `bind` name.
 enum TaskTarget: Sendable {
-    case task(String)
-    case receipt(String)
+    case task(TaskID)
+    case receipt(ReceiptID)
 }
 
 /// AFImageDownloader's bookkeeping as a value: receipts, coalescing of
@@ -73,12 +73,12 @@ enum TaskTarget: Sendable {
 /// a request.
 struct DownloadScheduler<Waiter> {
     var settings: SchedulerSettings
-    private(set) var tasks: [String: TaskRecord] = [:]
-    private var tasksByKey: [TaskKey: String] = [:]
+    private(set) var tasks: [TaskID: TaskRecord] = [:]
+    private var tasksByKey: [TaskKey: TaskID] = [:]
     /// Receipts without their `download/finished` yet.
-    private(set) var receipts: [String: ReceiptRecord<Waiter>] = [:]
+    private(set) var receipts: [ReceiptID: ReceiptRecord<Waiter>] = [:]
     /// By slot name, compared as bytes.
-    private var slots: [ExactString: String] = [:]
+    private var slots: [ExactString: ReceiptID] = [:]
     private(set) var history = FinishedHistory(limit: 10_000)
     private var queue = RunQueue()
     /// Tasks handed to the engine and not yet ended, suspended ones included.
@@ -89,7 +89,7 @@ struct DownloadScheduler<Waiter> {
     /// Tasks whose body is complete and is being checked against their
     /// receipts' `integrity`: their bound views hear that they finished
     /// once it is known that no receipt waits for another attempt.
-    private var verifying: Set<String> = []
+    private var verifying: Set<TaskID> = []
     private var actions: [SchedulerAction<Waiter>] = []
     /// The random factor of each wait before a retry, in 0.5...1.
     private let random: @Sendable () -> Double
@@ -112,6 +112,15 @@ struct DownloadScheduler<Waiter> {
         pump(now: now)
     }
 
+    /// Nothing is left to do but what waits on the client: every unfinished
+    /// receipt belongs to a suspended task.
+    var isSettled: Bool {
+        receipts.values.allSatisfy { receipt in
+            guard receipt.isJoined, case .suspended? = tasks[receipt.taskID]?.state else { return false }
+            return true
+        }
+    }
+
     // MARK: - Requests
 
     /// A `download`. `refusal` is why it may not run (its destination was
@@ -121,24 +130,25 @@ struct DownloadScheduler<Waiter> {
         _ request: DownloadRequest, refusal: TransferFailure? = nil, cache: CacheAnswer = .miss, waiter: Waiter, now: Double
     ) -> Admission {
         if let slot = request.slot, let currentID = slots[ExactString(slot)], let current = receipts[currentID],
-            current.phase == .active
+            current.isJoined
         {
             if current.request.url.isExactly(request.url) {
                 if request.wait {
-                    receipts[currentID]!.waiters.append((waiter, true))
+                    receipts[currentID]?.waiters.append((waiter, true))
                 } else {
-                    answer(waiter, .download(reply(for: current, reused: true)))
+                    answer(waiter, .download(reply(receipt: current.id, task: current.taskID, reused: true)))
                 }
                 return .reused
             }
             cancel(receipt: currentID, now: now)
         }
         counter += 1
-        let receiptID = "r\(counter)"
+        let receiptID = ReceiptID(counter)
         let key = TaskKey(request)
         let existing = tasksByKey[key]
-        let taskID = existing ?? "t\(counter)"
-        var receipt = ReceiptRecord<Waiter>(id: receiptID, taskID: taskID, request: request, createdAt: now)
+        let taskID = existing ?? TaskID(counter)
+        var receipt = ReceiptRecord<Waiter>(
+            id: receiptID, taskID: taskID, request: request, createdAt: now, phase: .completing(final: nil))
         if request.wait { receipt.waiters.append((waiter, false)) }
         if let slot = request.slot { slots[ExactString(slot)] = receiptID }
 
@@ -146,45 +156,46 @@ struct DownloadScheduler<Waiter> {
         if !settings.allowedSchemes.contains(request.scheme) {
             refusal = TransferFailure(code: .schemeNotAllowed, message: "the scheme '\(request.scheme)' is not allowed")
         } else if refusal == nil, case .hit(let source) = cache {
-            receipt.phase = .completing
             receipts[receiptID] = receipt
             if !request.wait {
-                answer(waiter, .download(DownloadReply(receipt: receiptID, task: taskID, state: "finished", reused: false, source: source)))
+                let reply = DownloadReply(receipt: receiptID, task: taskID, state: .finished, reused: false, source: source)
+                answer(waiter, .download(reply))
             }
             return .served(receipt: receiptID)
         } else if refusal == nil, request.cachePolicy == .cacheOnly {
             refusal = TransferFailure(code: .notCached, message: "no cached response for \(request.url)")
         }
-        receipts[receiptID] = receipt
         if let refusal {
-            if !request.wait { answer(waiter, .download(reply(for: receipt, state: "finished"))) }
-            finish(receiptID, Outcome(url: request.url, failure: refusal), now: now)
+            if !request.wait {
+                answer(waiter, .download(DownloadReply(receipt: receiptID, task: taskID, state: .finished, reused: false)))
+            }
+            finish(receipt, Outcome(url: request.url, failure: refusal), now: now)
             return .refused
         }
 
         let admission: Admission
-        if let existing, tasks[existing] != nil {
-            if request.priority > tasks[existing]!.priority {
-                tasks[existing]!.priority = request.priority
-                if tasks[existing]!.state == .queued { enqueue(existing) }
+        if let existing, var task = tasks[existing] {
+            if request.priority > task.priority {
+                task.priority = request.priority
+                if case .queued = task.state { enqueue(&task) }
+                tasks[existing] = task
             }
             admission = .joined
         } else {
             var task = TaskRecord(id: taskID, request: request)
             if case .stale(let stale) = cache { task.revalidation = stale }
+            enqueue(&task)
             tasks[taskID] = task
             tasksByKey[key] = taskID
-            enqueue(taskID)
             admission = .queued
         }
-        tasks[taskID]!.receipts.append(receiptID)
-        receipts[receiptID]!.attached = true
-        if tasks[taskID]!.started, let url = tasks[taskID]!.attemptURL {
-            receipts[receiptID]!.countAttempt(url: url, now: now)
-        }
+        tasks[taskID]?.receipts.append(receiptID)
+        receipt.phase = .joined
+        if let attempt = tasks[taskID]?.startedAttempt { receipt.countAttempt(url: attempt.url, now: now) }
+        receipts[receiptID] = receipt
         updateRateLimit(of: taskID)
         pump(now: now)
-        if !request.wait { answer(waiter, .download(reply(for: receipts[receiptID]!))) }
+        if !request.wait { answer(waiter, .download(reply(receipt: receiptID, task: taskID))) }
         return admission
     }
 
@@ -200,7 +211,7 @@ struct DownloadScheduler<Waiter> {
         case .slot(let slot):
             if let id = slots[ExactString(slot)] { count = cancel(receipt: id, now: now) ? 1 : 0 }
         case .all:
-            for receipt in receipts.values.sorted(by: { $0.createdAt < $1.createdAt }) where cancel(receipt: receipt.id, now: now) {
+            for id in receipts.keys.sorted() where cancel(receipt: id, now: now) {
                 count += 1
             }
         }
@@ -208,70 +219,72 @@ struct DownloadScheduler<Waiter> {
     }
 
     mutating func suspend(_ target: TaskTarget, waiter: Waiter, now: Double) throws(SchedulerError) {
-        guard let id = try resolve(target, waiter: waiter) else { return }
-        switch tasks[id]!.state {
-        case .running:
+        guard var task = try resolve(target, waiter: waiter) else { return }
+        switch task.state {
+        case .running(let running):
             // What arrived before the suspension is told now, not during it.
-            if tasks[id]!.progressDueAt != nil {
-                tasks[id]!.progressDueAt = nil
-                emitProgress(id, now: now)
-            }
-            tasks[id]!.state = .suspended
-            tasks[id]!.activeSeconds += now - (tasks[id]!.runningSince ?? now)
-            tasks[id]!.runningSince = nil
-            actions.append(.pause(tasks[id]!.transferID))
-            actions.append(.transferStopped(task: id))
-            views { $0.taskStateChanged(task: id, running: false) }
-        case .queued:
-            tasks[id]!.state = .suspended
-        case .retrying:
+            if running.progressDueAt != nil { emitProgress(of: &task, now: now) }
+            task.figures.activeSeconds += now - running.since
+            task.state = .suspended(.paused(running.attempt, held: nil))
+            actions.append(.pause(task.transferID))
+            actions.append(.transferStopped(task: task.id))
+            views { $0.taskStateChanged(task: task.id, running: false) }
+        case .queued(let failed):
+            task.state = .suspended(.unstarted(after: failed))
+        case .retrying(_, let failed):
             // Its wait is dropped: resumed, it goes back to the run queue.
-            tasks[id]!.state = .suspended
-            views { $0.taskStateChanged(task: id, running: false) }
+            task.state = .suspended(.unstarted(after: failed))
+            views { $0.taskStateChanged(task: task.id, running: false) }
         case .suspended:
             break
         }
-        answer(waiter, .task(id: id, state: tasks[id]!.state.name))
+        tasks[task.id] = task
+        answer(waiter, .task(id: task.id, state: task.state.replyState))
     }
 
     mutating func resume(_ target: TaskTarget, waiter: Waiter, now: Double) throws(SchedulerError) {
-        guard let id = try resolve(target, waiter: waiter) else { return }
-        if tasks[id]!.state == .suspended {
-            if let held = tasks[id]!.held {
-                ended(tasks[id]!.transferID, held, now: now)
-            } else if tasks[id]!.started {
-                tasks[id]!.state = .running
-                tasks[id]!.runningSince = now
-                actions.append(.resume(tasks[id]!.transferID))
-                actions.append(.transferStarted(task: id))
-                views { $0.taskStateChanged(task: id, running: true) }
-            } else {
-                tasks[id]!.state = .queued
-                enqueue(id)
-                pump(now: now)
-            }
+        guard var task = try resolve(target, waiter: waiter) else { return }
+        switch task.state {
+        case .suspended(.paused(_, let held?)):
+            ended(task, held, now: now)
+        case .suspended(.paused(let attempt, nil)):
+            task.state = .running(TaskRecord.Running(attempt: attempt, since: now))
+            tasks[task.id] = task
+            actions.append(.resume(task.transferID))
+            actions.append(.transferStarted(task: task.id))
+            views { $0.taskStateChanged(task: task.id, running: true) }
+        case .suspended(.unstarted(let failed)):
+            task.state = .queued(after: failed)
+            enqueue(&task)
+            tasks[task.id] = task
+            pump(now: now)
+        case .queued, .running, .retrying:
+            break
         }
-        answer(waiter, .task(id: id, state: tasks[id]?.state.name ?? "finished"))
+        answer(waiter, .task(id: task.id, state: tasks[task.id]?.state.replyState ?? .finished))
     }
 
     /// `progress`: every task, or one receipt (finished ones from the history).
-    mutating func progress(receipt id: String?, waiter: Waiter, now: Double) throws(SchedulerError) {
+    mutating func progress(receipt id: ReceiptID?, waiter: Waiter, now: Double) throws(SchedulerError) {
         guard let id else {
-            let list = tasks.values.sorted { $0.id.numericSuffix < $1.id.numericSuffix }.map {
-                TaskReport(figures: $0.progress(now: now), receipts: $0.receipts, state: $0.state)
+            let list = tasks.values.sorted { $0.id < $1.id }.map {
+                TaskReport(figures: $0.progress(now: now), receipts: $0.receipts, state: $0.state.replyState)
             }
             answer(waiter, .tasks(list))
             return
         }
         if let receipt = receipts[id] {
             let figures: TaskProgress
-            let state: String
-            if receipt.attached, let task = tasks[receipt.taskID] {
+            let state: ReplyState
+            if receipt.isJoined, let task = tasks[receipt.taskID] {
                 figures = task.progress(now: now)
-                state = task.state.name
+                state = task.state.replyState
+            } else if case .completing(let final?) = receipt.phase {
+                figures = final
+                state = .running
             } else {
-                figures = receipt.finalProgress ?? .none(task: receipt.taskID)
-                state = receipt.finalProgress == nil ? "queued" : "running"
+                figures = .none(task: receipt.taskID)
+                state = .queued
             }
             answer(waiter, .receipt(ReceiptProgress(receipt: id, figures: figures, state: state)))
         } else if let finished = history[id] {
@@ -290,11 +303,11 @@ struct DownloadScheduler<Waiter> {
             return
         }
         let task: TaskRecord?
-        let id: String
+        let id: TaskID
         switch target {
         case .receipt(let receiptID):
             if let receipt = receipts[receiptID] {
-                task = receipt.attached ? tasks[receipt.taskID] : nil
+                task = receipt.isJoined ? tasks[receipt.taskID] : nil
                 id = receipt.taskID
             } else if let finished = history[receiptID] {
                 task = nil
@@ -307,7 +320,9 @@ struct DownloadScheduler<Waiter> {
             task = tasks[taskID]
             if task == nil, !hasEnded(task: taskID) { throw .unknownTask(taskID) }
         }
-        let snapshot = task.map { TaskSnapshot(running: $0.state.isAnimating, received: $0.received, expected: $0.expected) }
+        let snapshot = task.map {
+            TaskSnapshot(running: $0.state.isAnimating, received: $0.figures.received, expected: $0.figures.expected)
+        }
         answer(waiter, .bound(view: view, snapshot != nil))
         views { $0.bind(view: view, task: id, kind: kind, snapshot: snapshot) }
     }
@@ -317,10 +332,10 @@ struct DownloadScheduler<Waiter> {
     mutating func shutdown(now: Double) {
         guard !isShutDown else { return }
         isShutDown = true
-        for receipt in receipts.values.sorted(by: { $0.createdAt < $1.createdAt }) where receipt.phase == .active {
+        for receipt in receipts.values.sorted(by: { $0.id < $1.id }) where receipt.isJoined {
             finish(receipt.id, Outcome(url: receipt.request.url, failure: Self.shutdownFailure), now: now)
         }
-        for id in tasks.keys.sorted(by: { $0.numericSuffix < $1.numericSuffix }) { detach(id, completed: false, now: now) }
+        for id in tasks.keys.sorted() { detach(id, completed: false, now: now) }
         queue.removeAll()
     }
 
@@ -336,11 +351,12 @@ struct DownloadScheduler<Waiter> {
     mutating func responseArrived(
         _ transfer: TransferID, _ response: ResponseHead, retryAfter: Int64? = nil, now: Double
     ) -> Bool {
-        guard let task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
+        guard var task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
         if response.status == 304, task.revalidation != nil { return true }
-        tasks[transfer.task]!.expected = response.announcedLength
-        tasks[transfer.task]!.contentType = response.contentType
-        var refused = task.receipts.compactMap { id -> (String, Outcome)? in
+        task.figures.expected = response.announcedLength
+        task.figures.contentType = response.contentType
+        tasks[task.id] = task
+        var refused = task.receipts.compactMap { id -> (ReceiptID, Outcome)? in
             guard let request = receipts[id]?.request,
                 let failure = request.refusal(of: response, size: response.announcedLength, memoryBodyLimit: settings.maxMemoryBody)
             else { return nil }
@@ -349,8 +365,8 @@ struct DownloadScheduler<Waiter> {
             return (id, outcome)
         }
         // A status outside 200–299 refuses every receipt alike.
-        if task.state == .running, let failure = refused.first?.1.error, failure.code == .httpStatus {
-            let plan = retryPlan(transfer.task, after: failure, status: response.status, retryAfter: retryAfter, now: now)
+        if case .running = task.state, let failure = refused.first?.1.error, failure.code == .httpStatus {
+            let plan = retryPlan(for: task, after: failure, status: response.status, retryAfter: retryAfter, now: now)
             let retryAfters = Dictionary(plan.ending.map { ($0.receipt, $0.retryAfter) }, uniquingKeysWith: { first, _ in first })
             refused = refused.compactMap { id, outcome in
                 guard let retryAfter = retryAfters[id] else { return nil }
@@ -360,11 +376,11 @@ struct DownloadScheduler<Waiter> {
             }
             if !plan.waiting.isEmpty {
                 for (id, outcome) in refused { finish(id, outcome, now: now) }
-                waitToRetry(transfer.task, plan, after: failure, response: response, now: now)
+                waitToRetry(task.id, plan, after: failure, response: response, now: now)
                 return false
             }
         }
-        return end(refused, of: transfer.task, now: now)
+        return end(refused, of: task.id, now: now)
     }
 
     /// `received` bytes of body have arrived, which take `textLength` bytes
@@ -374,24 +390,25 @@ struct DownloadScheduler<Waiter> {
     mutating func dataArrived(
         _ transfer: TransferID, received: Int64, textLength: Int64? = nil, expected: Int64?, now: Double
     ) -> Bool {
-        guard let task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
-        tasks[transfer.task]!.received = received
-        if expected != nil { tasks[transfer.task]!.expected = expected }
-        var tooLarge: [(String, Outcome)] = []
+        guard var task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
+        task.figures.received = received
+        if expected != nil { task.figures.expected = expected }
+        tasks[task.id] = task
+        var tooLarge: [(ReceiptID, Outcome)] = []
         for id in task.receipts {
             guard let request = receipts[id]?.request else { continue }
             // Other charsets may take fewer bytes than UTF-8 read as it is.
-            let decodesAsUTF8 = TextDecoding.isUTF8(request.textCharset(contentType: task.contentType))
+            let decodesAsUTF8 = TextDecoding.isUTF8(request.textCharset(contentType: task.figures.contentType))
             let failure = request.limitRefusal(
                 received: received, textLength: decodesAsUTF8 ? textLength : nil, memoryBodyLimit: settings.maxMemoryBody)
             if let failure { tooLarge.append((id, Outcome(url: request.url, failure: failure))) }
         }
-        if !tooLarge.isEmpty, !end(tooLarge, of: transfer.task, now: now) { return false }
-        if now - task.lastProgressAt >= settings.progressInterval {
-            emitProgress(transfer.task, now: now)
-        } else if task.progressDueAt == nil, task.state == .running {
-            let due = task.lastProgressAt + settings.progressInterval
-            tasks[transfer.task]!.progressDueAt = due
+        if !tooLarge.isEmpty, !end(tooLarge, of: task.id, now: now) { return false }
+        if now - task.figures.lastProgressAt >= settings.progressInterval {
+            emitProgress(task.id, now: now)
+        } else if case .running(let running) = task.state, running.progressDueAt == nil {
+            let due = task.figures.lastProgressAt + settings.progressInterval
+            tasks[task.id]?.progressDueAt = due
             actions.append(.wake(at: due))
         }
         return true
@@ -407,43 +424,47 @@ struct DownloadScheduler<Waiter> {
             if let path = result.bodyPath { actions.append(.discard(path: path)) }
             return
         }
-        if task.state == .suspended, result.failure == nil {
-            tasks[transfer.task]!.held = result
+        switch task.state {
+        case .suspended(.paused(let attempt, _)) where result.failure == nil:
+            tasks[task.id]?.state = .suspended(.paused(attempt, held: result))
             return
-        }
-        if task.state == .running, let failure = result.failure {
-            attemptContinued(transfer.task, from: result.resumedFrom)
-            let plan = retryPlan(transfer.task, after: failure, status: result.response?.status, now: now)
-            if !plan.waiting.isEmpty {
-                let ending = Set(plan.ending.map(\.receipt))
-                if !ending.isEmpty {
-                    let order = DeliveryOrder(
-                        id: transfer, request: task.request, revalidation: task.revalidation,
-                        receipts: claim(ending, of: transfer.task, now: now), result: result)
-                    actions.append(.deliver(order))
-                }
-                waitToRetry(transfer.task, plan, after: failure, response: result.response, now: now)
-                return
+        case .running:
+            guard let failure = result.failure else { break }
+            attemptContinued(task, from: result.resumedFrom)
+            let plan = retryPlan(for: task, after: failure, status: result.response?.status, now: now)
+            guard !plan.waiting.isEmpty else { break }
+            let ending = Set(plan.ending.map(\.receipt))
+            if !ending.isEmpty {
+                let order = DeliveryOrder(
+                    id: transfer, request: task.request, revalidation: task.revalidation,
+                    receipts: claim(ending, of: task.id, now: now), result: result)
+                actions.append(.deliver(order))
             }
+            waitToRetry(task.id, plan, after: failure, response: result.response, now: now)
+            return
+        case .queued, .suspended, .retrying:
+            break
         }
-        ended(transfer, result, now: now)
+        ended(task, result, now: now)
     }
 
-    private mutating func ended(_ transfer: TransferID, _ result: TransferResult, now: Double) {
-        let task = tasks[transfer.task]!
-        if result.failure == nil, task.received != task.lastProgressReceived { emitProgress(transfer.task, now: now) }
-        for id in task.receipts { receipts[id]?.phase = .completing }
+    /// `task`'s transfer ended with `result`: every receipt it has waits
+    /// for its outcome, which the `deliver` action prepares.
+    private mutating func ended(_ task: TaskRecord, _ result: TransferResult, now: Double) {
+        var task = task
+        if result.failure == nil, task.figures.received != task.figures.lastProgressReceived { emitProgress(of: &task, now: now) }
         let claimed = task.receipts.compactMap { id in receipts[id].map { (id: id, request: $0.request) } }
         let checksIntegrity = result.failure == nil && task.revalidation == nil && claimed.contains { $0.request.integrity != nil }
-        if checksIntegrity { verifying.insert(transfer.task) }
-        detach(transfer.task, completed: result.failure == nil, keepingViews: checksIntegrity, now: now)
+        if checksIntegrity { verifying.insert(task.id) }
+        detach(task.id, completed: result.failure == nil, keepingViews: checksIntegrity, now: now)
         pump(now: now)
-        actions.append(
-            .deliver(DeliveryOrder(id: transfer, request: task.request, revalidation: task.revalidation, receipts: claimed, result: result)))
+        let order = DeliveryOrder(
+            id: task.transferID, request: task.request, revalidation: task.revalidation, receipts: claimed, result: result)
+        actions.append(.deliver(order))
     }
 
     /// The outcomes of receipts whose task ended or a cache tier answered.
-    mutating func delivered(_ outcomes: [(receipt: String, outcome: Outcome)], now: Double) {
+    mutating func delivered(_ outcomes: [(receipt: ReceiptID, outcome: Outcome)], now: Double) {
         for (id, outcome) in outcomes { finish(id, outcome, now: now) }
     }
 
@@ -455,23 +476,24 @@ struct DownloadScheduler<Waiter> {
     /// the body anew for them alone (a complete body is never kept to be
     /// continued). Every other receipt finishes. Views bound to the task
     /// hear that it finished only when no receipt waits.
-    mutating func delivered(_ outcomes: [(receipt: String, outcome: Outcome)], of order: DeliveryOrder, now: Double) {
+    mutating func delivered(_ outcomes: [(receipt: ReceiptID, outcome: Outcome)], of order: DeliveryOrder, now: Double) {
         var plan = RetryPlan()
         var failure: TransferFailure?
         // Drawn only for a body that failed its integrity: each draw is a
         // system call, which every other body would pay for nothing.
         var random: Double?
         for (id, outcome) in outcomes {
-            guard !isShutDown, let error = outcome.error, error.code == .integrityMismatch, let receipt = receipts[id],
-                receipt.phase == .completing
+            guard !isShutDown, let error = outcome.error, error.code == .integrityMismatch, var receipt = receipts[id],
+                case .completing = receipt.phase
             else { continue }
             let factor = random ?? self.random()
             random = factor
             let attempt = AttemptFailure(
                 code: .integrityMismatch, fromNetwork: outcome.source == .network,
                 followsIntegrityMismatch: receipt.hadIntegrityMismatch)
-            receipts[id]!.retryWindow.attemptContinued(from: order.result.resumedFrom)
-            let budget = receipts[id]!.retryWindow.budget(retries: receipt.request.retries, now: now)
+            receipt.retryWindow.attemptContinued(from: order.result.resumedFrom)
+            receipts[id] = receipt
+            let budget = receipt.retryWindow.budget(retries: receipt.request.retries, now: now)
             if case .retry(let delay) = settings.retry.decision(after: attempt, budget: budget, random: factor) {
                 plan.delay = max(plan.delay, delay)
                 plan.waiting.append(id)
@@ -493,13 +515,10 @@ struct DownloadScheduler<Waiter> {
         let id = order.id.task
         var again = TaskRecord(id: id, attempt: order.id.attempt + 1, request: order.request)
         let until = now + plan.delay
-        again.state = .retrying(until: until)
-        again.lastFailure = (failure, order.result.response)
-        for receiptID in plan.waiting {
-            receipts[receiptID]!.phase = .active
-            receipts[receiptID]!.attached = true
-            receipts[receiptID]!.finalProgress = nil
-            receipts[receiptID]!.hadIntegrityMismatch = true
+        again.state = .retrying(until: until, after: TaskRecord.FailedAttempt(failure: failure, response: order.result.response))
+        for receiptID in plan.waiting where receipts[receiptID] != nil {
+            receipts[receiptID]?.phase = .joined
+            receipts[receiptID]?.hadIntegrityMismatch = true
             again.receipts.append(receiptID)
         }
         tasks[id] = again
@@ -520,16 +539,14 @@ struct DownloadScheduler<Waiter> {
             return
         }
         var again = TaskRecord(id: order.id.task, attempt: order.id.attempt + 1, request: order.request)
-        for (id, _) in order.receipts where receipts[id]?.phase == .completing {
-            receipts[id]!.phase = .active
-            receipts[id]!.attached = true
-            receipts[id]!.finalProgress = nil
+        for (id, _) in order.receipts where receipts[id]?.isJoined == false {
+            receipts[id]?.phase = .joined
             again.receipts.append(id)
         }
         guard !again.receipts.isEmpty else { return }
+        enqueue(&again)
         tasks[again.id] = again
         if tasksByKey[again.key] == nil { tasksByKey[again.key] = again.id }
-        enqueue(again.id)
         pump(now: now)
     }
 
@@ -541,42 +558,40 @@ struct DownloadScheduler<Waiter> {
     /// ended go back to the run queue, before the tasks of their priority
     /// that never started.
     mutating func tick(now: Double) {
-        for (id, task) in tasks {
-            guard let due = task.progressDueAt, due <= now else { continue }
-            tasks[id]!.progressDueAt = nil
-            emitProgress(id, now: now)
+        let progressDue = tasks.values.filter { task in task.progressDueAt.map { $0 <= now } ?? false }.map(\.id)
+        for id in progressDue.sorted() { emitProgress(id, now: now) }
+        let due = tasks.values.compactMap { task -> (until: Double, id: TaskID, failed: TaskRecord.FailedAttempt)? in
+            guard case .retrying(let until, let failed) = task.state, until <= now else { return nil }
+            return (until, task.id, failed)
         }
-        let due = tasks.values.compactMap { task -> (until: Double, id: String)? in
-            guard case .retrying(let until) = task.state, until <= now else { return nil }
-            return (until, task.id)
-        }
-        for (_, id) in due.sorted(by: { ($0.until, $0.id.numericSuffix) < ($1.until, $1.id.numericSuffix) }) {
-            tasks[id]!.state = .queued
-            enqueue(id)
+        for (_, id, failed) in due.sorted(by: { ($0.until, $0.id) < ($1.until, $1.id) }) {
+            guard var task = tasks[id] else { continue }
+            task.state = .queued(after: failed)
+            enqueue(&task)
+            tasks[id] = task
         }
         pump(now: now)
         if let next = tasks.values.compactMap({ task -> Double? in
-            if case .retrying(let until) = task.state { until } else { task.progressDueAt }
+            if case .retrying(let until, _) = task.state { until } else { task.progressDueAt }
         }).min() {
             actions.append(.wake(at: next))
         }
     }
 
-    /// What the retry policy makes of a failed attempt of task `id` for each
+    /// What the retry policy makes of a failed attempt of a task for each
     /// of its receipts.
     private struct RetryPlan {
         /// The wait before the next attempt: the longest any waiting receipt
         /// asks (the one whose budget has counted the most attempts).
         var delay = 0.0
-        var waiting: [String] = []
+        var waiting: [ReceiptID] = []
         /// Receipts that end now, each with the `Retry-After` its outcome names.
-        var ending: [(receipt: String, retryAfter: Int64?)] = []
+        var ending: [(receipt: ReceiptID, retryAfter: Int64?)] = []
     }
 
     private func retryPlan(
-        _ id: String, after failure: TransferFailure, status: Int?, retryAfter: Int64? = nil, now: Double
+        for task: TaskRecord, after failure: TransferFailure, status: Int?, retryAfter: Int64? = nil, now: Double
     ) -> RetryPlan {
-        let task = tasks[id]!
         let attempt = AttemptFailure(code: failure.code, httpStatus: status, retryAfter: retryAfter)
         var plan = RetryPlan()
         guard RetryPolicy.isTransient(attempt) else {
@@ -602,68 +617,68 @@ struct DownloadScheduler<Waiter> {
     /// are its receipts now: it lets its transfer and its run-queue place go
     /// and waits `plan.delay` seconds, its bound views still animating.
     private mutating func waitToRetry(
-        _ id: String, _ plan: RetryPlan, after failure: TransferFailure, response: ResponseHead?, now: Double
+        _ id: TaskID, _ plan: RetryPlan, after failure: TransferFailure, response: ResponseHead?, now: Double
     ) {
-        let failed = tasks[id]!.transferID
+        guard var task = tasks[id], case .running(let running) = task.state else { return }
+        let failed = task.transferID
         let until = now + plan.delay
-        tasks[id]!.activeSeconds += now - (tasks[id]!.runningSince ?? now)
-        tasks[id]!.runningSince = nil
-        tasks[id]!.started = false
-        tasks[id]!.attempt += 1
-        tasks[id]!.state = .retrying(until: until)
-        tasks[id]!.progressDueAt = nil
-        tasks[id]!.lastFailure = (failure, response)
-        running -= 1
+        task.figures.activeSeconds += now - running.since
+        task.attempt += 1
+        task.state = .retrying(until: until, after: TaskRecord.FailedAttempt(failure: failure, response: response))
+        tasks[id] = task
+        self.running -= 1
         actions.append(.stop(failed, discardBody: false))
         actions.append(.transferStopped(task: id))
         let notice = RetryNotice(
-            task: id, receipts: tasks[id]!.receipts, attempt: tasks[id]!.attempt, delay: plan.delay, error: failure,
+            task: id, receipts: task.receipts, attempt: task.attempt, delay: plan.delay, error: failure,
             httpStatus: failure.code == .httpStatus ? response?.status : nil)
         actions.append(.notify(.retrying(notice)))
         actions.append(.wake(at: until))
         pump(now: now)
     }
 
-    /// Task `id`'s attempt that failed continued the kept body from byte
+    /// `task`'s attempt that failed continued the kept body from byte
     /// `offset` (nil when it did not continue one): each of its receipts'
     /// retry budget starts again with it when that is further than any of
     /// their attempts before.
-    private mutating func attemptContinued(_ id: String, from offset: Int64?) {
-        for receiptID in tasks[id]!.receipts where receipts[receiptID] != nil {
-            receipts[receiptID]!.retryWindow.attemptContinued(from: offset)
+    private mutating func attemptContinued(_ task: TaskRecord, from offset: Int64?) {
+        for receiptID in task.receipts {
+            receipts[receiptID]?.retryWindow.attemptContinued(from: offset)
         }
     }
 
     /// Takes `ending` off task `id`: their outcomes are being prepared from
     /// the task's last figures.
-    private mutating func claim(_ ending: Set<String>, of id: String, now: Double) -> [(id: String, request: DownloadRequest)] {
-        let figures = tasks[id]!.progress(now: now)
-        tasks[id]!.receipts.removeAll { ending.contains($0) }
-        return ending.sorted { $0.numericSuffix < $1.numericSuffix }.compactMap { receiptID in
-            guard receipts[receiptID] != nil else { return nil }
-            receipts[receiptID]!.phase = .completing
-            receipts[receiptID]!.attached = false
-            receipts[receiptID]!.finalProgress = figures
-            return (receiptID, receipts[receiptID]!.request)
+    private mutating func claim(
+        _ ending: Set<ReceiptID>, of id: TaskID, now: Double
+    ) -> [(id: ReceiptID, request: DownloadRequest)] {
+        guard let figures = tasks[id]?.progress(now: now) else { return [] }
+        tasks[id]?.receipts.removeAll { ending.contains($0) }
+        var claimed: [(id: ReceiptID, request: DownloadRequest)] = []
+        for receiptID in ending.sorted() {
+            guard let request = receipts[receiptID]?.request else { continue }
+            receipts[receiptID]?.phase = .completing(final: figures)
+            claimed.append((receiptID, request))
         }
+        return claimed
     }
 
-    /// Before a retried task `id` starts again: its receipts past
+    /// Before `task`, a retry, starts again: its receipts past
     /// `--retry-max-time` (from the first attempt of their budget) end with
     /// the last attempt's failure, since no attempt starts after it. False
     /// when none is left and the task has ended.
-    private mutating func endExpiredRetries(_ id: String, now: Double) -> Bool {
-        guard let (failure, response) = tasks[id]!.lastFailure else { return true }
-        let expired = tasks[id]!.receipts.compactMap { receiptID -> (String, Outcome)? in
+    private mutating func endExpiredRetries(of task: TaskRecord, now: Double) -> Bool {
+        guard case .queued(let failed?) = task.state else { return true }
+        let expired = task.receipts.compactMap { receiptID -> (ReceiptID, Outcome)? in
             guard let receipt = receipts[receiptID], receipt.retryWindow.elapsed(now: now) > settings.retry.maxTime else {
                 return nil
             }
-            let result = TransferResult(response: response, size: 0, bodyPath: nil, failure: failure)
+            let result = TransferResult(response: failed.response, size: 0, bodyPath: nil, failure: failed.failure)
             return (receiptID, Delivery.failures(of: result, for: [receipt.request])[0])
         }
         guard !expired.isEmpty else { return true }
-        let none = expired.count == tasks[id]!.receipts.count
-        if none { detach(id, completed: false, now: now) }
+        let none = expired.count == task.receipts.count
+        if none { detach(task.id, completed: false, now: now) }
         for (receiptID, outcome) in expired { finish(receiptID, outcome, now: now) }
         return !none
     }
@@ -693,11 +708,11 @@ struct DownloadScheduler<Waiter> {
 
     /// After receipts joined or left task `id`: its started transfer hears
     /// of a change in its rate limit.
-    private mutating func updateRateLimit(of id: String) {
-        guard let task = tasks[id], task.started, !task.receipts.isEmpty else { return }
+    private mutating func updateRateLimit(of id: TaskID) {
+        guard let task = tasks[id], let attempt = task.startedAttempt, !task.receipts.isEmpty else { return }
         let rate = maxRate(of: task)
-        guard rate != task.maxRate else { return }
-        tasks[id]!.maxRate = rate
+        guard rate != attempt.maxRate else { return }
+        tasks[id]?.limitRate(to: rate)
         actions.append(.limit(task.transferID, maxRate: rate))
     }
 
@@ -713,10 +728,11 @@ struct DownloadScheduler<Waiter> {
         for notice in bindings.takeNotices() { actions.append(.notify(.view(notice))) }
     }
 
-    private mutating func enqueue(_ id: String) {
-        tasks[id]!.queueGeneration += 1
-        queue.enqueue(
-            id, priority: tasks[id]!.priority, generation: tasks[id]!.queueGeneration, ranBefore: tasks[id]!.attempt > 1)
+    /// Gives `task` a new place in the run queue; its older places are
+    /// skipped when they come up.
+    private mutating func enqueue(_ task: inout TaskRecord) {
+        task.queueGeneration += 1
+        queue.enqueue(task.id, priority: task.priority, generation: task.queueGeneration, ranBefore: task.attempt > 1)
     }
 
     /// Starts queued tasks while fewer than `maxActive` run.
@@ -726,27 +742,27 @@ struct DownloadScheduler<Waiter> {
             var queue = self.queue
             self.queue = RunQueue()
             let next = queue.next(settings.prioritization) { id, generation in
-                guard let task = tasks[id] else { return false }
-                return task.queueGeneration == generation && task.state == .queued && !task.started
+                guard let task = tasks[id], case .queued = task.state else { return false }
+                return task.queueGeneration == generation
             }
             self.queue = queue
-            guard let id = next else { return }
-            if endExpiredRetries(id, now: now) { start(id, now: now) }
+            guard let id = next, let task = tasks[id] else { return }
+            if endExpiredRetries(of: task, now: now) { start(id, now: now) }
         }
     }
 
-    private mutating func start(_ id: String, now: Double) {
-        let url = url(ofAttempt: tasks[id]!.attempt, of: tasks[id]!)
-        tasks[id]!.queueGeneration += 1
-        tasks[id]!.beginAttempt(url: url, now: now)
+    private mutating func start(_ id: TaskID, now: Double) {
+        guard var task = tasks[id] else { return }
+        let url = url(ofAttempt: task.attempt, of: task)
+        let maxRate = maxRate(of: task)
+        task.queueGeneration += 1
+        task.begin(TaskRecord.StartedAttempt(url: url, maxRate: maxRate), now: now)
+        tasks[id] = task
         running += 1
-        let task = tasks[id]!
         for receipt in task.receipts { receipts[receipt]?.countAttempt(url: url, now: now) }
         let destination = task.receipts.first.flatMap { receipts[$0]?.request.destination }
         let countsText = task.receipts.contains { receipts[$0]?.request.body == .text }
         let digestAlgorithms = Set(task.receipts.compactMap { receipts[$0]?.request.integrity?.algorithm })
-        let maxRate = maxRate(of: task)
-        tasks[id]!.maxRate = maxRate
         actions.append(
             .start(
                 TransferOrder(
@@ -761,29 +777,27 @@ struct DownloadScheduler<Waiter> {
     /// when its body is complete and about to be delivered. Its receipts
     /// keep its final figures. Its bound views hear that it finished unless
     /// `keepingViews` (its delivery tells them).
-    private mutating func detach(_ id: String, completed: Bool, keepingViews: Bool = false, now: Double) {
+    private mutating func detach(_ id: TaskID, completed: Bool, keepingViews: Bool = false, now: Double) {
         guard let task = tasks.removeValue(forKey: id) else { return }
         let figures = task.progress(now: now)
-        for receipt in task.receipts where receipts[receipt] != nil {
-            receipts[receipt]!.attached = false
-            receipts[receipt]!.finalProgress = figures
-        }
-        if task.state == .running, !keepingViews { views { $0.taskStateChanged(task: id, running: false) } }
-        if task.started {
+        for receipt in task.receipts { receipts[receipt]?.phase = .completing(final: figures) }
+        if case .running = task.state, !keepingViews { views { $0.taskStateChanged(task: id, running: false) } }
+        if task.startedAttempt != nil {
             running -= 1
             if !completed { actions.append(.stop(task.transferID, discardBody: true)) }
         }
         if tasksByKey[task.key] == id { tasksByKey[task.key] = nil }
         actions.append(.transferStopped(task: id))
         if !keepingViews {
-            views { $0.taskFinished(task: id, received: completed ? task.received : nil, expected: completed ? task.received : nil) }
+            let received = completed ? task.figures.received : nil
+            views { $0.taskFinished(task: id, received: received, expected: received) }
         }
     }
 
     /// Ends the receipts a transfer can no longer satisfy and says whether
     /// the transfer goes on. When none is left, the task is detached first,
     /// so the activity count drops before their `download/finished`.
-    private mutating func end(_ ended: [(String, Outcome)], of id: String, now: Double) -> Bool {
+    private mutating func end(_ ended: [(ReceiptID, Outcome)], of id: TaskID, now: Double) -> Bool {
         guard !ended.isEmpty else { return true }
         let none = ended.count == tasks[id]?.receipts.count
         if none { detach(id, completed: false, now: now) }
@@ -793,26 +807,33 @@ struct DownloadScheduler<Waiter> {
     }
 
     @discardableResult
-    private mutating func cancel(receipt id: String, now: Double) -> Bool {
-        guard let receipt = receipts[id], receipt.phase == .active else { return false }
+    private mutating func cancel(receipt id: ReceiptID, now: Double) -> Bool {
+        guard let receipt = receipts[id], receipt.isJoined else { return false }
         finish(id, Outcome(url: receipt.request.url, failure: TransferFailure(code: .cancelled, message: "cancelled")), now: now)
-        if receipt.attached, let task = tasks[receipt.taskID], task.receipts.isEmpty {
+        if let task = tasks[receipt.taskID], task.receipts.isEmpty {
             detach(task.id, completed: false, now: now)
             pump(now: now)
         }
         return true
     }
 
-    private mutating func finish(_ id: String, _ outcome: Outcome, now: Double) {
+    private mutating func finish(_ id: ReceiptID, _ outcome: Outcome, now: Double) {
         guard let receipt = receipts.removeValue(forKey: id) else { return }
+        finish(receipt, outcome, now: now)
+    }
+
+    /// Tells `receipt`'s outcome, taken out of the unfinished receipts, and
+    /// keeps its figures in the history.
+    private mutating func finish(_ receipt: ReceiptRecord<Waiter>, _ outcome: Outcome, now: Double) {
+        let id = receipt.id
         if let slot = receipt.request.slot.map(ExactString.init), slots[slot] == id { slots[slot] = nil }
-        var figures: TaskProgress
-        if receipt.attached, let task = tasks[receipt.taskID] {
+        var figures = TaskProgress.none(task: receipt.taskID)
+        if case .completing(let final?) = receipt.phase {
+            figures = final
+        } else if receipt.isJoined, let task = tasks[receipt.taskID] {
             figures = task.progress(now: now)
-            tasks[receipt.taskID]!.receipts.removeAll { $0 == id }
+            tasks[receipt.taskID]?.receipts.removeAll { $0 == id }
             updateRateLimit(of: receipt.taskID)
-        } else {
-            figures = receipt.finalProgress ?? .none(task: receipt.taskID)
         }
         var outcome = outcome
         outcome.durationMs = (now - receipt.createdAt) * 1000
@@ -822,69 +843,70 @@ struct DownloadScheduler<Waiter> {
         // A failure says how far the body got: a receipt ended here
         // (cancelled, shut down, too large) by what its task had received.
         if !outcome.ok, outcome.size == 0 { outcome.size = figures.received }
-        history.add(ReceiptProgress(receipt: id, figures: figures, state: "finished"))
+        history.add(ReceiptProgress(receipt: id, figures: figures, state: .finished))
 
         actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: outcome)))
         let source = outcome.source == .memory || outcome.source == .disk ? outcome.source : nil
         for (waiter, reused) in receipt.waiters {
-            answer(
-                waiter,
-                .download(DownloadReply(receipt: id, task: receipt.taskID, state: "finished", reused: reused, source: source, outcome: outcome)))
+            let reply = DownloadReply(
+                receipt: id, task: receipt.taskID, state: .finished, reused: reused, source: source, outcome: outcome)
+            answer(waiter, .download(reply))
         }
     }
 
-    private mutating func emitProgress(_ id: String, now: Double) {
-        tasks[id]?.progressDueAt = nil
-        guard let task = tasks[id], !task.receipts.isEmpty, task.received > task.lastProgressReceived else { return }
-        tasks[id]!.lastProgressAt = now
-        tasks[id]!.lastProgressReceived = task.received
+    /// Tells task `id`'s progress, when bytes arrived since it was last told.
+    private mutating func emitProgress(_ id: TaskID, now: Double) {
+        guard var task = tasks[id] else { return }
+        emitProgress(of: &task, now: now)
+        tasks[id] = task
+    }
+
+    private mutating func emitProgress(of task: inout TaskRecord, now: Double) {
+        task.progressDueAt = nil
+        guard !task.receipts.isEmpty, task.figures.received > task.figures.lastProgressReceived else { return }
+        task.figures.lastProgressAt = now
+        task.figures.lastProgressReceived = task.figures.received
         actions.append(.notify(.progress(task.progress(now: now), receipts: task.receipts)))
-        views { $0.taskProgress(task: id, received: task.received, expected: task.expected) }
+        let (id, received, expected) = (task.id, task.figures.received, task.figures.expected)
+        views { $0.taskProgress(task: id, received: received, expected: expected) }
     }
 
     /// Resolves `suspend`/`resume`'s target to a live task, or answers for
     /// one that has finished.
-    private mutating func resolve(_ target: TaskTarget, waiter: Waiter) throws(SchedulerError) -> String? {
+    private mutating func resolve(_ target: TaskTarget, waiter: Waiter) throws(SchedulerError) -> TaskRecord? {
         switch target {
         case .receipt(let id):
             if let receipt = receipts[id] {
-                if receipt.attached, tasks[receipt.taskID] != nil { return receipt.taskID }
-                answer(waiter, .task(id: receipt.taskID, state: "finished"))
+                if receipt.isJoined, let task = tasks[receipt.taskID] { return task }
+                answer(waiter, .task(id: receipt.taskID, state: .finished))
                 return nil
             }
             guard let finished = history[id] else { throw .unknownReceipt(id) }
-            answer(waiter, .task(id: finished.figures.task, state: "finished"))
+            answer(waiter, .task(id: finished.figures.task, state: .finished))
             return nil
         case .task(let id):
-            if tasks[id] != nil { return id }
+            if let task = tasks[id] { return task }
             guard hasEnded(task: id) else { throw .unknownTask(id) }
-            answer(waiter, .task(id: id, state: "finished"))
+            answer(waiter, .task(id: id, state: .finished))
             return nil
         }
     }
 
     /// Whether `task` was issued and has ended: its receipts are finished
     /// (and remembered) or their outcomes are being prepared.
-    private func hasEnded(task id: String) -> Bool {
+    private func hasEnded(task id: TaskID) -> Bool {
         history.hasTask(id) || receipts.values.contains { $0.taskID == id }
     }
 
-    private func reply(for receipt: ReceiptRecord<Waiter>, reused: Bool = false, state: String? = nil) -> DownloadReply {
-        let taskState: String
-        if let state {
-            taskState = state
-        } else if receipt.attached, let task = tasks[receipt.taskID] {
-            taskState = task.started ? "running" : "queued"
-        } else {
-            taskState = "finished"
+    /// The answer to a `download` that made or reused `receipt`: its task's
+    /// state, `finished` once the receipt no longer waits on a live task.
+    private func reply(receipt: ReceiptID, task: TaskID, reused: Bool = false) -> DownloadReply {
+        var state = ReplyState.finished
+        if receipts[receipt]?.isJoined == true, let record = tasks[task] {
+            state = record.startedAttempt != nil ? .running : .queued
         }
-        return DownloadReply(receipt: receipt.id, task: receipt.taskID, state: taskState, reused: reused)
+        return DownloadReply(receipt: receipt, task: task, state: state, reused: reused)
     }
 }
 
 extension DownloadScheduler: Sendable where Waiter: Sendable {}
-
-extension String {
-    /// 42 for "t42", for ordering ids.
-    var numericSuffix: Int { Int(drop(while: { !$0.isNumber })) ?? 0 }
-}

@@ -2,16 +2,16 @@
 /// can still answer for them; the oldest are forgotten past `limit`.
 struct FinishedHistory: Sendable {
     let limit: Int
-    private var entries: [String: ReceiptProgress] = [:]
-    private var order: [String] = []
+    private var entries: [ReceiptID: ReceiptProgress] = [:]
+    private var order: [ReceiptID] = []
     private var head = 0
-    private var receiptsPerTask: [String: Int] = [:]
+    private var receiptsPerTask: [TaskID: Int] = [:]
 
     init(limit: Int) { self.limit = limit }
 
-    subscript(receipt: String) -> ReceiptProgress? { entries[receipt] }
+    subscript(receipt: ReceiptID) -> ReceiptProgress? { entries[receipt] }
 
-    func hasTask(_ task: String) -> Bool { receiptsPerTask[task] != nil }
+    func hasTask(_ task: TaskID) -> Bool { receiptsPerTask[task] != nil }
 
     mutating func add(_ snapshot: ReceiptProgress) {
         let receipt = snapshot.receipt

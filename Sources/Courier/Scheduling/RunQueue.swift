@@ -6,7 +6,7 @@
 /// skipped when it comes up.
 struct RunQueue: Sendable {
     private struct Entry: Sendable {
-        let task: String
+        let task: TaskID
         let generation: Int
     }
 
@@ -40,7 +40,7 @@ struct RunQueue: Sendable {
 
     /// Queues `task`; `ranBefore` puts it before every task of its priority
     /// that never started.
-    mutating func enqueue(_ task: String, priority: Priority, generation: Int, ranBefore: Bool = false) {
+    mutating func enqueue(_ task: TaskID, priority: Priority, generation: Int, ranBefore: Bool = false) {
         let entry = Entry(task: task, generation: generation)
         if ranBefore {
             returning[priority.rank].append(entry)
@@ -51,7 +51,7 @@ struct RunQueue: Sendable {
 
     /// The next entry for which `isCurrent(task, generation)` holds, removed
     /// from the queue with every stale entry before it.
-    mutating func next(_ prioritization: Prioritization, isCurrent: (String, Int) -> Bool) -> String? {
+    mutating func next(_ prioritization: Prioritization, isCurrent: (TaskID, Int) -> Bool) -> TaskID? {
         for rank in lanes.indices {
             while let entry = returning[rank].take(last: false) {
                 if isCurrent(entry.task, entry.generation) { return entry.task }

@@ -1,7 +1,7 @@
 /// A task's figures: the params of `download/progress`, and what `progress`
 /// answers.
 struct TaskProgress: Hashable, Sendable {
-    var task: String
+    var task: TaskID
     var received: Int64
     var expected: Int64?
     var bytesPerSecond: Double
@@ -11,33 +11,42 @@ struct TaskProgress: Hashable, Sendable {
         return min(1, Double(received) / Double(expected))
     }
 
-    static func none(task: String) -> TaskProgress {
+    static func none(task: TaskID) -> TaskProgress {
         TaskProgress(task: task, received: 0, expected: nil, bytesPerSecond: 0)
     }
 }
 
 /// `progress {receipt}`'s answer, also kept for finished receipts.
 struct ReceiptProgress: Hashable, Sendable {
-    var receipt: String
+    var receipt: ReceiptID
     var figures: TaskProgress
-    /// `queued`, `running`, `suspended`, `retrying` or `finished`.
-    var state: String
+    var state: ReplyState
+}
+
+/// Where a receipt's task stands, as answers tell it.
+enum ReplyState: Hashable, Sendable {
+    case queued
+    case running
+    case suspended
+    case retrying
+    /// The task has ended (its receipts' outcomes may still be prepared).
+    case finished
 }
 
 /// One task in `progress {}`'s answer.
 struct TaskReport: Hashable, Sendable {
     var figures: TaskProgress
-    var receipts: [String]
-    var state: TaskRecord.State
+    var receipts: [ReceiptID]
+    var state: ReplyState
 }
 
 /// The answer to `download`: the receipt, and its outcome when it has
 /// finished and was waited for.
 struct DownloadReply: Sendable {
-    var receipt: String
-    var task: String
+    var receipt: ReceiptID
+    var task: TaskID
     /// `queued`, `running` or `finished`.
-    var state: String
+    var state: ReplyState
     var reused: Bool
     var source: OutcomeSource?
     var outcome: Outcome?
@@ -50,15 +59,15 @@ enum Answer: Sendable {
     case bound(view: String, Bool)
     case cancelled(count: Int)
     /// `suspend` and `resume`: the task and its state now.
-    case task(id: String, state: String)
+    case task(id: TaskID, state: ReplyState)
     case tasks([TaskReport])
     case receipt(ReceiptProgress)
 }
 
 /// Notifications, in the order they happened.
 enum Notice: Sendable {
-    case progress(TaskProgress, receipts: [String])
-    case finished(receipt: String, task: String, outcome: Outcome)
+    case progress(TaskProgress, receipts: [ReceiptID])
+    case finished(receipt: ReceiptID, task: TaskID, outcome: Outcome)
     case view(ViewNotice)
     case retrying(RetryNotice)
 }
@@ -66,9 +75,9 @@ enum Notice: Sendable {
 /// `download/retrying`: a task's attempt failed, and its receipts wait
 /// `delay` seconds for attempt number `attempt`.
 struct RetryNotice: Sendable {
-    var task: String
+    var task: TaskID
     /// The receipts that wait; those whose budget was spent have finished.
-    var receipts: [String]
+    var receipts: [ReceiptID]
     var attempt: Int
     var delay: Double
     var error: TransferFailure
@@ -101,7 +110,7 @@ struct DeliveryOrder: Sendable {
     var id: TransferID
     var request: DownloadRequest
     var revalidation: ResponseCache.Stale?
-    var receipts: [(id: String, request: DownloadRequest)]
+    var receipts: [(id: ReceiptID, request: DownloadRequest)]
     var result: TransferResult
 }
 
@@ -121,8 +130,8 @@ enum SchedulerAction<Waiter> {
     /// A body file nobody will read.
     case discard(path: String)
     /// For the network activity indicator.
-    case transferStarted(task: String)
-    case transferStopped(task: String)
+    case transferStarted(task: TaskID)
+    case transferStopped(task: TaskID)
     /// Call `tick(now:)` once the clock reaches this moment: a task's wait
     /// before its next attempt ends then. Asking again for a later moment
     /// does not put off an earlier one.
@@ -133,6 +142,6 @@ extension SchedulerAction: Sendable where Waiter: Sendable {}
 
 /// Why an event names nothing the scheduler knows.
 enum SchedulerError: Error, Equatable {
-    case unknownReceipt(String)
-    case unknownTask(String)
+    case unknownReceipt(ReceiptID)
+    case unknownTask(TaskID)
 }

@@ -23,28 +23,33 @@ struct TaskKey: Hashable, Sendable {
 /// its id and gets a new attempt, so events of the old transfer are told
 /// apart.
 struct TransferID: Hashable, Sendable {
-    var task: String
+    var task: TaskID
     var attempt: Int
 }
 
 /// One transfer from the origin, shared by every receipt that asked for it.
 struct TaskRecord: Sendable {
-    enum State: Hashable, Sendable {
-        case queued
-        case running
-        case suspended
+    /// Where the task stands, with what only that state knows.
+    enum State: Sendable {
+        /// Waiting for a place in the run queue. `after` is how the last
+        /// attempt failed when the next one is a retry: a receipt past
+        /// `--retry-max-time` when it would start ends with it.
+        case queued(after: FailedAttempt?)
+        /// Its transfer runs.
+        case running(Running)
+        case suspended(Suspension)
         /// An attempt failed and the next waits until `until` (seconds of
         /// the scheduler's clock): no transfer and no run-queue place, but
-        /// bound views keep animating.
-        case retrying(until: Double)
+        /// bound views keep animating. `after` as for `queued`.
+        case retrying(until: Double, after: FailedAttempt)
 
-        /// As `progress` reports it.
-        var name: String {
+        /// As `progress`, `suspend` and `resume` tell it.
+        var replyState: ReplyState {
             switch self {
-            case .queued: "queued"
-            case .running: "running"
-            case .suspended: "suspended"
-            case .retrying: "retrying"
+            case .queued: .queued
+            case .running: .running
+            case .suspended: .suspended
+            case .retrying: .retrying
             }
         }
 
@@ -57,49 +62,74 @@ struct TaskRecord: Sendable {
         }
     }
 
-    let id: String
+    /// How an attempt failed, kept until the next one starts.
+    struct FailedAttempt: Sendable {
+        var failure: TransferFailure
+        var response: ResponseHead?
+    }
+
+    /// An attempt whose transfer the engine has, running or paused.
+    struct StartedAttempt: Sendable {
+        /// The URL it asks.
+        let url: String
+        /// Bytes per second its transfer was told it may take: the largest
+        /// `maxRate` of the task's receipts, nil when any has none.
+        var maxRate: Int64?
+    }
+
+    /// A running task's transfer.
+    struct Running: Sendable {
+        var attempt: StartedAttempt
+        /// When it started or was last resumed, in seconds of the
+        /// scheduler's clock.
+        var since: Double
+        /// When bytes that arrived within `progressInterval` of the last
+        /// `download/progress` are told, should no more arrive before then.
+        var progressDueAt: Double?
+    }
+
+    /// What a suspended task leaves to do when resumed.
+    enum Suspension: Sendable {
+        /// Its attempt had not started (it was queued or waiting to try
+        /// again): it goes back to the run queue. `after` as for `queued`.
+        case unstarted(after: FailedAttempt?)
+        /// The engine holds its transfer paused. `held` is the transfer's
+        /// result when its last bytes arrived as it was being suspended:
+        /// the task finishes with it.
+        case paused(StartedAttempt, held: TransferResult?)
+    }
+
+    /// What an attempt has received, for progress: kept when it stops, and
+    /// started again from nothing by the next.
+    struct Figures: Sendable {
+        var received: Int64 = 0
+        var expected: Int64?
+        /// The final response's Content-Type once its headers are in, for
+        /// the charset its `text` receipts decode from.
+        var contentType: String?
+        /// Seconds spent running (not suspended) before `Running.since`.
+        var activeSeconds = 0.0
+        var lastProgressAt = -Double.infinity
+        var lastProgressReceived: Int64 = -1
+    }
+
+    let id: TaskID
     /// The number of the attempt under way or to come, 1 for the first.
     var attempt: Int
     let key: TaskKey
     let request: DownloadRequest
     /// Receipt ids, oldest first.
-    var receipts: [String] = []
-    var state = State.queued
-    /// Whether the transfer has been handed to the engine.
-    var started = false
+    var receipts: [ReceiptID] = []
+    var state = State.queued(after: nil)
     var priority: Priority
     /// Bumped whenever the task's place in the run queue changes, so older
     /// queue entries are skipped.
     var queueGeneration = 0
     /// The stored response this task asks the origin to validate.
     var revalidation: ResponseCache.Stale?
-    /// The transfer's result when its last bytes arrived as it was being
-    /// suspended: the task stays suspended and finishes when resumed.
-    var held: TransferResult?
-    /// How the last attempt failed, while the next one waits: a receipt
-    /// past `--retry-max-time` when it would start ends with it.
-    var lastFailure: (failure: TransferFailure, response: ResponseHead?)?
-    /// The URL the attempt under way asks.
-    var attemptURL: String?
-    /// Bytes per second its started transfer was told it may take: the
-    /// largest `maxRate` of its receipts, nil when any has none.
-    var maxRate: Int64?
+    var figures = Figures()
 
-    var received: Int64 = 0
-    var expected: Int64?
-    /// The final response's Content-Type once its headers are in, for the
-    /// charset its `text` receipts decode from.
-    var contentType: String?
-    /// Seconds spent running (not suspended) before `runningSince`.
-    var activeSeconds = 0.0
-    var runningSince: Double?
-    var lastProgressAt = -Double.infinity
-    var lastProgressReceived: Int64 = -1
-    /// When bytes that arrived within `progressInterval` of the last
-    /// `download/progress` are told, should no more arrive before then.
-    var progressDueAt: Double?
-
-    init(id: String, attempt: Int = 1, request: DownloadRequest) {
+    init(id: TaskID, attempt: Int = 1, request: DownloadRequest) {
         self.id = id
         self.attempt = attempt
         self.key = TaskKey(request)
@@ -109,32 +139,59 @@ struct TaskRecord: Sendable {
 
     var transferID: TransferID { TransferID(task: id, attempt: attempt) }
 
-    /// Its transfer starts, asking `url`: the figures start again from
-    /// nothing (what a continued body already holds comes with its first
-    /// bytes).
-    mutating func beginAttempt(url: String, now: Double) {
-        started = true
-        state = .running
-        runningSince = now
-        attemptURL = url
-        lastFailure = nil
-        received = 0
-        expected = nil
-        contentType = nil
-        activeSeconds = 0
-        lastProgressAt = -.infinity
-        lastProgressReceived = -1
-        progressDueAt = nil
+    /// Its attempt, while the engine has its transfer.
+    var startedAttempt: StartedAttempt? {
+        switch state {
+        case .running(let running): running.attempt
+        case .suspended(.paused(let attempt, _)): attempt
+        case .queued, .retrying, .suspended(.unstarted): nil
+        }
+    }
+
+    /// When bytes held back are due to be told; only a running task holds
+    /// any back, so setting it in another state changes nothing.
+    var progressDueAt: Double? {
+        get {
+            guard case .running(let running) = state else { return nil }
+            return running.progressDueAt
+        }
+        set {
+            guard case .running(var running) = state else { return }
+            running.progressDueAt = newValue
+            state = .running(running)
+        }
+    }
+
+    /// Its transfer starts: the figures start again from nothing (what a
+    /// continued body already holds comes with its first bytes).
+    mutating func begin(_ attempt: StartedAttempt, now: Double) {
+        state = .running(Running(attempt: attempt, since: now))
+        figures = Figures()
+    }
+
+    /// Its started transfer was told it may take `maxRate` bytes per second.
+    mutating func limitRate(to maxRate: Int64?) {
+        switch state {
+        case .running(var running):
+            running.attempt.maxRate = maxRate
+            state = .running(running)
+        case .suspended(.paused(var attempt, let held)):
+            attempt.maxRate = maxRate
+            state = .suspended(.paused(attempt, held: held))
+        case .queued, .retrying, .suspended(.unstarted):
+            break
+        }
     }
 
     func bytesPerSecond(now: Double) -> Double {
-        let seconds = activeSeconds + (runningSince.map { now - $0 } ?? 0)
-        return seconds > 0 ? Double(received) / seconds : 0
+        var seconds = figures.activeSeconds
+        if case .running(let running) = state { seconds += now - running.since }
+        return seconds > 0 ? Double(figures.received) / seconds : 0
     }
 
     func progress(now: Double) -> TaskProgress {
         TaskProgress(
-            task: id, received: received, expected: expected,
+            task: id, received: figures.received, expected: figures.expected,
             bytesPerSecond: bytesPerSecond(now: now).rounded())
     }
 }
@@ -143,21 +200,19 @@ struct TaskRecord: Sendable {
 /// `download/finished`.
 struct ReceiptRecord<Waiter> {
     enum Phase {
-        case active
+        /// Joined to its task, which is live and reports its figures.
+        case joined
         /// Its task has ended (or a cache tier answers it) and its outcome
-        /// is being prepared.
-        case completing
+        /// is being prepared. `final` is its task's figures when it ended,
+        /// nil when it never joined one.
+        case completing(final: TaskProgress?)
     }
 
-    let id: String
-    let taskID: String
+    let id: ReceiptID
+    let taskID: TaskID
     let request: DownloadRequest
     let createdAt: Double
-    var phase = Phase.active
-    /// Joined to the live task `taskID`.
-    var attached = false
-    /// The task's figures when it ended, kept while the outcome is prepared.
-    var finalProgress: TaskProgress?
+    var phase: Phase
     /// The `download`s with `wait: true` that made or reused this receipt:
     /// each is answered with the outcome when it finishes.
     var waiters: [(waiter: Waiter, reused: Bool)] = []
@@ -173,6 +228,10 @@ struct ReceiptRecord<Waiter> {
     /// A body from the network failed its `integrity`: another that does
     /// is not retried.
     var hadIntegrityMismatch = false
+
+    var isJoined: Bool {
+        if case .joined = phase { true } else { false }
+    }
 
     /// An attempt asking `url` began for it.
     mutating func countAttempt(url: String, now: Double) {

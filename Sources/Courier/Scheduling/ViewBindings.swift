@@ -16,7 +16,7 @@ struct ViewBindings: Sendable {
 
     /// One view's binding, and what that view was last told.
     struct Binding: Hashable, Sendable {
-        var task: String
+        var task: TaskID
         var kind: BindingKind
         fileprivate var animating = false
         fileprivate var received: Int64 = 0
@@ -26,7 +26,7 @@ struct ViewBindings: Sendable {
     /// By view name, compared as bytes.
     private var bindings: [ExactString: Binding] = [:]
     /// The views bound to each task, in the order they were bound.
-    private var viewsByTask: [String: [ExactString]] = [:]
+    private var viewsByTask: [TaskID: [ExactString]] = [:]
     private var notices: [ViewNotice] = []
 
     /// What views were told since the last call, oldest first.
@@ -39,14 +39,14 @@ struct ViewBindings: Sendable {
     func binding(of view: String) -> Binding? { bindings[ExactString(view)] }
 
     /// The views following `task`, in the order they were bound.
-    func views(boundTo task: String) -> [String] { (viewsByTask[task] ?? []).map(\.value) }
+    func views(boundTo task: TaskID) -> [String] { (viewsByTask[task] ?? []).map(\.value) }
 
     /// Binds `view` to `task`, replacing any binding it had. `snapshot` is
     /// the task's state now, nil when it has finished: then nothing is sent,
     /// the view is left unbound and the result is false. Otherwise the view
     /// is told the current state at once.
     @discardableResult
-    mutating func bind(view: String, task: String, kind: BindingKind, snapshot: TaskSnapshot?) -> Bool {
+    mutating func bind(view: String, task: TaskID, kind: BindingKind, snapshot: TaskSnapshot?) -> Bool {
         unbind(view: view)
         guard let snapshot else { return false }
         var binding = Binding(task: task, kind: kind)
@@ -73,14 +73,14 @@ struct ViewBindings: Sendable {
     }
 
     /// The task started or resumed (`running`), or was suspended.
-    mutating func taskStateChanged(task: String, running: Bool) {
+    mutating func taskStateChanged(task: TaskID, running: Bool) {
         for view in views(boundTo: task) {
             updateAnimating(view: view, to: running)
         }
     }
 
     /// The task's download progress.
-    mutating func taskProgress(task: String, received: Int64, expected: Int64?) {
+    mutating func taskProgress(task: TaskID, received: Int64, expected: Int64?) {
         for view in views(boundTo: task) {
             updateProgress(view: view, received: received, expected: expected)
         }
@@ -91,7 +91,7 @@ struct ViewBindings: Sendable {
     /// views get the final counts when given and different from what they
     /// last heard (pass `expected` equal to `received` after a success so
     /// the view reaches a fraction of 1), and every binding to the task ends.
-    mutating func taskFinished(task: String, received: Int64? = nil, expected: Int64? = nil) {
+    mutating func taskFinished(task: TaskID, received: Int64? = nil, expected: Int64? = nil) {
         let views = viewsByTask.removeValue(forKey: task) ?? []
         for view in views {
             guard let binding = bindings[view] else { continue }

@@ -16,7 +16,7 @@ extension CourierServer {
             }
             let target: CancelTarget
             if let id = try named.optionalString("receipt") {
-                target = .receipt(id)
+                target = .receipt(try Self.receiptID(id))
             } else if let slot = try named.optionalString("slot") {
                 target = .slot(slot)
             } else if try named.optionalBool("all") == true {
@@ -36,20 +36,27 @@ extension CourierServer {
             try Self.schedulerCall { () throws(SchedulerError) in try downloader.resume(target, waiter: reply) }
         }
         dispatcher.register(checked: "progress") { [downloader] params, reply in
-            let receipt = try params.byName().optionalString("receipt")
+            let receipt = try params.byName().optionalString("receipt").map(Self.receiptID)
             try Self.schedulerCall { () throws(SchedulerError) in try downloader.progress(receipt: receipt, waiter: reply) }
         }
         dispatcher.register(checked: "bind") { [downloader] params, reply in
             let named = try params.byName()
             let view = try named.string("view")
             let kind = try named.optionalChoice("kind", as: BindingKind.self) ?? .animating
-            let receiptID = try named.optionalString("receipt")
-            let taskID = try named.optionalString("task")
-            let unbinding = named["task"]?.isNull == true && receiptID == nil
-            guard unbinding || (taskID == nil) != (receiptID == nil) else {
+            let receipt = try named.optionalString("receipt")
+            let task = try named.optionalString("task")
+            let unbinding = named["task"]?.isNull == true && receipt == nil
+            guard unbinding || (task == nil) != (receipt == nil) else {
                 throw RPCError.invalidParams("give exactly one of 'task' (null unbinds) or 'receipt'")
             }
-            let target: TaskTarget? = unbinding ? nil : receiptID.map(TaskTarget.receipt) ?? taskID.map(TaskTarget.task)
+            let target: TaskTarget?
+            if let receipt {
+                target = .receipt(try Self.receiptID(receipt))
+            } else if let task {
+                target = .task(try Self.taskID(task))
+            } else {
+                target = nil
+            }
             try Self.schedulerCall { () throws(SchedulerError) in
                 try downloader.bind(view: view, to: target, kind: kind, waiter: reply)
             }
@@ -60,10 +67,24 @@ extension CourierServer {
     private static func taskTarget(_ params: Params) throws -> TaskTarget {
         let named = try params.byName()
         switch (try named.optionalString("task"), try named.optionalString("receipt")) {
-        case (let task?, nil): return .task(task)
-        case (nil, let receipt?): return .receipt(receipt)
+        case (let task?, nil): return .task(try taskID(task))
+        case (nil, let receipt?): return .receipt(try receiptID(receipt))
         default: throw RPCError.invalidParams("give exactly one of 'task' or 'receipt'")
         }
+    }
+
+    /// The receipt a param names; a string courier never issues is answered
+    /// as any unknown receipt is.
+    private static func receiptID(_ wire: String) throws(RPCError) -> ReceiptID {
+        guard let id = ReceiptID(wire: wire) else { throw unknown(receipt: wire) }
+        return id
+    }
+
+    /// The task a param names; a string courier never issues is answered as
+    /// any unknown task is.
+    private static func taskID(_ wire: String) throws(RPCError) -> TaskID {
+        guard let id = TaskID(wire: wire) else { throw unknown(task: wire) }
+        return id
     }
 
     private static func schedulerCall(_ body: () throws(SchedulerError) -> Void) throws(RPCError) {

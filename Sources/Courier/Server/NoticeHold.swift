@@ -13,7 +13,7 @@ import Locking
 /// change order.
 final class NoticeHold: Sendable {
     enum Subject: Hashable, Sendable {
-        case receipt(String)
+        case receipt(ReceiptID)
         case view(String)
     }
 
@@ -46,7 +46,7 @@ final class NoticeHold: Sendable {
             switch notice {
             case .progress, .retrying:
                 let receipts = notice.receipts
-                var free: [String] = []
+                var free: [ReceiptID] = []
                 for receipt in receipts {
                     if state.pending[.receipt(receipt)] != nil {
                         state.queued[.receipt(receipt), default: []].append(notice.naming([receipt]))
@@ -97,7 +97,7 @@ extension Answer {
 
 extension Notice {
     /// The receipts it names.
-    var receipts: [String] {
+    var receipts: [ReceiptID] {
         switch self {
         case .progress(_, let receipts): receipts
         case .retrying(let retry): retry.receipts
@@ -108,7 +108,7 @@ extension Notice {
 
     /// A task's notice (progress, retrying) naming only `receipts` of its
     /// receipts; any other notice as it is.
-    func naming(_ receipts: [String]) -> Notice {
+    func naming(_ receipts: [ReceiptID]) -> Notice {
         switch self {
         case .progress(let figures, _):
             return .progress(figures, receipts: receipts)

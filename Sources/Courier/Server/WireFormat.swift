@@ -9,7 +9,8 @@ extension CourierServer {
         switch answer {
         case .download(let reply):
             var object: [String: JSON] = [
-                "receipt": .string(reply.receipt), "task": .string(reply.task), "state": .string(reply.state),
+                "receipt": .string(reply.receipt.description), "task": .string(reply.task.description),
+                "state": .string(reply.state.wireName),
                 "reused": .bool(reply.reused),
             ]
             if let source = reply.source { object["source"] = .string(source.rawValue) }
@@ -20,13 +21,13 @@ extension CourierServer {
         case .cancelled(let count):
             return ["cancelled": .bool(count > 0), "count": JSON(count)]
         case .task(let id, let state):
-            return ["task": .string(id), "state": .string(state)]
+            return ["task": .string(id.description), "state": .string(state.wireName)]
         case .tasks(let reports):
             return [
                 "tasks": .array(reports.map { report in
                     var object = report.figures.fields
-                    object["receipts"] = .array(report.receipts.map(JSON.string))
-                    object["state"] = .string(report.state.name)
+                    object["receipts"] = report.receipts.json
+                    object["state"] = .string(report.state.wireName)
                     return .object(object)
                 })
             ]
@@ -40,10 +41,13 @@ extension CourierServer {
         switch notice {
         case .progress(let figures, let receipts):
             var params = figures.fields
-            params["receipts"] = .array(receipts.map(JSON.string))
+            params["receipts"] = receipts.json
             return ("download/progress", .object(params))
         case .finished(let receipt, let task, let outcome):
-            return ("download/finished", ["receipt": .string(receipt), "task": .string(task), "outcome": outcome.json])
+            return (
+                "download/finished",
+                ["receipt": .string(receipt.description), "task": .string(task.description), "outcome": outcome.json]
+            )
         case .view(let notice):
             return notice.notification
         case .retrying(let notice):
@@ -53,16 +57,72 @@ extension CourierServer {
 
     static func rpcError(_ error: SchedulerError) -> RPCError {
         switch error {
-        case .unknownReceipt(let id): RPCError(unknownReceipt, "unknown receipt '\(id)'", data: ["receipt": .string(id)])
-        case .unknownTask(let id): RPCError(unknownReceipt, "unknown task '\(id)'", data: ["task": .string(id)])
+        case .unknownReceipt(let id): unknown(receipt: id.description)
+        case .unknownTask(let id): unknown(task: id.description)
         }
     }
+
+    /// The answer for a receipt the client names that courier does not
+    /// know: one it never issued, or one forgotten.
+    static func unknown(receipt: String) -> RPCError {
+        RPCError(unknownReceipt, "unknown receipt '\(receipt)'", data: ["receipt": .string(receipt)])
+    }
+
+    /// The answer for a task the client names that courier does not know.
+    static func unknown(task: String) -> RPCError {
+        RPCError(unknownReceipt, "unknown task '\(task)'", data: ["task": .string(task)])
+    }
+}
+
+extension TaskID {
+    /// The id `wire` names when it is written as courier writes ids (`t42`),
+    /// byte for byte; nil for any other string (`t042`, `t+42`, `T42`).
+    init?(wire: String) {
+        guard let number = issuedNumber(wire, prefix: "t") else { return nil }
+        self.init(number)
+    }
+}
+
+extension ReceiptID {
+    /// The id `wire` names when it is written as courier writes ids (`r42`),
+    /// byte for byte; nil for any other string.
+    init?(wire: String) {
+        guard let number = issuedNumber(wire, prefix: "r") else { return nil }
+        self.init(number)
+    }
+}
+
+/// The number of an id written as `prefix` and the number in decimal, as
+/// `description` writes it: no sign, no leading zero, no other byte.
+private func issuedNumber(_ wire: String, prefix: Unicode.Scalar) -> Int? {
+    let bytes = wire.utf8
+    guard bytes.first == UInt8(ascii: prefix), let number = Int(Substring(bytes.dropFirst())), number > 0,
+        String(number).utf8.elementsEqual(bytes.dropFirst())
+    else { return nil }
+    return number
+}
+
+extension ReplyState {
+    /// As answers and `progress` write it.
+    var wireName: String {
+        switch self {
+        case .queued: "queued"
+        case .running: "running"
+        case .suspended: "suspended"
+        case .retrying: "retrying"
+        case .finished: "finished"
+        }
+    }
+}
+
+extension [ReceiptID] {
+    var json: JSON { .array(map { .string($0.description) }) }
 }
 
 extension TaskProgress {
     var fields: [String: JSON] {
         [
-            "task": .string(task),
+            "task": .string(task.description),
             "received": .integer(received),
             "expected": expected.map(JSON.integer) ?? .null,
             "fraction": fraction.map(JSON.double) ?? .null,
@@ -74,8 +134,8 @@ extension TaskProgress {
 extension ReceiptProgress {
     var json: JSON {
         var object = figures.fields
-        object["receipt"] = .string(receipt)
-        object["state"] = .string(state)
+        object["receipt"] = .string(receipt.description)
+        object["state"] = .string(state.wireName)
         return .object(object)
     }
 }
@@ -100,7 +160,7 @@ extension ViewNotice {
 extension RetryNotice {
     var params: JSON {
         [
-            "task": .string(task), "receipts": .array(receipts.map(JSON.string)), "attempt": JSON(attempt),
+            "task": .string(task.description), "receipts": receipts.json, "attempt": JSON(attempt),
             "delay": .double(delay), "error": .object(error.fields(httpStatus: httpStatus)),
         ]
     }
