@@ -147,6 +147,7 @@ struct DownloadScheduler<Waiter> {
         let key = TaskKey(request)
         let existing = tasksByKey[key]
         let taskID = existing ?? TaskID(counter)
+        // A receipt a cache tier answers, or one refused, never joins its task.
         var receipt = ReceiptRecord<Waiter>(
             id: receiptID, taskID: taskID, request: request, createdAt: now, phase: .completing(final: nil))
         if request.wait { receipt.waiters.append((waiter, false)) }

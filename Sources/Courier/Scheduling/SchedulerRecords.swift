@@ -229,6 +229,7 @@ struct ReceiptRecord<Waiter> {
     /// is not retried.
     var hadIntegrityMismatch = false
 
+    /// Joined to its live task: not yet completing.
     var isJoined: Bool {
         if case .joined = phase { true } else { false }
     }
