@@ -96,13 +96,14 @@ struct RateLimiter<Key: Hashable> {
 
     /// Changes `key`'s own rate (nil or less than 1: none) from `now` on.
     mutating func setRate(_ rate: Int64?, of key: Key, now: Double) {
-        guard let flow = flows[key] else { return }
+        guard let index = flows.index(forKey: key) else { return }
         distribute(until: now)
         let rate = Self.rate(rate)
-        ownRates += (rate != nil ? 1 : 0) - (flow.rate != nil ? 1 : 0)
+        let previous = flows.values[index].rate
+        ownRates += (rate != nil ? 1 : 0) - (previous != nil ? 1 : 0)
         // A flow that was free starts counting from nothing.
-        if totalRate == nil, flow.rate == nil { flows[key]!.credit = 0 }
-        flows[key]!.rate = rate
+        if totalRate == nil, previous == nil { flows.values[index].credit = 0 }
+        flows.values[index].rate = rate
     }
 
     /// Changes the total rate (nil or less than 1: none) from `now` on.
@@ -110,7 +111,7 @@ struct RateLimiter<Key: Hashable> {
         distribute(until: now)
         let rate = Self.rate(rate)
         if totalRate == nil, rate != nil {
-            for (key, flow) in flows where flow.rate == nil { flows[key]!.credit = 0 }
+            for index in flows.indices where flows.values[index].rate == nil { flows.values[index].credit = 0 }
         }
         totalRate = rate
     }
@@ -118,17 +119,17 @@ struct RateLimiter<Key: Hashable> {
     /// The client suspended `key`'s transfer: it takes no share, and no
     /// refill releases it, until `resume`.
     mutating func suspend(_ key: Key, now: Double) {
-        guard let flow = flows[key], !flow.isSuspended else { return }
+        guard let index = flows.index(forKey: key), !flows.values[index].isSuspended else { return }
         distribute(until: now)
-        flows[key]!.isSuspended = true
+        flows.values[index].isSuspended = true
         suspended += 1
         waiting.remove(key)
     }
 
     mutating func resume(_ key: Key, now: Double) {
-        guard let flow = flows[key], flow.isSuspended else { return }
+        guard let index = flows.index(forKey: key), flows.values[index].isSuspended else { return }
         distribute(until: now)
-        flows[key]!.isSuspended = false
+        flows.values[index].isSuspended = false
         suspended -= 1
     }
 
@@ -137,12 +138,14 @@ struct RateLimiter<Key: Hashable> {
     /// suspended flow takes nothing and does not wait: its transfer asks
     /// again once the client resumes it.
     mutating func admit(_ key: Key, bytes: Int) -> Bool {
-        guard isLimiting, let flow = flows[key], totalRate != nil || flow.rate != nil else { return true }
+        guard isLimiting, let index = flows.index(forKey: key) else { return true }
+        let flow = flows.values[index]
+        guard totalRate != nil || flow.rate != nil else { return true }
         guard flow.credit > 0, !flow.isSuspended else {
             if !flow.isSuspended { waiting.insert(key) }
             return false
         }
-        flows[key]!.credit -= Double(bytes)
+        flows.values[index].credit -= Double(bytes)
         return true
     }
 
@@ -177,16 +180,18 @@ struct RateLimiter<Key: Hashable> {
         // A late refill does not cut what a flow may keep below what the
         // time since the last one brought.
         let window = max(Self.burst, elapsed)
-        var wants: [(key: Key, want: Double)] = []
-        for (key, flow) in flows where !flow.isSuspended && (totalRate != nil || flow.rate != nil) {
+        var wants: [(index: Dictionary<Key, Flow>.Index, want: Double)] = []
+        for index in flows.indices {
+            let (key, flow) = flows[index]
+            guard !flow.isSuspended, totalRate != nil || flow.rate != nil else { continue }
             var want =
                 waiting.contains(key)
                 ? Double.infinity : max(0, window * (Self.least(flow.rate.map(Double.init), share) ?? 0) - flow.credit)
             if let rate = flow.rate { want = min(want, Double(rate) * elapsed) }
             if totalRate == nil {
-                flows[key]!.credit += want
+                flows.values[index].credit += want
             } else {
-                wants.append((key, want))
+                wants.append((index, want))
             }
         }
         guard let totalRate, !wants.isEmpty else { return }
@@ -196,7 +201,7 @@ struct RateLimiter<Key: Hashable> {
         var budget = Double(totalRate) * elapsed
         for (index, entry) in wants.enumerated() {
             let grant = min(entry.want, budget / Double(wants.count - index))
-            flows[entry.key]!.credit += grant
+            flows.values[entry.index].credit += grant
             budget -= grant
         }
     }
