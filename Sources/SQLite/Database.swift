@@ -157,17 +157,31 @@ public final class Database {
     /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`, so the lock
     /// is taken before the first read and no upgrade can fail half way),
     /// committed when `body` returns and rolled back when it throws.
+    ///
+    /// Inside a transaction already open (`isInTransaction`) it is a
+    /// savepoint of that one: what `body` wrote is undone when it throws,
+    /// and otherwise kept for the enclosing transaction to commit.
     public func transaction<Result>(_ body: () throws(SQLiteError) -> Result) throws(SQLiteError) -> Result {
-        try execute("BEGIN IMMEDIATE")
+        let nested = isInTransaction
+        try execute(nested ? "SAVEPOINT nested" : "BEGIN IMMEDIATE")
         do throws(SQLiteError) {
             let result = try body()
-            try execute("COMMIT")
+            try execute(nested ? "RELEASE nested" : "COMMIT")
             return result
         } catch {
-            try? execute("ROLLBACK")
+            // An error may have ended the whole transaction already.
+            if nested, isInTransaction {
+                try? execute("ROLLBACK TO nested")
+                try? execute("RELEASE nested")
+            } else if !nested {
+                try? execute("ROLLBACK")
+            }
             throw error
         }
     }
+
+    /// A transaction is open: SQLite left autocommit mode.
+    public var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 
     /// A `PRAGMA` that answers one integer (`application_id`,
     /// `user_version`); nil when it answers anything else.

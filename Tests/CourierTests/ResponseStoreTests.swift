@@ -171,4 +171,106 @@ struct ResponseStoreTests {
             #expect(store.find(key: Array("a".utf8)) != nil)
         }
     }
+
+    /// The rows another connection (another process) sees.
+    private func rowsSeen(by other: Database) throws -> Int64? {
+        try other.rows("SELECT count(*) FROM responses").first?.first?.integer
+    }
+
+    @Test func aBatchCommitsItsStoresInOneTransactionBeforeItReturns() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            let other = try Database(openingDefensively: directory + "/Cache.db")
+            defer { other.close() }
+            let large = [UInt8](repeating: 5, count: ResponseStore.inlineLimit + 1)
+            let fd = openat(store.directory.fd, ".", 0o20_000_000 | O_DIRECTORY | O_RDWR, 0o600)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            #expect(CacheFileIO.write(fd, large))
+            var request = insert("large", large)
+            request.body = .unnamed(fd: fd)
+            guard case .stored(let id?) = store.insert(request) else {
+                Issue.record("not stored as a file")
+                return
+            }
+
+            // When a batch stores three responses, one of them replacing the body file's
+            try store.database.batch { () throws in
+                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                #expect(store.insert(insert("b", [2, 2])) == .stored(nil))
+                #expect(store.insert(insert("large", [3])) == .stored(nil))
+
+                // Then inside it this thread reads them, no other connection does yet,
+                // and the replaced body file is still there for rows others read
+                #expect(store.find(key: Array("b".utf8))?.body == .inline([2, 2]))
+                #expect(store.totals() == (13, 3))
+                #expect(try rowsSeen(by: other) == 1)
+                #expect(files(store) == [ResponseStore.fileName(id)])
+            }
+
+            // And once it returns, all three are committed and the file is gone
+            #expect(try rowsSeen(by: other) == 3)
+            #expect(files(store).isEmpty)
+            #expect(store.database.use { $0.isInTransaction } == false)
+        }
+    }
+
+    @Test func aWriteThatFailsInABatchIsUndoneAloneAndTheRestCommits() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            let other = try Database(openingDefensively: directory + "/Cache.db")
+            defer { other.close() }
+
+            store.database.batch {
+                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                // A write that fails half way, after it changed a row and the usage
+                let failed: Void? = store.database.use { database throws(SQLiteError) in
+                    try database.transaction { () throws(SQLiteError) in
+                        try database.run("UPDATE response_usage SET bytes = bytes + 1000")
+                        try database.run("DELETE FROM responses")
+                        throw SQLiteError(code: 1, message: "failed half way")
+                    }
+                }
+                #expect(failed == nil)
+                // A body file that cannot be linked
+                var missing = insert("missing", [UInt8](repeating: 1, count: ResponseStore.inlineLimit + 1))
+                missing.body = .link(CacheBodyFile(directory: store.directory, name: "absent", length: 1, checksum: 0))
+                #expect(store.insert(missing) == .notLinked)
+                #expect(store.insert(insert("b", [2, 2])) == .stored(nil))
+            }
+
+            // Then what did not fail is committed, and the usage agrees with the rows
+            #expect(try rowsSeen(by: other) == 2)
+            #expect(store.totals() == (9, 2))
+            store.recount()
+            #expect(store.totals() == (9, 2))
+            #expect(files(store).isEmpty)
+        }
+    }
+
+    @Test func anotherThreadsWriteWaitsForTheBatchToEnd() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            let other = try Database(openingDefensively: directory + "/Cache.db")
+            defer { other.close() }
+            let started = DispatchSemaphore(value: 0)
+            let written = DispatchSemaphore(value: 0)
+
+            store.database.batch {
+                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                DispatchQueue.global().async {
+                    started.signal()
+                    #expect(store.insert(insert("b", [2])) == .stored(nil))
+                    written.signal()
+                }
+                started.wait()
+                // The other thread's write does not join this batch
+                #expect(written.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+                #expect((try? rowsSeen(by: other)) == 0)
+            }
+
+            #expect(written.wait(timeout: .now() + .seconds(10)) == .success)
+            #expect(try rowsSeen(by: other) == 2)
+        }
+    }
 }

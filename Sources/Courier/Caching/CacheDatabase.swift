@@ -84,24 +84,51 @@ final class CacheDatabase: Sendable {
         """
 
     private let root: DirectoryHandle
-    private let connection = Locked<Database?>(nil)
+    private let connection: Monitor<Connection>
     private let logger: Logger
+
+    /// The connection, and the batch holding a write transaction open on
+    /// it, if any.
+    private struct Connection {
+        var database: Database?
+        /// The thread whose `batch` is running; every other thread's `use`
+        /// waits for it to end.
+        var batchThread: pthread_t?
+        /// What waits for the batch's transaction to end.
+        var afterCommit: [() -> Void] = []
+        var afterRollback: [() -> Void] = []
+
+        /// The calling thread may use the connection now.
+        var isFree: Bool {
+            guard let batchThread else { return true }
+            return pthread_equal(batchThread, pthread_self()) != 0
+        }
+
+        /// The calling thread's batch is running.
+        var isInCallersBatch: Bool {
+            guard let batchThread else { return false }
+            return pthread_equal(batchThread, pthread_self()) != 0
+        }
+    }
 
     /// Opens (or makes) the database in `root`; `use` says whether that
     /// worked. `CacheRoot.database` makes the one a process uses.
     init(root: DirectoryHandle, logger: Logger) {
         self.root = root
         self.logger = logger
-        connection.withLock { $0 = open() }
+        connection = Monitor(Connection())
+        connection.withLock { $0.database = open() }
     }
 
     /// Runs `body` with the connection, one caller at a time; nil when
     /// there is no database or `body` failed (logged). A database found
     /// damaged meanwhile is dropped and made anew; `body` is not run again.
+    /// While another thread's `batch` runs, waits for it to end.
     @discardableResult
     func use<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
-        connection.withLock { connection in
-            guard let database = connection else { return nil }
+        connection.wait(until: \.isFree) { connection in
+            guard let database = connection.database else { return nil }
+            defer { if connection.isInCallersBatch { resume(&connection) } }
             do throws(SQLiteError) {
                 return try body(database)
             } catch {
@@ -109,12 +136,101 @@ final class CacheDatabase: Sendable {
                     logger.warning("\(root.path(of: Self.fileName)) is damaged (\(error.message)): dropped it and made it anew")
                     database.close()
                     drop()
-                    connection = open()
+                    connection.database = open()
                 } else {
                     logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
                 }
                 return nil
             }
+        }
+    }
+
+    /// Runs `body`, in which every write made through `use` on this thread
+    /// joins one write transaction, committed when `body` ends and before
+    /// `batch` returns: many small writes cost one commit (one lock
+    /// taken, the pages they share written once). Each write keeps its own
+    /// atomicity (a `Database.transaction` inside is a savepoint): one that
+    /// fails is undone alone. What waits for a write to be committed
+    /// (`afterCommit`) waits for the batch.
+    ///
+    /// The database stays locked against other writers, other threads'
+    /// `use` included, while `body` runs: a batch is for writes made
+    /// together, not for waiting, and `body` must not wait on another
+    /// thread that uses the database. A batch inside a batch is part of
+    /// it. When the transaction cannot be begun (another process holds
+    /// the lock past the busy timeout), each write is its own.
+    func batch<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        let outermost = connection.wait(until: \.isFree) { connection -> Bool in
+            guard connection.batchThread == nil else { return false }
+            connection.batchThread = pthread_self()
+            begin(&connection)
+            return true
+        }
+        guard outermost else { return try body() }
+        defer {
+            let (committed, rolledBack) = connection.withLock { connection in
+                defer { connection.batchThread = nil }
+                return finish(&connection)
+            }
+            committed.forEach { $0() }
+            rolledBack.forEach { $0() }
+        }
+        return try body()
+    }
+
+    /// Runs `committed` once what this thread wrote through `use` is
+    /// committed: now, or when its batch commits; `rolledBack` instead when
+    /// the batch's transaction is rolled back.
+    func afterCommit(_ committed: @escaping () -> Void, rolledBack: @escaping () -> Void = {}) {
+        let now = connection.withLock(wake: false) { connection -> Bool in
+            guard connection.isInCallersBatch, connection.database?.isInTransaction == true else { return true }
+            connection.afterCommit.append(committed)
+            connection.afterRollback.append(rolledBack)
+            return false
+        }
+        if now { committed() }
+    }
+
+    /// Begins the batch's transaction; a failure (logged) leaves each write
+    /// its own.
+    private func begin(_ connection: inout Connection) {
+        guard let database = connection.database, !database.isInTransaction else { return }
+        do throws(SQLiteError) {
+            try database.execute("BEGIN IMMEDIATE")
+        } catch {
+            logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
+        }
+    }
+
+    /// After a write in a batch: when an error ended the batch's
+    /// transaction (SQLite rolls back the whole of it on a full disk or an
+    /// I/O error), or the database was made anew, what waited for it is
+    /// settled as rolled back and the rest of the batch has a transaction
+    /// of its own.
+    private func resume(_ connection: inout Connection) {
+        guard let database = connection.database, !database.isInTransaction else { return }
+        let rolledBack = connection.afterRollback
+        connection.afterCommit = []
+        connection.afterRollback = []
+        rolledBack.forEach { $0() }
+        begin(&connection)
+    }
+
+    /// Commits the batch's transaction (rolls it back when that fails);
+    /// what waited for it, to run once the lock is let go.
+    private func finish(_ connection: inout Connection) -> (committed: [() -> Void], rolledBack: [() -> Void]) {
+        defer {
+            connection.afterCommit = []
+            connection.afterRollback = []
+        }
+        guard let database = connection.database, database.isInTransaction else { return ([], []) }
+        do throws(SQLiteError) {
+            try database.execute("COMMIT")
+            return (connection.afterCommit, [])
+        } catch {
+            logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
+            try? database.execute("ROLLBACK")
+            return ([], connection.afterRollback)
         }
     }
 

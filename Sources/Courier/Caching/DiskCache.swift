@@ -159,6 +159,15 @@ final class DiskCache: Sendable {
 
     // MARK: - Writing
 
+    /// Runs `body`, in which every write this thread makes to the tier
+    /// joins one transaction of `Cache.db`, committed when `body` ends and
+    /// before `batch` returns; body files of entries it replaced or evicted
+    /// are unlinked after that commit (see `CacheDatabase.batch`). Each
+    /// write stays atomic on its own: one that fails is undone alone.
+    func batch<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        try store.database.batch(body)
+    }
+
     /// What a store put where.
     struct Stored: Equatable {
         /// The body file's name in `directory`; nil for a body kept inline.

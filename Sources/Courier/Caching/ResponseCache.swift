@@ -103,6 +103,19 @@ final class ResponseCache: Sendable {
 
     var memoryEntryLimit: Int { memory.capacity / Self.memoryEntryShare }
 
+    /// Runs `body`, in which every store, update and removal made on this
+    /// thread commits in one write transaction of the disk tier when
+    /// `body` ends, before `batch` returns (see `DiskCache.batch`): an
+    /// outcome sent after it describes responses that are stored. While
+    /// the disk tier is still being opened, each write is its own.
+    func batch<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        let opened = diskTier.withLock(wake: false) { tier -> DiskCache? in
+            if case .open(let disk?) = tier { disk } else { nil }
+        }
+        guard let opened else { return try body() }
+        return try opened.batch(body)
+    }
+
     /// Requests that carry credentials (`Authorization`, `Cookie`, a user
     /// or password in the URL), their own validators, or a range are passed
     /// through: the cache neither answers nor stores them. The disk tier is

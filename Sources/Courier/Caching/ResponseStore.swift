@@ -202,7 +202,8 @@ final class ResponseStore: Sendable {
     /// Inserts `insert` in place of `key`'s row, puts its body file in place
     /// within the same transaction, and evicts least recently used rows
     /// while usage is above the capacity; the files of the rows replaced or
-    /// evicted are unlinked once the transaction has committed.
+    /// evicted are unlinked once the transaction has committed (with the
+    /// batch, in a `CacheDatabase.batch`).
     func insert(_ insert: Insert) -> Inserted {
         let id = UInt64.random(in: 1...UInt64.max)
         let name = Self.fileName(id)
@@ -251,12 +252,14 @@ final class ResponseStore: Sendable {
                 return (.stored(linked ? id : nil), files)
             }
         }
+        // Rolled back, now or with the batch it is part of: the link made
+        // for it names nothing.
+        let removeLink = { [directory, linked] in if linked { directory.remove(name) } }
         guard let (inserted, files) = outcome else {
-            // Rolled back: the link made for it names nothing.
-            if linked { directory.remove(name) }
+            removeLink()
             return .failed
         }
-        unlink(files)
+        database.afterCommit({ [self] in unlink(files) }, rolledBack: removeLink)
         return inserted
     }
 
@@ -319,7 +322,7 @@ final class ResponseStore: Sendable {
             }
         }
         guard let (count, files) = removed else { return 0 }
-        unlink(files)
+        database.afterCommit { [self] in unlink(files) }
         return count
     }
 
@@ -429,7 +432,8 @@ final class ResponseStore: Sendable {
         digests[algorithm].map { .blob($0) } ?? .null
     }
 
-    /// Unlinks the body files `ids`, after the rows naming them are gone.
+    /// Unlinks the body files `ids`, after the rows naming them are gone
+    /// for good.
     private func unlink(_ ids: [UInt64]) {
         for id in ids { directory.remove(Self.fileName(id)) }
     }
