@@ -77,7 +77,19 @@ public final class Database {
     /// (readers never wait for the writer; several processes may share the
     /// file) with `synchronous = NORMAL`, and `busyTimeout` milliseconds of
     /// waiting for another connection's lock before `SQLITE_BUSY`.
-    public init(openingDefensively path: String, busyTimeout: Int32 = 5000) throws(SQLiteError) {
+    ///
+    /// Temporary storage is memory (`temp_store`): a statement or a
+    /// savepoint inside a transaction keeps the pages it changes, to undo
+    /// them, in a journal that would otherwise spill to a file of its own in
+    /// `/var/tmp` past 64 KiB, made and unlinked for each statement.
+    ///
+    /// A new database gets pages of `pageSize` bytes (one that exists keeps
+    /// its own); the WAL is copied back into the database once it holds
+    /// `checkpointBytes` of pages, whatever their size (SQLite's default is
+    /// 1,000 pages).
+    public init(
+        openingDefensively path: String, busyTimeout: Int32 = 5000, pageSize: Int = 4096, checkpointBytes: Int = 4 << 20
+    ) throws(SQLiteError) {
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX
             | SQLITE_OPEN_EXRESCODE
@@ -97,7 +109,12 @@ public final class Database {
             }
             sqlite3_limit(opened, SQLITE_LIMIT_LENGTH, Self.valueLengthLimit)
             try check(sqlite3_busy_timeout(opened, busyTimeout))
-            try execute("PRAGMA cell_size_check = ON; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+            // The page size first: a database in WAL mode keeps the one it has.
+            try execute("PRAGMA page_size = \(pageSize)")
+            try execute(
+                "PRAGMA cell_size_check = ON; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY")
+            let pages = max(1, checkpointBytes / Int(max(512, try integerPragma("page_size") ?? 4096)))
+            try execute("PRAGMA wal_autocheckpoint = \(pages)")
         } catch {
             close()
             throw error

@@ -248,7 +248,7 @@ struct ResponseStoreTests {
         }
     }
 
-    @Test func anotherThreadsWriteWaitsForTheBatchToEnd() throws {
+    @Test func anotherThreadsWriteDoesNotWaitAndCommitsWithTheBatch() throws {
         try withDirectory { directory in
             let store = try store(directory)
             let other = try Database(openingDefensively: directory + "/Cache.db")
@@ -264,13 +264,44 @@ struct ResponseStoreTests {
                     written.signal()
                 }
                 started.wait()
-                // The other thread's write does not join this batch
-                #expect(written.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+                // The other thread's write is made while the batch runs, and
+                // no other connection sees either yet
+                #expect(written.wait(timeout: .now() + .seconds(10)) == .success)
                 #expect((try? rowsSeen(by: other)) == 0)
+                #expect(store.totals() == (8, 2))
             }
 
-            #expect(written.wait(timeout: .now() + .seconds(10)) == .success)
             #expect(try rowsSeen(by: other) == 2)
+        }
+    }
+
+    @Test func aNewDatabaseHasLargePagesAndAnOldOneKeepsItsOwn() throws {
+        try withDirectory { directory in
+            // Given a database of schema version 1 made with SQLite's default pages, and one made new
+            let oldDirectory = directory + "/old"
+            try FileManager.default.createDirectory(atPath: oldDirectory, withIntermediateDirectories: true)
+            do {
+                let old = try Database(openingDefensively: oldDirectory + "/Cache.db")
+                try old.execute("PRAGMA application_id = \(CacheDatabase.applicationID); PRAGMA user_version = 1")
+                old.close()
+            }
+            let new = try store(directory + "/new")
+            let old = try store(oldDirectory)
+
+            // Then each has its page size and a WAL copied back every 4 MiB of pages
+            let pragmas = { (store: ResponseStore) in
+                store.database.use { database throws(SQLiteError) in
+                    (try database.integerPragma("page_size"), try database.integerPragma("wal_autocheckpoint"))
+                }
+            }
+            #expect(pragmas(new)?.0 == Int64(CacheDatabase.pageSize) && pragmas(new)?.1 == Int64((4 << 20) / CacheDatabase.pageSize))
+            #expect(pragmas(old)?.0 == 4096 && pragmas(old)?.1 == 1024)
+
+            // And both store and find responses
+            for store in [new, old] {
+                #expect(store.insert(insert("a", [UInt8](repeating: 1, count: 8192))) == .stored(nil))
+                #expect(store.find(key: Array("a".utf8))?.bodyLength == 8192)
+            }
         }
     }
 }

@@ -30,6 +30,12 @@ import SQLite
 final class CacheDatabase: Sendable {
     static let fileName = "Cache.db"
     static let sideFiles = ["-wal", "-shm", "-journal"]
+    /// The page size of a new database. Each page a transaction changes is
+    /// two system calls into the WAL (its frame's header and its bytes):
+    /// with 32 KiB pages a response with a body of a few KiB is one leaf
+    /// page shared with its neighbours, not a leaf and a chain of overflow
+    /// pages, and a batch of such stores writes a few pages, not dozens.
+    static let pageSize = 32 << 10
     /// `PRAGMA application_id` of courier's database: "cour".
     static let applicationID: Int64 = 0x636F_7572
     /// `PRAGMA user_version` of the schema below.
@@ -91,18 +97,12 @@ final class CacheDatabase: Sendable {
     /// it, if any.
     private struct Connection {
         var database: Database?
-        /// The thread whose `batch` is running; every other thread's `use`
+        /// The thread whose `batch` is running; another thread's `batch`
         /// waits for it to end.
         var batchThread: pthread_t?
         /// What waits for the batch's transaction to end.
         var afterCommit: [() -> Void] = []
         var afterRollback: [() -> Void] = []
-
-        /// The calling thread may use the connection now.
-        var isFree: Bool {
-            guard let batchThread else { return true }
-            return pthread_equal(batchThread, pthread_self()) != 0
-        }
 
         /// The calling thread's batch is running.
         var isInCallersBatch: Bool {
@@ -123,12 +123,13 @@ final class CacheDatabase: Sendable {
     /// Runs `body` with the connection, one caller at a time; nil when
     /// there is no database or `body` failed (logged). A database found
     /// damaged meanwhile is dropped and made anew; `body` is not run again.
-    /// While another thread's `batch` runs, waits for it to end.
+    /// While a `batch` runs, `body` runs inside its transaction, whichever
+    /// thread calls.
     @discardableResult
     func use<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
-        connection.wait(until: \.isFree) { connection in
+        connection.withLock(wake: false) { connection in
             guard let database = connection.database else { return nil }
-            defer { if connection.isInCallersBatch { resume(&connection) } }
+            defer { if connection.batchThread != nil { resume(&connection) } }
             do throws(SQLiteError) {
                 return try body(database)
             } catch {
@@ -153,14 +154,17 @@ final class CacheDatabase: Sendable {
     /// fails is undone alone. What waits for a write to be committed
     /// (`afterCommit`) waits for the batch.
     ///
-    /// The database stays locked against other writers, other threads'
-    /// `use` included, while `body` runs: a batch is for writes made
-    /// together, not for waiting, and `body` must not wait on another
-    /// thread that uses the database. A batch inside a batch is part of
-    /// it. When the transaction cannot be begun (another process holds
+    /// The database stays locked against other processes' writers while
+    /// `body` runs: a batch is for writes made together, not for waiting.
+    /// What other threads of this process do with it meanwhile runs inside
+    /// the transaction, without waiting: their reads see the batch's writes,
+    /// and their writes commit with it (what the batch's thread stores is
+    /// what must be committed before its outcomes go out). A batch inside a
+    /// batch is part of it; another thread's batch waits for this one to
+    /// end. When the transaction cannot be begun (another process holds
     /// the lock past the busy timeout), each write is its own.
     func batch<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-        let outermost = connection.wait(until: \.isFree) { connection -> Bool in
+        let outermost = connection.wait(until: { $0.batchThread == nil || $0.isInCallersBatch }) { connection -> Bool in
             guard connection.batchThread == nil else { return false }
             connection.batchThread = pthread_self()
             begin(&connection)
@@ -244,7 +248,7 @@ final class CacheDatabase: Sendable {
             let problem: String
             if let path = prepareFiles() {
                 do throws(SQLiteError) {
-                    let database = try Database(openingDefensively: path)
+                    let database = try Database(openingDefensively: path, pageSize: Self.pageSize)
                     do throws(SQLiteError) {
                         try adopt(database)
                         return database
