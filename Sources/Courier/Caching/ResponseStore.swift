@@ -205,8 +205,10 @@ final class ResponseStore: Sendable {
     /// evicted are unlinked once the transaction has committed (with the
     /// batch, in a `CacheDatabase.batch`).
     func insert(_ insert: Insert) -> Inserted {
-        let id = UInt64.random(in: 1...UInt64.max)
-        let name = Self.fileName(id)
+        // A body file's id and name, drawn for a body file only: a draw is
+        // a system call.
+        let id = if case .bytes = insert.body { UInt64(0) } else { UInt64.random(in: 1...UInt64.max) }
+        var name = ""
         var linked = false
         let outcome = database.use { database throws(SQLiteError) -> (Inserted, [UInt64]) in
             try database.transaction { () throws(SQLiteError) -> (Inserted, [UInt64]) in
@@ -217,10 +219,12 @@ final class ResponseStore: Sendable {
                 case .bytes(let bytes):
                     inline = .blob(bytes)
                 case .link(let source):
+                    name = Self.fileName(id)
                     guard source.link(into: directory, as: name) else { return (.notLinked, []) }
                     linked = true
                     file = .integer(Int64(bitPattern: id))
                 case .unnamed(let fd):
+                    name = Self.fileName(id)
                     guard self.directory.link(fd, as: name) == nil else {
                         return (.failed, [])
                     }
@@ -254,7 +258,7 @@ final class ResponseStore: Sendable {
         }
         // Rolled back, now or with the batch it is part of: the link made
         // for it names nothing.
-        let removeLink = { [directory, linked] in if linked { directory.remove(name) } }
+        let removeLink = { [directory, linked, name] in if linked { directory.remove(name) } }
         guard let (inserted, files) = outcome else {
             removeLink()
             return .failed

@@ -394,7 +394,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
                     prepared: PreparedFile(), leftovers: leftovers)
             }
         }
-        let name = "\(leftovers.owner)-\(order.id.task)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
+        let name = "\(leftovers.owner)-\(order.id.task)-\(String(NameSuffix.next(), radix: 36)).part"
         return BodyTarget(directory: leftovers.temporary, name: name, mode: 0o600)
     }
 

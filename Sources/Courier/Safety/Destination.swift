@@ -175,7 +175,7 @@ struct Destination: Sendable {
 
     /// A name for a file beside `name` that no other writer uses.
     static func temporaryName(for name: String) -> String {
-        ".\(name.prefix(100)).courier-\(processID)-\(String(UInt64.random(in: 0...UInt64.max), radix: 36)).part"
+        ".\(name.prefix(100)).courier-\(processID)-\(String(NameSuffix.next(), radix: 36)).part"
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }
