@@ -277,6 +277,31 @@ struct PartialStoreTests {
         }
     }
 
+    @Test func aListingMadeSoonAfterAChangeIsKept() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            // Given partials/ empty and last changed a tenth of a second ago
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            var changed = now
+            changed.tv_nsec -= 100_000_000
+            if changed.tv_nsec <= 0 {
+                changed.tv_sec -= 1
+                changed.tv_nsec += 999_999_999
+            }
+            let path = directory + "/partials"
+            let times = [changed, changed]
+            try #require(utimensat(AT_FDCWD, path, times, 0) == 0)
+            #expect(!store.mayHoldBodies())
+            // When a file appears there and the directory keeps its time
+            // (what no change made after the listing can do)
+            try #require(FileManager.default.createFile(atPath: path + "/0000000000000001", contents: Data()))
+            try #require(utimensat(AT_FDCWD, path, times, 0) == 0)
+            // Then the listing is not made again
+            #expect(!store.mayHoldBodies())
+        }
+    }
+
     @Test func aNewFileIsHeldBeforeItHasItsName() throws {
         try withDirectory { directory in
             let store = try store(directory)

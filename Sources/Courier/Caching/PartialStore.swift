@@ -55,6 +55,10 @@ final class PartialStore: Sendable {
 
     /// `<cache dir>/partials`.
     let directory: DirectoryHandle
+    /// The file system `partials/` is on, read once (the directory is
+    /// held open): a download to a destination keeps its body here only
+    /// when the destination is on the same one.
+    let device: dev_t?
     /// The kept bytes of every row together, at most.
     let capacity: Int64
     fileprivate let queue = DispatchQueue(label: "courier.partials")
@@ -96,6 +100,8 @@ final class PartialStore: Sendable {
     /// store's queue, so start-up does not wait for either.
     init(root: CacheRoot, capacity: Int64, logger: Logger) throws(Destination.Failure) {
         directory = try root.directory("partials")
+        var info = stat()
+        device = fstat(directory.fd, &info) == 0 ? info.st_dev : nil
         self.capacity = capacity
         self.logger = logger
         queue.async { [self] in
@@ -106,9 +112,9 @@ final class PartialStore: Sendable {
     }
 
     /// The modification time of `partials/` when it was last listed, and
-    /// whether it held a file then; kept once that listing came two seconds
-    /// or more after the change, so that a file made or removed since
-    /// changes the time.
+    /// whether it held a file then; kept once that listing began long
+    /// enough after the change (`isSettled`) that a file made or removed
+    /// since changes the time.
     private let listed = Locked<(modified: timespec, holds: Bool)?>(nil)
 
     /// Whether a kept body may be there to take: false when `partials/`
@@ -126,12 +132,23 @@ final class PartialStore: Sendable {
         {
             return last.holds
         }
-        var holds = false
-        directory.forEachName { _ in holds = true }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        listed.withLock { $0 = now.tv_sec - modified.tv_sec >= 2 ? (modified, holds) : nil }
+        var holds = false
+        directory.forEachName { _ in holds = true }
+        listed.withLock { $0 = Self.isSettled(modified, at: now) ? (modified, holds) : nil }
         return holds
+    }
+
+    /// Whether a change made after `now` gives a directory last changed at
+    /// `modified` another modification time. A file system that keeps
+    /// nanoseconds stamps a change with the kernel's coarse clock, at most a
+    /// tick (10 ms) behind the real time, so 20 ms is enough; one that keeps
+    /// seconds, or two (FAT), needs two seconds. (A time on the second
+    /// itself is taken as the coarse kind.)
+    static func isSettled(_ modified: timespec, at now: timespec) -> Bool {
+        let margin = modified.tv_nsec == 0 ? 2_000_000_000 : 20_000_000
+        return (now.tv_sec - modified.tv_sec) * 1_000_000_000 + (now.tv_nsec - modified.tv_nsec) >= margin
     }
 
     /// Returns once everything asked of the store so far is done.

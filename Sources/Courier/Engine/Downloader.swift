@@ -374,9 +374,7 @@ final class Downloader<Waiter: Sendable>: TransferObserver, Sendable {
         guard let partials, ResponseCache.applies(to: order.request) else { return nil }
         if body.destination != nil {
             var beside = stat()
-            var store = stat()
-            guard fstat(body.directory.fd, &beside) == 0, fstat(partials.directory.fd, &store) == 0, beside.st_dev == store.st_dev
-            else { return nil }
+            guard let device = partials.device, fstat(body.directory.fd, &beside) == 0, beside.st_dev == device else { return nil }
         }
         return PartialPlan(
             store: partials, key: PartialStore.key(for: order.request), url: order.url, requestHeaders: order.request.headers)
