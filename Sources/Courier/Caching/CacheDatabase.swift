@@ -129,7 +129,8 @@ final class CacheDatabase: Sendable {
     func use<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
         connection.withLock(wake: false) { connection in
             guard let database = connection.database else { return nil }
-            defer { if connection.batchThread != nil { resume(&connection) } }
+            if connection.batchThread != nil { begin(&connection) }
+            defer { if connection.batchThread != nil { settleIfEnded(&connection) } }
             do throws(SQLiteError) {
                 return try body(database)
             } catch {
@@ -146,10 +147,11 @@ final class CacheDatabase: Sendable {
         }
     }
 
-    /// Runs `body`, in which every write made through `use` on this thread
-    /// joins one write transaction, committed when `body` ends and before
-    /// `batch` returns: many small writes cost one commit (one lock
-    /// taken, the pages they share written once). Each write keeps its own
+    /// Runs `body`, in which every write made through `use` joins one
+    /// write transaction, begun by the first and committed when `body` ends,
+    /// before `batch` returns: many small writes cost one commit (one lock
+    /// taken, the pages they share written once), and a batch that writes
+    /// nothing costs nothing. Each write keeps its own
     /// atomicity (a `Database.transaction` inside is a savepoint): one that
     /// fails is undone alone. What waits for a write to be committed
     /// (`afterCommit`) waits for the batch.
@@ -167,7 +169,6 @@ final class CacheDatabase: Sendable {
         let outermost = connection.wait(until: { $0.batchThread == nil || $0.isInCallersBatch }) { connection -> Bool in
             guard connection.batchThread == nil else { return false }
             connection.batchThread = pthread_self()
-            begin(&connection)
             return true
         }
         guard outermost else { return try body() }
@@ -195,8 +196,8 @@ final class CacheDatabase: Sendable {
         if now { committed() }
     }
 
-    /// Begins the batch's transaction; a failure (logged) leaves each write
-    /// its own.
+    /// Begins the batch's transaction unless it is open; a failure
+    /// (logged) leaves the write at hand its own.
     private func begin(_ connection: inout Connection) {
         guard let database = connection.database, !database.isInTransaction else { return }
         do throws(SQLiteError) {
@@ -206,18 +207,16 @@ final class CacheDatabase: Sendable {
         }
     }
 
-    /// After a write in a batch: when an error ended the batch's
-    /// transaction (SQLite rolls back the whole of it on a full disk or an
-    /// I/O error), or the database was made anew, what waited for it is
-    /// settled as rolled back and the rest of the batch has a transaction
-    /// of its own.
-    private func resume(_ connection: inout Connection) {
-        guard let database = connection.database, !database.isInTransaction else { return }
+    /// After a use in a batch: when an error ended the batch's transaction
+    /// (SQLite rolls back the whole of it on a full disk or an I/O error),
+    /// or the database was made anew, what waited for it is settled as
+    /// rolled back; the next write begins another.
+    private func settleIfEnded(_ connection: inout Connection) {
+        guard connection.database?.isInTransaction != true, !connection.afterRollback.isEmpty else { return }
         let rolledBack = connection.afterRollback
         connection.afterCommit = []
         connection.afterRollback = []
         rolledBack.forEach { $0() }
-        begin(&connection)
     }
 
     /// Commits the batch's transaction (rolls it back when that fails);
