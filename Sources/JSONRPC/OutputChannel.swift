@@ -41,7 +41,7 @@ import SystemPackage
 /// (`hold(_:within:)`) before they are enqueued, and count against
 /// `highWater` with the queue from then on, so a client whose batches wait
 /// is read from no faster than one whose answers wait unread.
-final class OutputChannel: @unchecked Sendable {
+final class OutputChannel: Sendable {
     /// One framed message waiting for the writer, or what makes it.
     private struct Entry {
         var bytes: [UInt8]
@@ -55,28 +55,43 @@ final class OutputChannel: @unchecked Sendable {
         var counted: Int { encode == nil ? bytes.count : estimate }
     }
 
+    /// What the senders, the writer and the waiters share.
+    private struct State {
+        var pending: [Entry] = []
+        /// Index in `pending` of the entry holding each coalescing key.
+        var keyed: [String: Int] = [:]
+        /// Bytes in `pending` plus the bytes the writer holds and has not written.
+        var queued = 0
+        /// Bytes held for answers not yet enqueued (`hold(_:within:)`).
+        var held = 0
+        var writable = true
+        /// The writer waits for work and nobody has woken it yet (true from
+        /// the start, so a message held back is not written before its
+        /// wake-up).
+        var idle = true
+        var writing = false
+        var broken = false
+        var coalesced = 0
+
+        /// The writer has work and was woken to it.
+        var hasWork: Bool { !pending.isEmpty && !idle }
+
+        /// Marks the writer woken when it waits with work queued; true when
+        /// it must be signalled.
+        mutating func wakeWriter() -> Bool {
+            guard idle, !pending.isEmpty else { return false }
+            idle = false
+            return true
+        }
+    }
+
     let highWater: Int
     let lowWater: Int
     /// Bytes handed to `write(2)` at once: small enough for the queued count
     /// to follow the client's reading closely, large enough to cost few calls.
     let writeSlice: Int
     private let fd: Int32
-    private let condition = Condition()
-    // Guarded by `condition`.
-    private var pending: [Entry] = []
-    /// Index in `pending` of the entry holding each coalescing key.
-    private var keyed: [String: Int] = [:]
-    /// Bytes in `pending` plus the bytes the writer holds and has not written.
-    private var queued = 0
-    /// Bytes held for answers not yet enqueued (`hold(_:within:)`).
-    private var held = 0
-    private var writable = true
-    /// The writer waits for work and nobody has woken it yet (true from the
-    /// start, so a message held back is not written before its wake-up).
-    private var idle = true
-    private var writing = false
-    private var broken = false
-    private var coalesced = 0
+    private let state = Monitor(State())
 
     /// `lowWater` defaults to half of `highWater`.
     init(fd: Int32, highWater: Int = 16 << 20, lowWater: Int? = nil, writeSlice: Int = 64 << 10) {
@@ -112,60 +127,52 @@ final class OutputChannel: @unchecked Sendable {
     /// enqueued, while the room taken so far leaves that much within `limit`:
     /// the bytes count against `highWater` until an `enqueue` releases them.
     func hold(_ count: Int, within limit: Int) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        guard held + count <= limit else { return false }
-        held += count
-        if queued + held > highWater { writable = false }
-        return true
+        state.withLock(wake: false) { state in
+            guard state.held + count <= limit else { return false }
+            state.held += count
+            if state.queued + state.held > highWater { state.writable = false }
+            return true
+        }
     }
 
     private func append(_ entry: Entry, releasingHeld: Int = 0, wake: Bool) {
-        condition.lock()
-        defer { condition.unlock() }
-        held -= releasingHeld
-        guard !broken else { return }
-        if let coalescingKey = entry.key {
-            if let older = keyed[coalescingKey] {
-                queued -= pending[older].counted
-                pending[older] = Entry(bytes: [], key: nil)
-                coalesced += 1
+        state.withLock(wakingIf: { $0 }) { state in
+            state.held -= releasingHeld
+            guard !state.broken else { return false }
+            if let coalescingKey = entry.key {
+                if let older = state.keyed[coalescingKey] {
+                    state.queued -= state.pending[older].counted
+                    state.pending[older] = Entry(bytes: [], key: nil)
+                    state.coalesced += 1
+                }
+                state.keyed[coalescingKey] = state.pending.count
             }
-            keyed[coalescingKey] = pending.count
+            state.pending.append(entry)
+            state.queued += entry.counted
+            if state.queued + state.held > highWater { state.writable = false }
+            return wake && state.wakeWriter()
         }
-        pending.append(entry)
-        queued += entry.counted
-        if queued + held > highWater { writable = false }
-        if wake { wakeWriter() }
     }
 
     /// Starts writing what was enqueued without a wake-up.
     func wake() {
-        condition.lock()
-        wakeWriter()
-        condition.unlock()
+        state.withLock(wakingIf: { $0 }) { $0.wakeWriter() }
     }
 
     /// Bytes queued and not yet written, and bytes held.
     var queuedBytes: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return queued + held
+        state.withLock(wake: false) { $0.queued + $0.held }
     }
 
     /// False from the moment the queued and held bytes exceed `highWater`
     /// until they fall to `lowWater`.
     var isWritable: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return writable || broken
+        state.withLock(wake: false) { $0.writable || $0.broken }
     }
 
     /// Messages dropped because a newer one with the same key replaced them.
     var coalescedCount: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return coalesced
+        state.withLock(wake: false) { $0.coalesced }
     }
 
     /// Starts the writer on anything held back, then waits until the channel
@@ -173,18 +180,8 @@ final class OutputChannel: @unchecked Sendable {
     /// false on time-out.
     @discardableResult
     func waitUntilWritable(timeout: Double = .infinity) -> Bool {
-        let deadline = timeout.isFinite ? Condition.Deadline(secondsFromNow: timeout) : nil
-        condition.lock()
-        defer { condition.unlock() }
-        wakeWriter()
-        while !writable && !broken {
-            if let deadline {
-                if !condition.wait(until: deadline) { return writable || broken }
-            } else {
-                condition.wait()
-            }
-        }
-        return true
+        wake()
+        return wait(until: { $0.writable || $0.broken }, timeout: timeout)
     }
 
     /// Waits until everything enqueued so far has been written (or the reader
@@ -192,52 +189,42 @@ final class OutputChannel: @unchecked Sendable {
     /// false on time-out.
     @discardableResult
     func flush(timeout: Double) -> Bool {
-        let deadline = timeout.isFinite ? Condition.Deadline(secondsFromNow: timeout) : nil
-        condition.lock()
-        defer { condition.unlock() }
-        wakeWriter()
-        while (!pending.isEmpty || writing) && !broken {
-            if let deadline {
-                if !condition.wait(until: deadline) { return false }
-            } else {
-                condition.wait()
-            }
-        }
-        return true
+        wake()
+        return wait(until: { ($0.pending.isEmpty && !$0.writing) || $0.broken }, timeout: timeout)
     }
 
-    /// Called with `condition` locked.
-    private func wakeWriter() {
-        guard idle, !pending.isEmpty else { return }
-        idle = false
-        condition.broadcast()
+    /// Waits until `ready` holds, at most `timeout` seconds: false on time-out.
+    private func wait(until ready: (State) -> Bool, timeout: Double) -> Bool {
+        guard timeout.isFinite else {
+            state.wait(until: ready, wake: false) { _ in }
+            return true
+        }
+        return state.wait(until: ready, deadline: Condition.Deadline(secondsFromNow: timeout), wake: false) { _ in } != nil
     }
 
     private func writeLoop() {
         while true {
-            condition.lock()
-            while pending.isEmpty || idle {
-                idle = true
-                condition.wait()
+            let chunk = state.wait(until: \.hasWork, wake: false) { state in
+                defer {
+                    state.pending = []
+                    state.keyed.removeAll(keepingCapacity: true)
+                    state.writing = true
+                }
+                return state.pending
             }
-            var chunk: [Entry] = []
-            swap(&chunk, &pending)
-            keyed.removeAll(keepingCapacity: true)
-            writing = true
-            condition.unlock()
 
             let ok = writeAll(chunk)
 
-            condition.lock()
-            writing = false
-            if !ok {
-                broken = true
-                pending = []
-                keyed = [:]
-                queued = 0
+            state.withLock { state in
+                state.writing = false
+                if !ok {
+                    state.broken = true
+                    state.pending = []
+                    state.keyed = [:]
+                    state.queued = 0
+                }
+                if state.pending.isEmpty { state.idle = true }
             }
-            condition.broadcast()
-            condition.unlock()
             if !ok { return }
         }
     }
@@ -300,13 +287,12 @@ final class OutputChannel: @unchecked Sendable {
     /// by real sizes (`correction`); wakes waiters when the channel becomes
     /// writable again.
     private func countWritten(_ count: Int, correction: Int = 0) {
-        condition.lock()
-        queued += correction - count
-        if writable, queued + held > highWater { writable = false }
-        if !writable, queued + held <= lowWater {
-            writable = true
-            condition.broadcast()
+        state.withLock(wakingIf: { $0 }) { state in
+            state.queued += correction - count
+            if state.writable, state.queued + state.held > highWater { state.writable = false }
+            guard !state.writable, state.queued + state.held <= lowWater else { return false }
+            state.writable = true
+            return true
         }
-        condition.unlock()
     }
 }

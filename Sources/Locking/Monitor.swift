@@ -23,16 +23,48 @@ public final class Monitor<Value>: @unchecked Sendable {
         return body(&value)
     }
 
-    /// Waits until `ready` holds for the value, then runs `body` with it
-    /// before letting the lock go, and wakes the other waiters.
+    /// Runs `body` with the value, holding the lock, and wakes the waiters
+    /// when `wakes` says its result is a change they wait for.
     @inlinable
-    public func wait<Result>(until ready: (Value) -> Bool, then body: (inout Value) -> Result) -> Result {
+    public func withLock<Result>(wakingIf wakes: (Result) -> Bool, _ body: (inout Value) -> Result) -> Result {
+        condition.lock()
+        defer { condition.unlock() }
+        let result = body(&value)
+        if wakes(result) { condition.broadcast() }
+        return result
+    }
+
+    /// Waits until `ready` holds for the value, then runs `body` with it
+    /// before letting the lock go, and wakes the other waiters unless `wake`
+    /// is false.
+    @inlinable
+    public func wait<Result>(
+        until ready: (Value) -> Bool, wake: Bool = true, then body: (inout Value) -> Result
+    ) -> Result {
         condition.lock()
         defer {
-            condition.broadcast()
+            if wake { condition.broadcast() }
             condition.unlock()
         }
         while !ready(value) { condition.wait() }
+        return body(&value)
+    }
+
+    /// `wait(until:wake:then:)` that gives up at `deadline`: nil when the
+    /// deadline passed first (and `body` did not run).
+    @inlinable
+    public func wait<Result>(
+        until ready: (Value) -> Bool, deadline: Condition.Deadline, wake: Bool = true,
+        then body: (inout Value) -> Result
+    ) -> Result? {
+        condition.lock()
+        defer {
+            if wake { condition.broadcast() }
+            condition.unlock()
+        }
+        while !ready(value) {
+            if !condition.wait(until: deadline), !ready(value) { return nil }
+        }
         return body(&value)
     }
 }
