@@ -1,4 +1,5 @@
 import Dispatch
+import Locking
 
 /// Real time: timers run on a private serial queue. A delay that is not
 /// finite never fires.
@@ -12,17 +13,19 @@ public struct DispatchIndicatorScheduler: IndicatorScheduler {
     public var now: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
     public func schedule(after seconds: Double, _ action: @escaping @Sendable () -> Void) -> any IndicatorTimer {
-        let item = DispatchWorkItem(block: action)
+        let timer = Timer()
         if seconds.isFinite {
-            queue.asyncAfter(deadline: .now() + max(0, seconds), execute: item)
+            queue.asyncAfter(deadline: .now() + max(0, seconds)) {
+                if !timer.cancelled.withLock({ $0 }) { action() }
+            }
         }
-        return Timer(item: item)
+        return timer
     }
 
-    private struct Timer: IndicatorTimer, @unchecked Sendable {
-        // DispatchWorkItem is thread-safe; it is not marked Sendable.
-        let item: DispatchWorkItem
+    /// A scheduled action that does nothing once cancelled.
+    private struct Timer: IndicatorTimer {
+        let cancelled = Locked(false)
 
-        func cancel() { item.cancel() }
+        func cancel() { cancelled.withLock { $0 = true } }
     }
 }
