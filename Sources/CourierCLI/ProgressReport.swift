@@ -24,9 +24,114 @@ import SystemPackage
 /// it is cleared at the end. Cache hits are shown as such, and their bytes
 /// count in no rate.
 ///
-/// Events arrive from the downloads' queue and ticks from a timer: every
-/// method takes `lock`, so what is written never interleaves.
-final class ProgressReport: @unchecked Sendable {
+/// Events arrive from the downloads' queue and ticks from a timer: each
+/// steps the `Display` under one lock, so what is written never interleaves.
+final class ProgressReport: Sendable {
+    private let display: Locked<Display>
+    private let live: Bool
+    /// The terminal's settings before the display changed them.
+    private let savedMode: termios?
+
+    /// `quiet` leaves out the display and the summary; `shown` gives a
+    /// file's name as the user wrote its directory.
+    init(urls: [String], retries: Int, json: Bool, quiet: Bool, shown: @escaping (String) -> String) {
+        live = !quiet && isatty(STDERR_FILENO) == 1
+        savedMode = live ? Self.quietTerminal() : nil
+        display = Locked(Display(urls: urls, retries: retries, json: json, live: live, summarizes: !quiet, shown: shown))
+    }
+
+    /// Keeps typed keys and `^C` off the display, and keeps the terminal
+    /// from discarding output not yet shown when Ctrl-C is pressed (which
+    /// would leave the display's line count wrong). Returns the settings
+    /// to restore.
+    private static func quietTerminal() -> termios? {
+        var mode = termios()
+        guard tcgetattr(STDERR_FILENO, &mode) == 0 else { return nil }
+        let saved = mode
+        mode.c_lflag &= ~tcflag_t(ECHO | ECHOCTL)
+        mode.c_lflag |= tcflag_t(NOFLSH)
+        tcsetattr(STDERR_FILENO, TCSANOW, &mode)
+        return saved
+    }
+
+    private func restoreTerminal() {
+        guard var mode = savedMode else { return }
+        tcsetattr(STDERR_FILENO, TCSANOW, &mode)
+    }
+
+    /// Failed and cancelled items.
+    var failures: Int {
+        display.withLock { $0.failures }
+    }
+
+    // MARK: - Events
+
+    /// The download of URL `index` has started, into the file `name`.
+    func started(_ index: Int, name: String) {
+        display.withLock { $0.started(index, name: name) }
+    }
+
+    func progress(_ index: Int, _ progress: InProcessDownloads.Progress) {
+        display.withLock { $0.progress(index, progress) }
+    }
+
+    /// An attempt of URL `index` failed, and the next waits.
+    func retrying(_ index: Int, _ retry: InProcessDownloads.Retry) {
+        display.withLock { $0.retrying(index, retry) }
+    }
+
+    /// The download of URL `index` has ended.
+    func finished(_ index: Int, _ completion: InProcessDownloads.Completion) {
+        display.withLock { $0.finished(index, completion) }
+    }
+
+    /// URL `index` was not fetched: the file `name`, at `path`, exists and
+    /// is kept.
+    func skipped(_ index: Int, name: String, path: String) {
+        display.withLock { $0.skipped(index, name: name, path: path) }
+    }
+
+    /// A URL refused before any transfer.
+    func refused(_ index: Int, _ error: InProcessDownloads.RequestError) {
+        display.withLock { $0.refused(index, error) }
+    }
+
+    // MARK: - The live display
+
+    /// Redraws ten times a second from now on, on a terminal.
+    func startTicking() {
+        guard live else { return }
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "courier.get.display"))
+        timer.schedule(deadline: .now(), repeating: .milliseconds(100))
+        timer.setEventHandler { [display] in display.withLock { $0.tick() } }
+        display.withLock { $0.timer = timer }
+        timer.resume()
+    }
+
+    /// Stops the display and clears it, then prints the summary.
+    func end() {
+        let timer = display.withLock { $0.timer }
+        timer?.cancel()
+        display.withLock { $0.close() }
+        restoreTerminal()
+    }
+
+    /// The first Ctrl-C: what is left is being cancelled.
+    func interrupted() {
+        display.withLock { $0.interrupted() }
+    }
+
+    /// The second Ctrl-C: the process ends now, without waiting for the
+    /// lock; the cursor must not stay hidden.
+    func abandon() {
+        if live { Display.write(STDERR_FILENO, "\n" + Display.showCursor) }
+        restoreTerminal()
+    }
+}
+
+/// The items of a `courier get` run and what of them is on the terminal:
+/// what `ProgressReport` guards with its lock.
+private struct Display {
     /// How an item ended.
     private enum End {
         case saved(fromCache: Bool)
@@ -65,7 +170,6 @@ final class ProgressReport: @unchecked Sendable {
 
     /// `--retries`: how many more attempts a download may get.
     private let retries: Int
-    private let lock = Locked(())
     /// A file's name as the user wrote its directory.
     private let shown: (String) -> String
     private let json: Bool
@@ -75,93 +179,60 @@ final class ProgressReport: @unchecked Sendable {
     private var total = RateMeter()
     /// Bytes the cache tiers served.
     private var cachedBytes: Int64 = 0
-    private let started = ProgressReport.now()
+    private let started = Display.now()
     private var wasInterrupted = false
     /// Lines of the live display now on the screen, above the cursor.
     private var drawnLines = 0
-    private var timer: (any DispatchSourceTimer)?
-    /// The terminal's settings before the display changed them.
-    private let savedMode: termios?
+    /// Redraws the live display while it ticks.
+    var timer: (any DispatchSourceTimer)?
 
-    /// `quiet` leaves out the display and the summary; `shown` gives a
-    /// file's name as the user wrote its directory.
-    init(urls: [String], retries: Int, json: Bool, quiet: Bool, shown: @escaping (String) -> String) {
+    init(urls: [String], retries: Int, json: Bool, live: Bool, summarizes: Bool, shown: @escaping (String) -> String) {
         self.retries = retries
         self.shown = shown
         self.json = json
-        live = !quiet && isatty(STDERR_FILENO) == 1
-        summarizes = !quiet
+        self.live = live
+        self.summarizes = summarizes
         items = urls.map { Item(url: $0) }
-        savedMode = live ? Self.quietTerminal() : nil
-    }
-
-    /// Keeps typed keys and `^C` off the display, and keeps the terminal
-    /// from discarding output not yet shown when Ctrl-C is pressed (which
-    /// would leave the display's line count wrong). Returns the settings
-    /// to restore.
-    private static func quietTerminal() -> termios? {
-        var mode = termios()
-        guard tcgetattr(STDERR_FILENO, &mode) == 0 else { return nil }
-        let saved = mode
-        mode.c_lflag &= ~tcflag_t(ECHO | ECHOCTL)
-        mode.c_lflag |= tcflag_t(NOFLSH)
-        tcsetattr(STDERR_FILENO, TCSANOW, &mode)
-        return saved
-    }
-
-    private func restoreTerminal() {
-        guard var mode = savedMode else { return }
-        tcsetattr(STDERR_FILENO, TCSANOW, &mode)
     }
 
     /// Failed and cancelled items.
     var failures: Int {
-        lock.withLock { _ in
-            items.count { item in
-                switch item.end {
-                case .failed, .cancelled: true
-                default: false
-                }
+        items.count { item in
+            switch item.end {
+            case .failed, .cancelled: true
+            default: false
             }
         }
     }
 
     // MARK: - Events
 
-    /// The download of URL `index` has started, into the file `name`.
-    func started(_ index: Int, name: String) {
-        lock.withLock { _ in
-            guard items.indices.contains(index), items[index].end == nil else { return }
-            items[index].name = name
-        }
+    mutating func started(_ index: Int, name: String) {
+        guard items.indices.contains(index), items[index].end == nil else { return }
+        items[index].name = name
     }
 
-    func progress(_ index: Int, _ progress: InProcessDownloads.Progress) {
-        lock.withLock { _ in
-            guard items.indices.contains(index), items[index].end == nil else { return }
-            // After a retry the count starts again from the bytes kept.
-            let kept = items[index].retry == nil ? items[index].received : 0
-            items[index].retry = nil
-            items[index].received = max(kept, progress.received)
-            items[index].expected = progress.expected ?? items[index].expected
-            items[index].running = true
-        }
+    mutating func progress(_ index: Int, _ progress: InProcessDownloads.Progress) {
+        guard items.indices.contains(index), items[index].end == nil else { return }
+        // After a retry the count starts again from the bytes kept.
+        let kept = items[index].retry == nil ? items[index].received : 0
+        items[index].retry = nil
+        items[index].received = max(kept, progress.received)
+        items[index].expected = progress.expected ?? items[index].expected
+        items[index].running = true
     }
 
-    /// An attempt of URL `index` failed, and the next waits.
-    func retrying(_ index: Int, _ retry: InProcessDownloads.Retry) {
-        lock.withLock { _ in
-            guard items.indices.contains(index), items[index].end == nil else { return }
-            let now = Self.now()
-            items[index].retry = RetryWait(attempt: retry.attempt, until: now + retry.delay)
-            items[index].running = true
-            guard summarizes else { return }
-            let reason = failure(code: retry.errorCode, message: retry.errorMessage, conflict: nil)
-            let wait = Self.retryText(retry.attempt, of: retries, in: retry.delay)
-            let message = "\(items[index].url): \(reason); \(wait)"
-            Self.write(STDERR_FILENO, clearing() + TerminalText.printable(message) + "\n")
-            draw(now: now)
-        }
+    mutating func retrying(_ index: Int, _ retry: InProcessDownloads.Retry) {
+        guard items.indices.contains(index), items[index].end == nil else { return }
+        let now = Self.now()
+        items[index].retry = RetryWait(attempt: retry.attempt, until: now + retry.delay)
+        items[index].running = true
+        guard summarizes else { return }
+        let reason = failure(code: retry.errorCode, message: retry.errorMessage, conflict: nil)
+        let wait = Self.retryText(retry.attempt, of: retries, in: retry.delay)
+        let message = "\(items[index].url): \(reason); \(wait)"
+        Self.write(STDERR_FILENO, clearing() + TerminalText.printable(message) + "\n")
+        draw(now: now)
     }
 
     /// `retry 1/3 in 0.5 s`: the attempt to come as a retry, of how many
@@ -171,76 +242,66 @@ final class ProgressReport: @unchecked Sendable {
         return seconds > 0.05 ? count + Units.format(" in %.1f s", seconds) : count
     }
 
-    /// The download of URL `index` has ended.
-    func finished(_ index: Int, _ completion: InProcessDownloads.Completion) {
-        lock.withLock { _ in
-            guard items.indices.contains(index) else { return }
-            if let name = completion.name { items[index].name = shown(name) }
-            items[index].retry = nil
-            items[index].attempts = completion.attempts
-            let item = items[index]
-            if completion.alreadyComplete {
-                end(index, .complete, result: "\(item.url) -> \(item.name) (already complete)", json: completion.json)
-            } else if completion.skipped {
-                end(index, .skipped, result: "\(item.url) -> \(item.name) (exists, skipped)", json: completion.json)
-            } else if completion.ok {
-                // A revalidated body comes from the cache too: the origin
-                // only confirmed it.
-                if completion.fromCache || completion.source == "revalidated" {
-                    cachedBytes += completion.size
-                } else {
-                    items[index].received = completion.size
-                }
-                items[index].expected = completion.size
-                end(
-                    index, .saved(fromCache: completion.fromCache),
-                    result: "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(Self.how(completion))"
-                        + "\(Self.tries(completion)))",
-                    json: completion.json)
+    mutating func finished(_ index: Int, _ completion: InProcessDownloads.Completion) {
+        guard items.indices.contains(index) else { return }
+        if let name = completion.name { items[index].name = shown(name) }
+        items[index].retry = nil
+        items[index].attempts = completion.attempts
+        let item = items[index]
+        if completion.alreadyComplete {
+            end(index, .complete, result: "\(item.url) -> \(item.name) (already complete)", json: completion.json)
+        } else if completion.skipped {
+            end(index, .skipped, result: "\(item.url) -> \(item.name) (exists, skipped)", json: completion.json)
+        } else if completion.ok {
+            // A revalidated body comes from the cache too: the origin
+            // only confirmed it.
+            if completion.fromCache || completion.source == "revalidated" {
+                cachedBytes += completion.size
             } else {
-                let code = completion.errorCode ?? "failed"
-                var message = failure(code: code, message: completion.errorMessage, conflict: completion.conflict)
-                if let expected = completion.expected {
-                    message = "\(code): expected \(expected), got \(completion.actual ?? "no digest")"
-                }
-                if let seconds = completion.retryAfter {
-                    message += "; Retry-After asked for \(seconds) s, past --retry-max-delay or --retry-max-time"
-                }
-                message += completion.attempts > 1 ? " (after \(completion.attempts) attempts)" : ""
-                end(index, code == "cancelled" ? .cancelled : .failed, failure: "\(item.url): \(message)", json: completion.json)
+                items[index].received = completion.size
             }
+            items[index].expected = completion.size
+            end(
+                index, .saved(fromCache: completion.fromCache),
+                result: "\(item.url) -> \(item.name) (\(Units.bytes(completion.size)), \(Self.how(completion))"
+                    + "\(Self.tries(completion)))",
+                json: completion.json)
+        } else {
+            let code = completion.errorCode ?? "failed"
+            var message = failure(code: code, message: completion.errorMessage, conflict: completion.conflict)
+            if let expected = completion.expected {
+                message = "\(code): expected \(expected), got \(completion.actual ?? "no digest")"
+            }
+            if let seconds = completion.retryAfter {
+                message += "; Retry-After asked for \(seconds) s, past --retry-max-delay or --retry-max-time"
+            }
+            message += completion.attempts > 1 ? " (after \(completion.attempts) attempts)" : ""
+            end(index, code == "cancelled" ? .cancelled : .failed, failure: "\(item.url): \(message)", json: completion.json)
         }
     }
 
-    /// URL `index` was not fetched: the file `name`, at `path`, exists and
-    /// is kept.
-    func skipped(_ index: Int, name: String, path: String) {
-        lock.withLock { _ in
-            guard items.indices.contains(index) else { return }
-            items[index].name = shown(name)
-            let url = items[index].url
-            let line: JSON = ["ok": true, "url": .string(url), "path": .string(path), "skipped": true]
-            end(index, .skipped, result: "\(url) -> \(shown(name)) (exists, skipped)", json: line)
-        }
+    mutating func skipped(_ index: Int, name: String, path: String) {
+        guard items.indices.contains(index) else { return }
+        items[index].name = shown(name)
+        let url = items[index].url
+        let line: JSON = ["ok": true, "url": .string(url), "path": .string(path), "skipped": true]
+        end(index, .skipped, result: "\(url) -> \(shown(name)) (exists, skipped)", json: line)
     }
 
-    /// A URL refused before any transfer.
-    func refused(_ index: Int, _ error: InProcessDownloads.RequestError) {
-        lock.withLock { _ in
-            guard items.indices.contains(index) else { return }
-            let url = items[index].url
-            let message = failure(code: error.code, message: error.message, conflict: error.conflict)
-            let line: JSON = [
-                "ok": false, "url": .string(url),
-                "error": ["code": .string(error.code), "message": .string(error.message)],
-            ]
-            end(index, .failed, failure: "\(url): \(message)", json: line)
-        }
+    mutating func refused(_ index: Int, _ error: InProcessDownloads.RequestError) {
+        guard items.indices.contains(index) else { return }
+        let url = items[index].url
+        let message = failure(code: error.code, message: error.message, conflict: error.conflict)
+        let line: JSON = [
+            "ok": false, "url": .string(url),
+            "error": ["code": .string(error.code), "message": .string(error.message)],
+        ]
+        end(index, .failed, failure: "\(url): \(message)", json: line)
     }
 
     /// Records how item `index` ended and prints its result (stdout) or
     /// failure (stderr); called with the lock held.
-    private func end(_ index: Int, _ end: End, result: String? = nil, failure: String? = nil, json line: JSON) {
+    private mutating func end(_ index: Int, _ end: End, result: String? = nil, failure: String? = nil, json line: JSON) {
         items[index].end = end
         var out = ""
         if json {
@@ -287,70 +348,46 @@ final class ProgressReport: @unchecked Sendable {
 
     // MARK: - The live display
 
-    /// Redraws ten times a second from now on, on a terminal.
-    func startTicking() {
+    /// Counts the rates on and redraws: a tick of the live display.
+    mutating func tick() {
+        let now = Self.now()
+        for index in items.indices where items[index].running && items[index].end == nil {
+            items[index].meter.add(items[index].received, at: now)
+        }
+        total.add(networkBytes, at: now)
+        Self.write(STDERR_FILENO, clearing())
+        draw(now: now)
+    }
+
+    /// Clears the live display and prints the summary.
+    mutating func close() {
+        timer = nil
+        if live { Self.write(STDERR_FILENO, clearing() + Self.showCursor) }
+        if summarizes { Self.write(STDERR_FILENO, summary(now: Self.now()).map { $0 + "\n" }.joined()) }
+    }
+
+    mutating func interrupted() {
+        wasInterrupted = true
         guard live else { return }
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "courier.get.display"))
-        timer.schedule(deadline: .now(), repeating: .milliseconds(100))
-        timer.setEventHandler { [self] in
-            lock.withLock { _ in
-                let now = Self.now()
-                for index in items.indices where items[index].running && items[index].end == nil {
-                    items[index].meter.add(items[index].received, at: now)
-                }
-                total.add(networkBytes, at: now)
-                Self.write(STDERR_FILENO, clearing())
-                draw(now: now)
-            }
-        }
-        lock.withLock { _ in self.timer = timer }
-        timer.resume()
-    }
-
-    /// Stops the display and clears it, then prints the summary.
-    func end() {
-        let timer = lock.withLock { _ in self.timer }
-        timer?.cancel()
-        lock.withLock { _ in
-            self.timer = nil
-            if live { Self.write(STDERR_FILENO, clearing() + Self.showCursor) }
-            restoreTerminal()
-            if summarizes { Self.write(STDERR_FILENO, summary(now: Self.now()).map { $0 + "\n" }.joined()) }
-        }
-    }
-
-    /// The first Ctrl-C: what is left is being cancelled.
-    func interrupted() {
-        lock.withLock { _ in
-            wasInterrupted = true
-            guard live else { return }
-            Self.write(STDERR_FILENO, clearing() + "interrupted: cancelling (Ctrl-C again exits at once)\n")
-            draw(now: Self.now())
-        }
-    }
-
-    /// The second Ctrl-C: the process ends now, without waiting for the
-    /// lock; the cursor must not stay hidden.
-    func abandon() {
-        if live { Self.write(STDERR_FILENO, "\n" + Self.showCursor) }
-        restoreTerminal()
+        Self.write(STDERR_FILENO, clearing() + "interrupted: cancelling (Ctrl-C again exits at once)\n")
+        draw(now: Self.now())
     }
 
     /// The escapes that erase the live display, leaving the cursor where
     /// its first line was: up a line and erase it, once per line. (Erasing
     /// to the end of the screen instead would, from the top left corner,
     /// push the whole screen into tmux's history.)
-    private func clearing() -> String {
+    private mutating func clearing() -> String {
         guard live, drawnLines > 0 else { return "" }
         defer { drawnLines = 0 }
         return "\r" + String(repeating: "\u{1B}[1A\u{1B}[2K", count: drawnLines)
     }
 
     private static let hideCursor = "\u{1B}[?25l"
-    private static let showCursor = "\u{1B}[?25h"
+    static let showCursor = "\u{1B}[?25h"
 
     /// Draws the live display below the cursor; nothing once all is done.
-    private func draw(now: Double) {
+    private mutating func draw(now: Double) {
         guard live, drawnLines == 0, items.contains(where: { $0.end == nil }) else { return }
         let (columns, rows) = Self.terminalSize()
         let running = items.filter { $0.running && $0.end == nil }
@@ -470,7 +507,7 @@ final class ProgressReport: @unchecked Sendable {
 
     /// Writes all of `text`, or as much as `fd` takes before an error,
     /// which a progress display has nobody to tell.
-    private static func write(_ fd: Int32, _ text: String) {
+    static func write(_ fd: Int32, _ text: String) {
         _ = try? FileDescriptor(rawValue: fd).writeAll(text.utf8)
     }
 }
