@@ -636,45 +636,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     // MARK: - EasyHandleDelegate
 
     func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer) {
-        let bytes = line.bindMemory(to: UInt8.self)
-        var end = bytes.count
-        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-        let text = UnsafeBufferPointer(rebasing: bytes[..<end])
-        if text.isEmpty {
-            redirecting = RedirectPolicy.statuses.contains(head.status) && head.header("location") != nil
-            return
-        }
-        if text.starts(with: "HTTP/".utf8) {
-            let fields = text.split(separator: 0x20, maxSplits: 2)
-            // The three digits curl reads, whatever follows them.
-            let digits = fields.count > 1 ? Array(fields[1].prefix(3)) : []
-            let status = digits.count == 3 && digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-                ? digits.reduce(0) { $0 * 10 + Int($1 - 0x30) } : 0
-            let version = String(decoding: fields[0].dropFirst(5), as: UTF8.self)
-            head = ResponseHead(status: status, headers: [], httpVersion: version)
-            return
-        }
-        if let first = text.first, first == 0x20 || first == 0x09, !head.headers.isEmpty {
-            head.headers[head.headers.count - 1].value += " " + String(decoding: Self.trimmingBlanks(text[...]), as: UTF8.self)
-            return
-        }
-        guard let colon = text.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let nameBytes = Self.trimmingBlanks(text[..<colon])
-        guard !nameBytes.isEmpty, nameBytes.allSatisfy(HTTPField.isTokenByte) else { return }
-        let name = String(decoding: nameBytes.map(Self.lowercased), as: UTF8.self)
-        let value = String(decoding: Self.trimmingBlanks(text[(colon + 1)...]), as: UTF8.self)
-        head.headers.append((name, value))
-    }
-
-    private static func trimmingBlanks(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
-        var slice = bytes
-        while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
-        while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }
-        return slice
-    }
-
-    private static func lowercased(_ byte: UInt8) -> UInt8 {
-        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+        guard head.read(HeaderLine(line)) else { return }
+        redirecting = RedirectPolicy.statuses.contains(head.status) && head.header("location") != nil
     }
 
     func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {

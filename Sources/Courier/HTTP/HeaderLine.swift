@@ -1,0 +1,82 @@
+/// One line of a response's head as libcurl hands it over (its CR LF
+/// included), read as bytes: a status line, a field, the continuation of
+/// the field before it (obsolete line folding), or the blank line that ends
+/// the head. The three digits of a status line are read the way curl reads
+/// them; a field's name must be a token (RFC 9110 §5.6.2) and is lowered;
+/// blanks around names, values and continuations go.
+enum HeaderLine: Equatable {
+    /// `HTTP/1.1 200 OK`: status 0 when the code is not three digits.
+    case status(Int, version: String)
+    case field(name: String, value: String)
+    /// A line that starts with a space or a tab, to be joined to the field
+    /// before it with one space.
+    case continuation(String)
+    /// The blank line after the fields.
+    case end
+    /// Neither: a line without a colon, or a name that is no token.
+    case ignored
+
+    init(_ line: UnsafeRawBufferPointer) {
+        let bytes = line.bindMemory(to: UInt8.self)
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        let text = bytes[..<end]
+        if text.isEmpty {
+            self = .end
+        } else if text.starts(with: "HTTP/".utf8) {
+            let fields = text.split(separator: 0x20, maxSplits: 2)
+            // The three digits curl reads, whatever follows them.
+            let digits = fields.count > 1 ? Array(fields[1].prefix(3)) : []
+            let status = digits.count == 3 && digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+                ? digits.reduce(0) { $0 * 10 + Int($1 - 0x30) } : 0
+            self = .status(status, version: String(decoding: fields[0].dropFirst(5), as: UTF8.self))
+        } else if let first = text.first, first == 0x20 || first == 0x09 {
+            self = .continuation(String(decoding: Self.trimmingBlanks(text), as: UTF8.self))
+        } else if let colon = text.firstIndex(of: UInt8(ascii: ":")) {
+            let name = Self.trimmingBlanks(text[..<colon])
+            guard !name.isEmpty, name.allSatisfy(HTTPField.isTokenByte) else {
+                self = .ignored
+                return
+            }
+            self = .field(
+                name: String(decoding: name.map(Self.lowercased), as: UTF8.self),
+                value: String(decoding: Self.trimmingBlanks(text[(colon + 1)...]), as: UTF8.self))
+        } else {
+            self = .ignored
+        }
+    }
+
+    private static func trimmingBlanks(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
+        var slice = bytes
+        while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
+        while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }
+        return slice
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+    }
+}
+
+extension ResponseHead {
+    /// Takes in one line of the head: a status line starts a new head (the
+    /// one of a redirect or of a `100 Continue` before it is left behind), a
+    /// field joins the headers, a continuation joins the last field. True
+    /// when the line ends the head.
+    mutating func read(_ line: HeaderLine) -> Bool {
+        switch line {
+        case .status(let status, let version):
+            self = ResponseHead(status: status, headers: [], httpVersion: version)
+        case .field(let name, let value):
+            headers.append((name, value))
+        case .continuation(let text):
+            guard !headers.isEmpty else { break }
+            headers[headers.count - 1].value += " " + text
+        case .end:
+            return true
+        case .ignored:
+            break
+        }
+        return false
+    }
+}

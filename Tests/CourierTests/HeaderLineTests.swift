@@ -1,0 +1,79 @@
+import Testing
+
+@testable import Courier
+
+/// Response header lines are read as bytes, as libcurl hands them over.
+@Suite(.timeLimit(.minutes(1)))
+struct HeaderLineTests {
+    private func line(_ bytes: [UInt8]) -> HeaderLine {
+        bytes.withUnsafeBytes { HeaderLine($0) }
+    }
+
+    private func line(_ text: String) -> HeaderLine { line(Array(text.utf8)) }
+
+    private func head(_ lines: [String]) -> (ResponseHead, ended: Bool) {
+        var head = ResponseHead(status: 0, headers: [])
+        var ended = false
+        for text in lines { ended = head.read(line(text)) }
+        return (head, ended)
+    }
+
+    @Test func statusLines() {
+        #expect(line("HTTP/1.1 200 OK\r\n") == .status(200, version: "1.1"))
+        #expect(line("HTTP/2 304\r\n") == .status(304, version: "2"))
+        // curl reads three digits, whatever follows them.
+        #expect(line("HTTP/1.1 2045 Odd\r\n") == .status(204, version: "1.1"))
+        #expect(line("HTTP/1.1 20x OK\r\n") == .status(0, version: "1.1"))
+        #expect(line("HTTP/1.1\r\n") == .status(0, version: "1.1"))
+    }
+
+    @Test func fields() {
+        #expect(line("Content-Type: text/plain\r\n") == .field(name: "content-type", value: "text/plain"))
+        #expect(line("ETag:\t \"a b\" \t\r\n") == .field(name: "etag", value: "\"a b\""))
+        #expect(line("X-Empty:\r\n") == .field(name: "x-empty", value: ""))
+        // Only the first colon splits.
+        #expect(line("Location: http://a:1/\r\n") == .field(name: "location", value: "http://a:1/"))
+        // A bare LF ends a line as well as CR LF.
+        #expect(line("A: b\n") == .field(name: "a", value: "b"))
+    }
+
+    @Test func namesAreTokens() {
+        #expect(line("Bad Name: x\r\n") == .ignored)
+        #expect(line(": x\r\n") == .ignored)
+        #expect(line("no colon here\r\n") == .ignored)
+        #expect(line([0xC3, 0xA9, 0x3A, 0x20, 0x78, 0x0D, 0x0A]) == .ignored)
+        // A Kelvin sign is not a K: names are compared as bytes.
+        #expect(line("\u{212A}ey: x\r\n") == .ignored)
+    }
+
+    @Test func endAndContinuation() {
+        #expect(line("\r\n") == .end)
+        #expect(line("\n") == .end)
+        #expect(line("  folded  text\r\n") == .continuation("folded  text"))
+        #expect(line("\tx\r\n") == .continuation("x"))
+    }
+
+    @Test func headJoinsContinuationsAndStartsOverAtEachStatusLine() {
+        let (first, firstEnded) = head(["HTTP/1.1 301 Moved\r\n", "Location: /b\r\n", "X-Long: one\r\n", " two\r\n"])
+        #expect(!firstEnded)
+        #expect(first.status == 301)
+        #expect(first.header("x-long") == "one two")
+        let (second, ended) = head([
+            "HTTP/1.1 301 Moved\r\n", "Location: /b\r\n", "\r\n", "HTTP/2 200\r\n", "Content-Length: 3\r\n", "\r\n",
+        ])
+        #expect(ended)
+        #expect(second.status == 200)
+        #expect(second.httpVersion == "2")
+        #expect(second.header("location") == nil)
+        #expect(second.header("content-length") == "3")
+    }
+
+    /// RFC 9112 §2.2: whitespace before the first field is no continuation
+    /// of anything; the line is left out.
+    @Test func continuationBeforeAnyFieldIsLeftOut() {
+        let (head, _) = head(["HTTP/1.1 200 OK\r\n", " X-Sneaky: 1\r\n", "A: b\r\n"])
+        #expect(head.headers.count == 1)
+        #expect(head.header("x-sneaky") == nil)
+        #expect(head.header("a") == "b")
+    }
+}
