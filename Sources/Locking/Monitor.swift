@@ -25,7 +25,7 @@ public final class Monitor<Value>: @unchecked Sendable {
 
     /// Runs `body` with the value, holding the lock, and wakes the waiters
     /// when `wakes` says its result is a change they wait for.
-    @inlinable
+    @inlinable @discardableResult
     public func withLock<Result>(wakingIf wakes: (Result) -> Bool, _ body: (inout Value) -> Result) -> Result {
         condition.lock()
         defer { condition.unlock() }
