@@ -286,6 +286,25 @@ def test_etag_revalidation_refreshes_stored_headers(courier, origin):
     assert origin.hits("/res/et") == 2
 
 
+@pytest.mark.xfail(strict=True, reason="header values are Strings decoded from UTF-8 end to end (response "
+                   "head, cache entries, request headers): a byte that is not UTF-8 comes back as U+FFFD")
+def test_etag_with_raw_bytes_is_sent_back_byte_for_byte(courier, origin):
+    """An ETag is opaque (RFC 9110 §8.8.3): bytes that are not UTF-8 (obs-text,
+    here 0xE9 and 0xFF) go back in If-None-Match as they came, as curl sends
+    them, and the origin's 304 revalidates the stored body."""
+    c = courier()
+    body = pattern(2000, "raw-etag")
+    # The origin's header strings are latin-1: one character per byte.
+    tag = '"caf\xe9-\xff"'
+    url = origin.set_resource("raw-etag", body, {"ETag": tag, "Cache-Control": "max-age=0"})
+    assert fetch(c, url)["source"] == "network"
+    outcome = fetch(c, url)
+    sent = origin.last_headers("/res/raw-etag").get("if-none-match")
+    assert sent is not None and sent.encode("latin-1") == b'"caf\xe9-\xff"', sent
+    assert outcome["source"] == "revalidated" and outcome["bytes"] == body
+    assert origin.hits("/res/raw-etag") == 2
+
+
 def test_last_modified_revalidation_sends_if_modified_since(courier, origin):
     c = courier()
     body = pattern(2000, "lm")
