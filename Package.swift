@@ -54,7 +54,7 @@ package.targets += [
 // MARK: - Curl: the only module that imports libcurl
 
 package.targets += [
-    .target(name: "Curl", dependencies: ["CLibcurl", "CCurlShim"]),
+    .target(name: "Curl", dependencies: ["CLibcurl", "CCurlShim", "Locking"]),
     .testTarget(name: "CurlTests", dependencies: ["Curl"]),
 ]
 

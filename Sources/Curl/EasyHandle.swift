@@ -290,3 +290,5 @@ public final class EasyHandle {
         return length
     }
 }
+
+@available(*, unavailable) extension EasyHandle: Sendable {}

@@ -1,10 +1,37 @@
 import CCurlShim
 import CLibcurl
+import Locking
 
-/// libcurl's multi handle. One thread drives it (`add`, `remove`, `perform`,
-/// `poll`, `completed`, `cleanup`); `wakeup` may be called from any thread.
-public final class MultiHandle: @unchecked Sendable {
+/// libcurl's multi handle. One thread makes it and drives it (`add`,
+/// `remove`, `perform`, `poll`, `completed`, `cleanup`); other threads hold
+/// only its `waker`.
+public final class MultiHandle {
+    /// Interrupts the driving thread's `poll` from any thread, for as long
+    /// as the multi handle lives; after `cleanup` it does nothing.
+    public final class Waker: Sendable {
+        /// The multi handle while it lives: `cleanup` takes it away under
+        /// the lock, so no wake-up reaches a freed handle.
+        private let multi = Locked<UnsafeMutableRawPointer?>(nil)
+
+        /// A waker for a multi handle made later (`MultiHandle(waker:)`):
+        /// until then it wakes nothing.
+        public init() {}
+
+        /// Interrupts a `poll` in progress (or the next one).
+        public func wakeup() {
+            multi.withLock { raw in
+                if let raw { curl_multi_wakeup(raw) }
+            }
+        }
+
+        fileprivate func attach(_ raw: UnsafeMutableRawPointer?) {
+            multi.withLock { $0 = raw }
+        }
+    }
+
     private let raw: UnsafeMutableRawPointer
+    /// The one part of the handle other threads may hold.
+    public let waker: Waker
     /// Easy handles that finished a transfer, reset for the next one.
     private var idle: [EasyHandle] = []
     /// How many idle handles are kept.
@@ -13,14 +40,16 @@ public final class MultiHandle: @unchecked Sendable {
     /// options: the next `completed()` reports them ended with its code.
     private var refused: [(handle: EasyHandle, code: CURLcode)] = []
 
-    public init(maxHostConnections: Int = 0, maxTotalConnections: Int = 0) {
+    public init(maxHostConnections: Int = 0, maxTotalConnections: Int = 0, waker: Waker = Waker()) {
         raw = curl_multi_init()
+        self.waker = waker
         // Preferences, not needs: a libcurl that refuses one (built without
         // HTTP/2, or older than the option) runs every transfer as it would
         // by default, each on a connection of its own, without a bound.
         _ = courier_multi_setopt_long(raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         if maxHostConnections > 0 { _ = courier_multi_setopt_long(raw, CURLMOPT_MAX_HOST_CONNECTIONS, maxHostConnections) }
         if maxTotalConnections > 0 { _ = courier_multi_setopt_long(raw, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTotalConnections) }
+        waker.attach(raw)
     }
 
     /// An easy handle for a new transfer: a reset idle one when there is
@@ -80,11 +109,6 @@ public final class MultiHandle: @unchecked Sendable {
         return timeout >= 0 ? timeout : nil
     }
 
-    /// Interrupts a `poll` in progress (or the next one). Thread-safe.
-    public func wakeup() {
-        curl_multi_wakeup(raw)
-    }
-
     /// Transfers that have ended since the last call, with their result code.
     public func completed() -> [(handle: EasyHandle, code: Int32)] {
         var finished = refused.map { ($0.handle, Int32($0.code.rawValue)) }
@@ -103,8 +127,11 @@ public final class MultiHandle: @unchecked Sendable {
     /// Frees the multi handle and the idle easy handles; every transfer must
     /// have been removed first.
     public func cleanup() {
+        waker.attach(nil)
         idle.forEach { $0.cleanup() }
         idle = []
         curl_multi_cleanup(raw)
     }
 }
+
+@available(*, unavailable) extension MultiHandle: Sendable {}

@@ -29,9 +29,11 @@ import Testing
 
     private static let MiB = 1 << 20
 
-    private func transfer(_ name: String, in directory: DirectoryHandle, maxRate: Int64? = nil) -> Transfer {
+    /// A transfer of task number `task`: the throttle tells transfers apart
+    /// by their ids.
+    private func transfer(_ name: String, task: Int = 1, in directory: DirectoryHandle, maxRate: Int64? = nil) -> Transfer {
         Transfer(
-            id: TransferID(task: TaskID(1), attempt: 1), options: EasyOptions(url: "http://127.0.0.1:9/\(name)"),
+            id: TransferID(task: TaskID(task), attempt: 1), options: EasyOptions(url: "http://127.0.0.1:9/\(name)"),
             body: BodyTarget(directory: directory, name: "\(name).part", mode: 0o600), maxRate: maxRate,
             observer: Ignoring())
     }
@@ -56,7 +58,7 @@ import Testing
         // and another that runs
         let suspended = transfer("suspended", in: directory)
         suspended.pause()
-        let running = transfer("running", in: directory)
+        let running = transfer("running", task: 2, in: directory)
         throttle.add(suspended)
         throttle.add(running)
 
@@ -132,7 +134,7 @@ import Testing
             // Given two transfers that began without any limit, one of them
             // suspended by the client
             let running = transfer("running", in: directory)
-            let suspended = transfer("suspended", in: directory)
+            let suspended = transfer("suspended", task: 2, in: directory)
             suspended.pause()
             throttle.add(running)
             throttle.add(suspended)

@@ -10,7 +10,7 @@
 final class Throttle {
     /// Seconds of a monotonic clock: `MonotonicClock.now`, or a test's.
     private let clock: () -> Double
-    private var limiter: RateLimiter<ObjectIdentifier>
+    private var limiter: RateLimiter<TransferID>
 
     init(clock: @escaping () -> Double = MonotonicClock.now) {
         self.clock = clock
@@ -26,13 +26,13 @@ final class Throttle {
 
     func remove(_ transfer: Transfer) {
         guard limiter.isCounting else { return }
-        limiter.remove(ObjectIdentifier(transfer))
+        limiter.remove(transfer.id)
     }
 
     /// Changes `transfer`'s own rate; one that `isRunning` uncounted is
     /// counted from now on.
     func setRate(_ rate: Int64?, of transfer: Transfer, isRunning: Bool) {
-        let key = ObjectIdentifier(transfer)
+        let key = transfer.id
         if limiter.counts(key) {
             limiter.setRate(rate, of: key, now: clock())
         } else if isRunning, rate != nil || limiter.totalRate != nil {
@@ -46,17 +46,17 @@ final class Throttle {
         let now = clock()
         limiter.setTotalRate(rate, now: now)
         guard limiter.totalRate != nil else { return }
-        for transfer in running where !limiter.counts(ObjectIdentifier(transfer)) { count(transfer, now: now) }
+        for transfer in running where !limiter.counts(transfer.id) { count(transfer, now: now) }
     }
 
     func suspend(_ transfer: Transfer) {
-        guard limiter.counts(ObjectIdentifier(transfer)) else { return }
-        limiter.suspend(ObjectIdentifier(transfer), now: clock())
+        guard limiter.counts(transfer.id) else { return }
+        limiter.suspend(transfer.id, now: clock())
     }
 
     func resume(_ transfer: Transfer) {
-        guard limiter.counts(ObjectIdentifier(transfer)) else { return }
-        limiter.resume(ObjectIdentifier(transfer), now: clock())
+        guard limiter.counts(transfer.id) else { return }
+        limiter.resume(transfer.id, now: clock())
     }
 
     /// Whether `transfer` may take `bytes` of body now; when not, it waits
@@ -64,11 +64,11 @@ final class Throttle {
     /// test while no limit is set.
     func admit(_ transfer: Transfer, bytes: Int) -> Bool {
         guard limiter.isLimiting else { return true }
-        return limiter.admit(ObjectIdentifier(transfer), bytes: bytes)
+        return limiter.admit(transfer.id, bytes: bytes)
     }
 
     /// Hands out the credit due now; the waiting transfers that may go on.
-    func refill() -> [ObjectIdentifier] {
+    func refill() -> [TransferID] {
         guard limiter.isEngaged else { return [] }
         return limiter.refill(now: clock())
     }
@@ -76,7 +76,7 @@ final class Throttle {
     /// Bytes `transfer` may take before it waits (below zero: what it
     /// owes); nil when it is not counted.
     func credit(of transfer: Transfer) -> Double? {
-        limiter.credit(of: ObjectIdentifier(transfer))
+        limiter.credit(of: transfer.id)
     }
 
     /// Milliseconds until the next refill is due, while a transfer waits.
@@ -85,7 +85,7 @@ final class Throttle {
     }
 
     private func count(_ transfer: Transfer, now: Double) {
-        let key = ObjectIdentifier(transfer)
+        let key = transfer.id
         limiter.add(key, rate: transfer.maxRate, now: now)
         if transfer.isSuspended { limiter.suspend(key, now: now) }
     }

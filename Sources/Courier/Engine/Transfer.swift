@@ -6,10 +6,9 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// Receives a transfer's events on the engine's thread.
-protocol TransferObserver: AnyObject, Sendable {
+protocol TransferObserver: AnyObject {
     /// The final response's headers are in (after any redirects); return
     /// false to stop the transfer.
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool
@@ -28,6 +27,8 @@ protocol TransferObserver: AnyObject, Sendable {
 struct TransferResult: Sendable {
     var response: ResponseHead?
     var size: Int64
+    /// When the first request was sent, for the stored response's age.
+    var requestDate = Date()
     /// The file holding the body, when the transfer succeeded.
     var bodyPath: String?
     /// Where that file is, when the transfer succeeded.
@@ -133,9 +134,10 @@ struct PartialPlan: Sendable {
 /// ends short; a kept body is asked the rest of (`Range` and `If-Range`,
 /// without `Accept-Encoding`), and `ResumeDecision` says whether the
 /// response continues it, starts it anew in the same file, or fails.
-/// Everything but the immutable configuration is touched only on the
-/// engine's thread.
-final class Transfer: EasyHandleDelegate, @unchecked Sendable {
+/// Made, driven and let go on the engine's thread alone: other threads
+/// hear of it through values split off it (`TransferResult`, a
+/// `BodyWriter.Stream`), and reach it through the engine's inbox.
+final class Transfer: EasyHandleDelegate {
     let id: TransferID
     /// When the first request was sent, for the stored response's age.
     let requestDate = Date()
@@ -149,9 +151,8 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// What the body takes as a JSON string, read as UTF-8, counted as it
     /// arrives when a receipt asks for it as text.
     private var textLength: JSONStringLength?
-    /// Set from any thread when the downloader has let the transfer go; its
-    /// body file is then never created again.
-    let isAbandoned = Atomic(false)
+    /// `begin` has run: the transfer runs, or has ended.
+    private(set) var hasBegun = false
 
     private var easy: EasyHandle?
     /// The body file, while this thread writes it.
@@ -249,8 +250,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     /// Asks for the rest of `resume` (the kept body the partial store
-    /// found), before the transfer begins: the thread that calls it hands
-    /// the transfer to the engine afterwards.
+    /// found), before the transfer begins.
     func prepare(resume: ResumePoint?) {
         guard let resume, partials != nil else { return }
         partials?.resume = resume
@@ -259,6 +259,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     }
 
     func begin(on multi: MultiHandle, writer: BodyWriter? = nil, throttle: Throttle? = nil) {
+        hasBegun = true
         self.writer = writer
         self.throttle = throttle
         if let timeout = options.timeoutMilliseconds { deadline = MonotonicClock.now() + Double(timeout) / 1000 }
@@ -437,7 +438,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
             body.remove()
         }
         let result = TransferResult(
-            response: head.status == 0 && failure != nil ? nil : head, size: received,
+            response: head.status == 0 && failure != nil ? nil : head, size: received, requestDate: requestDate,
             bodyPath: failure == nil && !heldInMemory ? target.path : nil, body: failure == nil ? target : nil,
             bodyIsInMemoryOnly: heldInMemory, head: firstBytes, checksum: checksum, digests: digests ?? BodyDigests(),
             bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure, resumedFrom: resumedFrom)
@@ -490,7 +491,7 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         case .startAnew:
             break
         }
-        guard observer.transferDidReceiveResponse(self, head), !isAbandoned.load(ordering: .acquiring) else {
+        guard observer.transferDidReceiveResponse(self, head) else {
             return stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
         }
         do throws(Destination.Failure) {
@@ -556,7 +557,6 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
     /// than fits there, and writes what was held.
     private func writeHeldBody() -> TransferFailure? {
         heldInMemory = false
-        guard !isAbandoned.load(ordering: .acquiring) else { return TransferFailure(code: .cancelled, message: "stopped") }
         do throws(Destination.Failure) {
             fd = try body.create()
         } catch {
@@ -700,3 +700,5 @@ final class Transfer: EasyHandleDelegate, @unchecked Sendable {
         return .accept
     }
 }
+
+@available(*, unavailable) extension Transfer: Sendable {}

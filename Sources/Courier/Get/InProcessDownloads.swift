@@ -347,7 +347,7 @@ public final class InProcessDownloads: Sendable {
 
     /// Ends every unfinished request with `cancelled`; their partial files go.
     public func cancelAll() {
-        try? downloader.cancel(.all, waiter: 0)
+        downloader.cancel(.all, waiter: 0)
     }
 
     /// Blocks until every started request's `finished` event has run.

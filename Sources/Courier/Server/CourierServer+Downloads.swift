@@ -3,7 +3,8 @@ import JSONRPC
 
 /// `download`, `cancel`, `suspend`, `resume`, `progress` and `bind`: their
 /// params are checked here and become the downloader's events; the answers
-/// come back through `json(_:)`.
+/// come back through `json(_:)`, and a receipt or task the scheduler does
+/// not know through `rpcError(_:)`.
 extension CourierServer {
     func registerDownloads() {
         dispatcher.register(checked: "download") { [self] params, reply in
@@ -25,19 +26,19 @@ extension CourierServer {
                 reply.success(Self.json(.cancelled(count: 0)))
                 return
             }
-            try Self.schedulerCall { () throws(SchedulerError) in try downloader.cancel(target, waiter: reply) }
+            downloader.cancel(target, waiter: reply)
         }
         dispatcher.register(checked: "suspend") { [downloader] params, reply in
             let target = try Self.taskTarget(params)
-            try Self.schedulerCall { () throws(SchedulerError) in try downloader.suspend(target, waiter: reply) }
+            downloader.suspend(target, waiter: reply)
         }
         dispatcher.register(checked: "resume") { [downloader] params, reply in
             let target = try Self.taskTarget(params)
-            try Self.schedulerCall { () throws(SchedulerError) in try downloader.resume(target, waiter: reply) }
+            downloader.resume(target, waiter: reply)
         }
         dispatcher.register(checked: "progress") { [downloader] params, reply in
             let receipt = try params.byName().optionalString("receipt").map(Self.receiptID)
-            try Self.schedulerCall { () throws(SchedulerError) in try downloader.progress(receipt: receipt, waiter: reply) }
+            downloader.progress(receipt: receipt, waiter: reply)
         }
         dispatcher.register(checked: "bind") { [downloader] params, reply in
             let named = try params.byName()
@@ -57,9 +58,7 @@ extension CourierServer {
             } else {
                 target = nil
             }
-            try Self.schedulerCall { () throws(SchedulerError) in
-                try downloader.bind(view: view, to: target, kind: kind, waiter: reply)
-            }
+            downloader.bind(view: view, to: target, kind: kind, waiter: reply)
         }
     }
 
@@ -85,13 +84,5 @@ extension CourierServer {
     private static func taskID(_ wire: String) throws(RPCError) -> TaskID {
         guard let id = TaskID(wire: wire) else { throw unknown(task: wire) }
         return id
-    }
-
-    private static func schedulerCall(_ body: () throws(SchedulerError) -> Void) throws(RPCError) {
-        do throws(SchedulerError) {
-            try body()
-        } catch {
-            throw rpcError(error)
-        }
     }
 }

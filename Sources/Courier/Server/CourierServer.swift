@@ -65,6 +65,7 @@ public final class CourierServer: Sendable {
                 hold.answering(reply, about: answer.subject)
                 reply.success(Self.json(answer))
             },
+            refuse: { reply, error in reply.failure(Self.rpcError(error)) },
             notify: { notice in hold.notify(notice) },
             batch: { connection.batchingOutput($0) }, awaitOutputRoom: { connection.waitForOutputRoom() }, logger: logger)
         registerLifecycle()

@@ -1,0 +1,183 @@
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Logging
+
+/// A cache hit the scheduler has admitted: its receipt is answered from
+/// the tier that holds it.
+struct HitOrder: Sendable {
+    var hit: ResponseCache.Hit
+    var receipt: ReceiptID
+    var request: DownloadRequest
+}
+
+/// What delivering one order came to, for the scheduler.
+enum DeliveryResult: Sendable {
+    /// The outcomes of a finished transfer's receipts.
+    case delivered([(receipt: ReceiptID, outcome: Outcome)], of: DeliveryOrder)
+    /// The origin answered a revalidation with a 304 that no stored body
+    /// fits (or one some receipt's integrity refuses): fetch again.
+    case retry(DeliveryOrder)
+    /// A cache hit's outcome.
+    case served(receipt: ReceiptID, Outcome)
+}
+
+/// Turns finished transfers and cache hits into outcomes — cache writes,
+/// file placement, text decoding — on the delivery queue, so neither the
+/// engine's thread nor a request's waits on that I/O. The engine hands it
+/// what became due in one turn as one batch, and hears the batch's results
+/// as one command.
+final class TransferDelivery: Sendable {
+    let cache: ResponseCache
+    private let leftovers: Leftovers
+    /// Set at start-up: every destination lies inside it.
+    private let downloadRoot: String?
+    /// Blocks while the client leaves too much output unread.
+    private let awaitOutputRoom: @Sendable () -> Void
+    private let logger: Logger
+    /// Where batches run, one after another.
+    private let queue = DispatchQueue(label: "courier.deliveries")
+    /// Makes the files of bodies held in memory ahead of their delivery,
+    /// beside it.
+    private let files = DispatchQueue(label: "courier.files")
+
+    /// `awaitOutputRoom` is called before a body is made into text or
+    /// base64, so outcomes that carry one (each up to `maxMemoryBody`)
+    /// never pile up for a client that does not read.
+    init(
+        cache: ResponseCache, leftovers: Leftovers, downloadRoot: String?, awaitOutputRoom: @escaping @Sendable () -> Void,
+        logger: Logger
+    ) {
+        self.cache = cache
+        self.leftovers = leftovers
+        self.downloadRoot = downloadRoot
+        self.awaitOutputRoom = awaitOutputRoom
+        self.logger = logger
+    }
+
+    /// Starts making, beside its destination, the file of a body that
+    /// `order` holds in memory alone; returns at once.
+    func prepareFile(for order: DeliveryOrder) {
+        if order.result.bodyIsInMemoryOnly, let target = order.result.body, let prepared = target.prepared {
+            prepared.make(in: target.directory, mode: target.mode, on: files)
+        }
+    }
+
+    /// Delivers, on the delivery queue, the hits and the finished transfers
+    /// that became due in one turn of the engine, then hands their results
+    /// to `done` in one piece. Receipts asking for text or base64 get at
+    /// most `memoryBodyLimit` bytes of it.
+    func deliver(
+        _ orders: [DeliveryOrder], hits: [HitOrder], memoryBodyLimit: Int64,
+        then done: @escaping @Sendable ([DeliveryResult]) -> Void
+    ) {
+        queue.async { [self] in
+            var results = hits.map { serve($0, memoryBodyLimit: memoryBodyLimit) }
+            results += deliver(orders, memoryBodyLimit: memoryBodyLimit)
+            done(results)
+        }
+    }
+
+    /// Removes a body file nobody will read, on the delivery queue.
+    func discard(path: String) {
+        queue.async { _ = unlink(path) }
+    }
+
+    /// Waits for the batches handed over so far.
+    func waitUntilIdle() {
+        queue.sync {}
+    }
+
+    /// The finished transfers of one batch, in order. The one place where a
+    /// batch's cache stores run: a transaction around them all goes here.
+    private func deliver(_ orders: [DeliveryOrder], memoryBodyLimit: Int64) -> [DeliveryResult] {
+        orders.map { deliver($0, memoryBodyLimit: memoryBodyLimit) }
+    }
+
+    /// Answers a receipt from a cache tier: the body is placed and decoded,
+    /// then the receipt finishes.
+    private func serve(_ order: HitOrder, memoryBodyLimit: Int64) -> DeliveryResult {
+        let hit = order.hit
+        if order.request.body != .none { awaitOutputRoom() }
+        let outcome = Delivery(
+            response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),
+            source: hit.tier == .memory ? .memory : .disk, downloads: leftovers.downloads,
+            downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: memoryBodyLimit, logger: logger,
+            sharedName: hit.sharedName, fileName: hit.response.fileName, headerObject: hit.response.headerObject
+        ).deliver(to: [(order.receipt, order.request)])[0]
+        return .served(receipt: order.receipt, outcome)
+    }
+
+    /// The outcomes of a finished transfer for the receipts it had.
+    private func deliver(_ order: DeliveryOrder, memoryBodyLimit: Int64) -> DeliveryResult {
+        if order.receipts.contains(where: { $0.request.body != .none }) { awaitOutputRoom() }
+        let result = order.result
+        let outcomes: [Outcome]
+        if let response = result.response, let target = result.body, result.failure == nil {
+            let responseDate = Date()
+            if response.status == 304, let stale = order.revalidation {
+                target.remove()
+                guard
+                    let hit = cache.revalidated(
+                        stale, notModified: response, requestTime: result.requestDate, responseTime: responseDate)
+                else {
+                    cache.countMiss()
+                    return .retry(order)
+                }
+                // A stored body that some receipt's integrity refuses is not
+                // served: the origin is asked for the body.
+                let check = IntegrityCheck(order.receipts.map(\.request), taken: BodyDigests()) { hit.body.digests($0) }
+                guard check.passed else {
+                    cache.countMiss()
+                    return .retry(order)
+                }
+                outcomes = delivery(
+                    response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body), source: .revalidated,
+                    memoryBodyLimit: memoryBodyLimit
+                ).deliver(to: order.receipts)
+            } else {
+                let keys = ResponseCache.storageKeys(
+                    for: order.receipts.map(\.request), redirects: result.redirects, finalURL: response.finalURL)
+                var bytes = result.bytes
+                let check = IntegrityCheck(order.receipts.map(\.request), taken: result.digests) { missing in
+                    result.bytes.map { BodyDigests.of($0, missing) }
+                        ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: result.size, missing)
+                }
+                if (200...299).contains(response.status), check.passed {
+                    let file = CacheBodyFile(
+                        directory: target.directory, name: target.name, length: result.size, checksum: result.checksum,
+                        bytes: result.bytes, digests: check.digests)
+                    let stored = cache.store(
+                        keys: keys, request: order.request, head: response, requestTime: result.requestDate,
+                        responseTime: responseDate, body: file)
+                    bytes = bytes ?? stored
+                }
+                outcomes = delivery(
+                    response: response, size: result.size,
+                    body: BodyFile(
+                        target: target, length: result.size, firstBytes: result.head, bytes: bytes,
+                        written: !result.bodyIsInMemoryOnly),
+                    source: .network, memoryBodyLimit: memoryBodyLimit,
+                    resumedFrom: result.resumedFrom
+                ).deliver(to: order.receipts, failing: check.failures)
+            }
+        } else {
+            outcomes = Delivery.failures(of: result, for: order.receipts.map(\.request))
+        }
+        return .delivered(zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }, of: order)
+    }
+
+    private func delivery(
+        response: ResponseHead, size: Int64, body: BodyFile, source: OutcomeSource, memoryBodyLimit: Int64,
+        resumedFrom: Int64? = nil
+    ) -> Delivery {
+        Delivery(
+            response: response, size: size, body: body, source: source, downloads: leftovers.downloads,
+            downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: memoryBodyLimit, logger: logger,
+            resumedFrom: resumedFrom)
+    }
+}

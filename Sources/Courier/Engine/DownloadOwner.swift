@@ -1,0 +1,427 @@
+import Curl
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import JSONRPC
+import Logging
+
+/// The one owner of the download scheduler's state and of every transfer,
+/// on the engine's thread (`courier.transfers`), which it runs.
+///
+/// Requests, cancels, suspends, resumes, progress, bindings, settings,
+/// delivered outcomes and `whenSettled` come as commands through the
+/// engine's one inbox; transfer callbacks step the scheduler directly. The
+/// actions a step returns are carried out on this thread right after it —
+/// once libcurl's call has returned, since a transfer may not be stopped or
+/// started from within a callback — so answers and notifications leave in
+/// the order things happened. Nothing here blocks on another thread: what
+/// can (file placement, cache writes, body encoding, waiting for the client
+/// to read) goes to the delivery queue, a turn's worth as one batch.
+final class DownloadOwner<Waiter: Sendable>: TransferObserver {
+    typealias Action = SchedulerAction<Waiter>
+
+    /// What other threads ask of the owner.
+    enum Command: Sendable {
+        /// A `download`: `refusal` is why its destination was refused,
+        /// `lookup` what the cache holds for it.
+        case download(DownloadRequest, refusal: TransferFailure?, lookup: ResponseCache.Lookup, waiter: Waiter)
+        case cancel(CancelTarget, waiter: Waiter)
+        case suspend(TaskTarget, waiter: Waiter)
+        case resume(TaskTarget, waiter: Waiter)
+        case progress(receipt: ReceiptID?, waiter: Waiter)
+        case bind(view: String, to: TaskTarget?, kind: BindingKind, waiter: Waiter)
+        case update(Configuration)
+        /// The results of one batch of deliveries.
+        case delivered([DeliveryResult])
+        /// The partial store has looked for a body the transfer may
+        /// continue: it begins now, unless it was stopped meanwhile.
+        case resumeFound(TransferID, ResumePoint?)
+        /// The body writer has closed a transfer's file.
+        case flushed(TransferID, TransferFailure?, checksum: UInt64)
+        /// Runs the closure once settled (see `Downloader.whenSettled`).
+        case whenSettled(@Sendable () -> Void)
+        /// Ends every unfinished receipt with `shutdown` and stops every
+        /// transfer; signals once that is handed on.
+        case shutdown(DispatchSemaphore)
+        /// Signals once every command sent before it has been carried out
+        /// and what it caused handed on.
+        case sync(DispatchSemaphore)
+        /// Ends the thread.
+        case close
+    }
+
+    /// What the owner needs from the world, made before its thread starts.
+    struct World: Sendable {
+        var inbox: EngineInbox<Command>
+        var settings: Configuration
+        var delivery: TransferDelivery
+        var indicator: ActivityIndicator?
+        var answer: @Sendable (Waiter, Answer) -> Void
+        /// Answers a request that names no receipt or task the scheduler knows.
+        var refuse: @Sendable (Waiter, SchedulerError) -> Void
+        var notify: @Sendable (Notice) -> Void
+        /// Runs a turn with the messages it causes sent as one burst.
+        var batch: @Sendable (() -> Void) -> Void
+        var downloadRoot: String?
+        var redirectPolicy: RedirectPolicy
+        var leftovers: Leftovers
+        var partials: PartialStore?
+        var transferDefaults: EasyOptions
+        var logger: Logger
+    }
+
+    private var scheduler: DownloadScheduler<Waiter>
+    private var settings: Configuration
+    private let engine: TransferEngine
+    private let inbox: EngineInbox<Command>
+    private let delivery: TransferDelivery
+    private var cache: ResponseCache { delivery.cache }
+    private let indicator: ActivityIndicator?
+    private let onAnswer: @Sendable (Waiter, Answer) -> Void
+    private let onRefusal: @Sendable (Waiter, SchedulerError) -> Void
+    private let onNotice: @Sendable (Notice) -> Void
+    private let batch: @Sendable (() -> Void) -> Void
+    /// Set at start-up: every destination lies inside it.
+    private let downloadRoot: String?
+    private let redirectPolicy: RedirectPolicy
+    /// This process's files outside the cache entries, for removal after
+    /// a crash.
+    private let leftovers: Leftovers
+    /// Bodies kept for resuming; nil when there is no partial store.
+    private let partials: PartialStore?
+    private let transferDefaults: EasyOptions
+
+    /// What the steps so far asked for and was not carried out yet, oldest
+    /// first.
+    private var actions: [Action] = []
+    /// Finished transfers and cache hits of this turn, for the delivery
+    /// queue as one batch at its end.
+    private var dueDeliveries: [DeliveryOrder] = []
+    private var dueHits: [HitOrder] = []
+    /// When the scheduler asked to be ticked (its `wake(at:)`): the earliest.
+    private var wakeAt: Double?
+    /// What `whenSettled` runs, until it has run.
+    private var onSettled: (@Sendable () -> Void)?
+    /// Signalled at the end of the turn, once what the commands that carry
+    /// them caused is handed on.
+    private var signals: [DispatchSemaphore] = []
+    private var isOpen = true
+
+    /// Bodies up to this size are kept in memory as they stream, for the
+    /// memory tier; for larger ones the memory tier names the disk tier's
+    /// body file, read (and checked against the streamed checksum) on its
+    /// first hit, or reads them back on the delivery queue when the disk
+    /// tier did not store them, so copying a large body never holds up the
+    /// engine's thread.
+    static var streamCopyLimit: Int { 64 << 10 }
+
+    /// Makes the transfer engine: call it on the thread that will run it.
+    init(_ world: World) {
+        inbox = world.inbox
+        settings = world.settings
+        scheduler = DownloadScheduler(settings: SchedulerSettings(world.settings))
+        delivery = world.delivery
+        indicator = world.indicator
+        onAnswer = world.answer
+        onRefusal = world.refuse
+        onNotice = world.notify
+        batch = world.batch
+        downloadRoot = world.downloadRoot
+        redirectPolicy = world.redirectPolicy
+        leftovers = world.leftovers
+        partials = world.partials
+        transferDefaults = world.transferDefaults
+        let inbox = world.inbox
+        engine = TransferEngine(waker: inbox.waker, logger: world.logger) { id, failure, checksum in
+            inbox.send(.flushed(id, failure, checksum: checksum))
+        }
+        engine.limitTotal(to: world.settings.maxDownloadRate)
+    }
+
+    /// Turns until `close`, then frees libcurl's handles.
+    func run() {
+        while isOpen {
+            batch { turn() }
+            for signal in signals { signal.signal() }
+            signals = []
+            runIfSettled()
+            if isOpen { engine.poll(until: wakeAt) }
+        }
+        engine.cleanup()
+    }
+
+    /// Carries out the inbox's commands, the scheduler's wake-up when it is
+    /// due and libcurl's work, then hands the deliveries that became due to
+    /// the delivery queue.
+    private func turn() {
+        for command in inbox.take() {
+            handle(command)
+            carryOutActions()
+        }
+        if let moment = wakeAt, moment <= MonotonicClock.now() {
+            wakeAt = nil
+            step { scheduler, now in scheduler.tick(now: now) }
+            carryOutActions()
+        }
+        engine.turn()
+        carryOutActions()
+        guard !dueDeliveries.isEmpty || !dueHits.isEmpty else { return }
+        let inbox = inbox
+        delivery.deliver(dueDeliveries, hits: dueHits, memoryBodyLimit: settings.maxMemoryBody) { results in
+            inbox.send(.delivered(results))
+        }
+        dueDeliveries = []
+        dueHits = []
+    }
+
+    private func handle(_ command: Command) {
+        switch command {
+        case .download(let request, let refusal, let lookup, let waiter):
+            admit(request, refusal: refusal, lookup: lookup, waiter: waiter)
+        case .cancel(let target, let waiter):
+            step(answering: waiter) { scheduler, now throws(SchedulerError) in try scheduler.cancel(target, waiter: waiter, now: now) }
+        case .suspend(let target, let waiter):
+            step(answering: waiter) { scheduler, now throws(SchedulerError) in try scheduler.suspend(target, waiter: waiter, now: now) }
+        case .resume(let target, let waiter):
+            step(answering: waiter) { scheduler, now throws(SchedulerError) in try scheduler.resume(target, waiter: waiter, now: now) }
+        case .progress(let receipt, let waiter):
+            step(answering: waiter) { scheduler, now throws(SchedulerError) in
+                try scheduler.progress(receipt: receipt, waiter: waiter, now: now)
+            }
+        case .bind(let view, let target, let kind, let waiter):
+            step(answering: waiter) { scheduler, _ throws(SchedulerError) in
+                try scheduler.bind(view: view, to: target, kind: kind, waiter: waiter)
+            }
+        case .update(let newSettings):
+            if newSettings.maxDownloadRate != settings.maxDownloadRate { engine.limitTotal(to: newSettings.maxDownloadRate) }
+            settings = newSettings
+            step { scheduler, now in scheduler.update(settings: SchedulerSettings(newSettings), now: now) }
+        case .delivered(let results):
+            for result in results {
+                switch result {
+                case .delivered(let outcomes, let order):
+                    step { scheduler, now in scheduler.delivered(outcomes, of: order, now: now) }
+                case .retry(let order):
+                    step { scheduler, now in scheduler.retry(order, now: now) }
+                case .served(let receipt, let outcome):
+                    step { scheduler, now in scheduler.delivered([(receipt, outcome)], now: now) }
+                }
+            }
+        case .resumeFound(let id, let resume):
+            guard let transfer = engine.transfer(id), !transfer.hasBegun else { return }
+            transfer.prepare(resume: resume)
+            engine.begin(id)
+        case .flushed(let id, let failure, let checksum):
+            engine.flushed(id, failure: failure, checksum: checksum)
+        case .whenSettled(let body):
+            onSettled = body
+        case .shutdown(let done):
+            if !scheduler.isShutDown {
+                step { scheduler, now in scheduler.shutdown(now: now) }
+                carryOutActions()
+                wakeAt = nil
+                engine.stopAll(waiting: 5)
+            }
+            signals.append(done)
+        case .sync(let done):
+            signals.append(done)
+        case .close:
+            isOpen = false
+        }
+    }
+
+    /// A `download` whose destination was checked and whose cache lookup
+    /// was made on the request's thread.
+    private func admit(_ request: DownloadRequest, refusal: TransferFailure?, lookup: ResponseCache.Lookup, waiter: Waiter) {
+        let answer: CacheAnswer
+        switch lookup {
+        case .hit(let hit): answer = .hit(hit.tier == .memory ? .memory : .disk)
+        case .stale(let stale): answer = .stale(stale)
+        case .miss: answer = .miss
+        }
+        let admission = step { scheduler, now in
+            scheduler.download(request, refusal: refusal, cache: answer, waiter: waiter, now: now)
+        }
+        switch admission {
+        case .served(let receipt):
+            guard case .hit(let hit) = lookup else { return }
+            cache.countHit()
+            dueHits.append(HitOrder(hit: hit, receipt: receipt, request: request))
+        case .queued:
+            if case .stale = answer { cache.countRevalidation() } else { cache.countMiss() }
+        case .reused, .refused, .joined:
+            break
+        }
+    }
+
+    // MARK: - Settling
+
+    /// Runs what `whenSettled` gave once no download runs, waits in the
+    /// queue or has its outcome made (suspended ones may be left); called
+    /// after each turn, once the turn's answers and notifications are
+    /// handed on.
+    private func runIfSettled() {
+        guard let body = onSettled else { return }
+        guard scheduler.isSettled else { return }
+        onSettled = nil
+        body()
+    }
+
+    // MARK: - Transfer events
+
+    // The engine calls these through `TransferObserver`, whose witnesses
+    // for a generic class are the unspecialised code: every step of the
+    // scheduler below them would then go through value witnesses for
+    // `Waiter`. Each is made for the two waiters courier uses (the server's
+    // `Reply`, `courier get`'s `Int`), which it runs when it is one of them.
+    @_specialize(where Waiter == Reply)
+    @_specialize(where Waiter == Int)
+    func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool {
+        let retryAfter = response.header("retry-after").flatMap { RetryAfter.seconds($0, now: Date()) }
+        return step { scheduler, now in scheduler.responseArrived(transfer.id, response, retryAfter: retryAfter, now: now) }
+    }
+
+    @_specialize(where Waiter == Reply)
+    @_specialize(where Waiter == Int)
+    func transferDidReceiveData(_ transfer: Transfer, received: Int64, textLength: Int64?, expected: Int64?) -> Bool {
+        step { scheduler, now in
+            scheduler.dataArrived(transfer.id, received: received, textLength: textLength, expected: expected, now: now)
+        }
+    }
+
+    @_specialize(where Waiter == Reply)
+    @_specialize(where Waiter == Int)
+    func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {
+        step { scheduler, now in scheduler.transferEnded(transfer.id, result, now: now) }
+    }
+
+    // MARK: - Steps and actions
+
+    /// Applies one event to the scheduler and keeps the actions it asks for.
+    @discardableResult
+    private func step<Result>(_ event: (inout DownloadScheduler<Waiter>, Double) -> Result) -> Result {
+        let result = event(&scheduler, MonotonicClock.now())
+        actions.append(contentsOf: scheduler.takeActions())
+        return result
+    }
+
+    /// Applies a request to the scheduler; one naming what it does not know
+    /// is answered with that.
+    private func step(
+        answering waiter: Waiter, _ event: (inout DownloadScheduler<Waiter>, Double) throws(SchedulerError) -> Void
+    ) {
+        do throws(SchedulerError) {
+            try event(&scheduler, MonotonicClock.now())
+        } catch {
+            onRefusal(waiter, error)
+        }
+        actions.append(contentsOf: scheduler.takeActions())
+    }
+
+    /// Carries out the actions kept so far, and those they cause, in order.
+    private func carryOutActions() {
+        while !actions.isEmpty {
+            let due = actions
+            actions = []
+            for action in due { perform(action) }
+        }
+    }
+
+    private func perform(_ action: Action) {
+        switch action {
+        case .answer(let waiter, let answer):
+            onAnswer(waiter, answer)
+        case .notify(let notice):
+            onNotice(notice)
+        case .start(let order):
+            start(order)
+        case .stop(let id, _):
+            // Its partial body goes now, so a client told `cancelled` never
+            // sees it.
+            engine.cancel(id)
+        case .pause(let id):
+            engine.pause(id)
+        case .resume(let id):
+            engine.resume(id)
+        case .limit(let id, let maxRate):
+            engine.limit(id, to: maxRate)
+        case .deliver(let order):
+            delivery.prepareFile(for: order)
+            dueDeliveries.append(order)
+        case .discard(let path):
+            delivery.discard(path: path)
+        case .transferStarted(let task):
+            indicator?.transferStarted(task.description)
+        case .transferStopped(let task):
+            indicator?.transferStopped(task.description)
+        case .wake(let moment):
+            wakeAt = min(wakeAt ?? moment, moment)
+        }
+    }
+
+    private func start(_ order: TransferOrder) {
+        var options = transferDefaults
+        options.url = order.url
+        options.headers = order.request.headers + (order.revalidation?.conditionalHeaders ?? [])
+        options.timeoutMilliseconds = Int(order.request.timeout * 1000)
+        options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
+        options.lowSpeedLimit = settings.lowSpeedLimit
+        options.lowSpeedTime = settings.lowSpeedTime
+        let body = bodyTarget(for: order)
+        let plan = partialPlan(for: order, body: body)
+        let transfer = Transfer(
+            id: order.id, options: options, redirectPolicy: redirectPolicy,
+            body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
+            partials: plan, digesting: order.digestAlgorithms, maxRate: order.maxRate, observer: self)
+        engine.add(transfer)
+        guard let plan, order.revalidation == nil, plan.store.mayHoldBodies() else {
+            engine.begin(order.id)
+            return
+        }
+        // The store verifies a kept body on its own queue; a transfer
+        // stopped meanwhile is not started, and lets the body go.
+        let inbox = inbox
+        plan.store.take(key: plan.key, url: plan.url, proven: plan.proven) { resume in
+            inbox.send(.resumeFound(order.id, resume))
+        }
+    }
+
+    /// What a task's transfer may do with the partial store: nothing for a
+    /// request the cache would not apply to (credentials, validators or a
+    /// range of the client's own), nor for a body that streams beside a
+    /// destination on another file system than the cache directory (there
+    /// its placement stays a rename, and a body kept would need a copy);
+    /// else keep its body under the request's key, and continue what is
+    /// kept there.
+    private func partialPlan(for order: TransferOrder, body: BodyTarget) -> PartialPlan? {
+        guard let partials, ResponseCache.applies(to: order.request) else { return nil }
+        if body.destination != nil {
+            var beside = stat()
+            guard let device = partials.device, fstat(body.directory.fd, &beside) == 0, beside.st_dev == device else { return nil }
+        }
+        return PartialPlan(
+            store: partials, key: PartialStore.key(for: order.request), url: order.url, requestHeaders: order.request.headers)
+    }
+
+    /// Where a task's body streams to: beside its first receipt's destination
+    /// when that directory exists and may be written, so placing it there is
+    /// a rename within one directory, else in the cache's temporary directory.
+    private func bodyTarget(for order: TransferOrder) -> BodyTarget {
+        if let path = order.destination {
+            let destination = Destination(path, root: downloadRoot)
+            if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
+                return BodyTarget(
+                    directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name),
+                    prepared: PreparedFile(), leftovers: leftovers)
+            }
+        }
+        let name = "\(leftovers.owner)-\(order.id.task)-\(String(NameSuffix.next(), radix: 36)).part"
+        return BodyTarget(directory: leftovers.temporary, name: name, mode: 0o600)
+    }
+}
+
+@available(*, unavailable) extension DownloadOwner: Sendable {}
