@@ -10,8 +10,8 @@ import Logging
 /// Turns a response and its body into each receipt's outcome: checks the
 /// response against what each receipt accepts, decodes text, reads image
 /// sizes, and places the body at each destination. Runs on the delivery
-/// queue (or, for a cache hit, the caller's thread), never under the
-/// scheduler's lock; it owns the body file it is given and removes it.
+/// queue (`TransferDelivery`), never on the engine's thread; it owns the
+/// body file it is given and removes it.
 struct Delivery {
     let response: ResponseHead
     let size: Int64
