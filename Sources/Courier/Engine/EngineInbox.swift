@@ -3,7 +3,7 @@ import Locking
 
 /// The engine's one inbox: commands from any thread, taken by the engine's
 /// thread once per turn. The command that finds it empty wakes that thread
-/// from its poll; those that follow it into a full one need not.
+/// from its poll; those that follow it before the next turn need not.
 final class EngineInbox<Command: Sendable>: Sendable {
     private let commands = Locked<[Command]>([])
     /// Wakes the engine's thread; it wakes nothing until the engine has made
