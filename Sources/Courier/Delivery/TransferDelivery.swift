@@ -92,10 +92,23 @@ final class TransferDelivery: Sendable {
         queue.sync {}
     }
 
-    /// The finished transfers of one batch, in order. The one place where a
-    /// batch's cache stores run: a transaction around them all goes here.
+    /// The finished transfers of one batch, their results in order. The
+    /// stores of those whose receipts take no body as text or base64 commit
+    /// in one write transaction, before any of their outcomes goes out;
+    /// the others wait for room in the client's output each, outside it, so
+    /// a client that does not read never holds the transaction open.
     private func deliver(_ orders: [DeliveryOrder], memoryBodyLimit: Int64) -> [DeliveryResult] {
-        orders.map { deliver($0, memoryBodyLimit: memoryBodyLimit) }
+        var results = [DeliveryResult?](repeating: nil, count: orders.count)
+        let carriesBody = orders.map { order in order.receipts.contains { $0.request.body != .none } }
+        cache.batch {
+            for index in orders.indices where !carriesBody[index] {
+                results[index] = deliver(orders[index], memoryBodyLimit: memoryBodyLimit)
+            }
+        }
+        for index in orders.indices where carriesBody[index] {
+            results[index] = deliver(orders[index], memoryBodyLimit: memoryBodyLimit)
+        }
+        return results.compactMap { $0 }
     }
 
     /// Answers a receipt from a cache tier: the body is placed and decoded,
