@@ -1,8 +1,5 @@
 #define _GNU_SOURCE
 #include <pthread.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <string.h>
 #include "CThreadShim.h"
 
@@ -14,11 +11,5 @@ void courier_name_this_thread(const char *name) {
     pthread_setname_np(shown);
 #else
     pthread_setname_np(pthread_self(), shown);
-#endif
-}
-
-void courier_use_one_malloc_arena(void) {
-#if defined(__GLIBC__)
-    mallopt(M_ARENA_MAX, 1);
 #endif
 }

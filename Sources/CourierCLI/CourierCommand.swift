@@ -38,7 +38,6 @@ struct CourierCommand: ParsableCommand {
     /// command ArgumentParser reads from anything else.
     static func main() {
         SignalWatch.blockTerminationSignals()
-        useOneMallocArena()
         if let settings = ServerCommandLine.parse(ServerCommandLine.processArguments) {
             do {
                 try serve(settings)

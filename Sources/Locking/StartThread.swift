@@ -36,14 +36,3 @@ public func startThread(named name: String, stackSize: Int = 0, _ body: @escapin
     }, start)
     precondition(created == 0, "cannot start thread \(name): error \(created)")
 }
-
-/// Has every thread allocate from one malloc arena (glibc's
-/// `M_ARENA_MAX`), called before any thread starts. A thread that takes an
-/// arena of its own grows and shrinks that arena's heap with `mprotect` as
-/// its allocations come and go, about two system calls per small download
-/// in courier, and each arena holds memory of its own; courier's few
-/// threads seldom allocate at the same moment, so sharing the main arena
-/// costs them no waiting.
-public func useOneMallocArena() {
-    courier_use_one_malloc_arena()
-}

@@ -6,9 +6,4 @@
 /// _GNU_SOURCE, which Swift's Glibc module does not define.
 void courier_name_this_thread(const char *name);
 
-/// Has every thread allocate from glibc's main malloc arena (`mallopt(
-/// M_ARENA_MAX, 1)`); to be called before any thread starts. Nothing
-/// elsewhere.
-void courier_use_one_malloc_arena(void);
-
 #endif
