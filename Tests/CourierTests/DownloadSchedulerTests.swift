@@ -42,6 +42,7 @@ private struct Harness {
     /// Transfers started and not stopped, by task.
     var transfers: [TaskID: TransferID] = [:]
     var stopped: [TransferID] = []
+    var discarded: [String] = []
     var paused: Set<TransferID> = []
     var delivering: [DeliveryOrder] = []
     /// `download/finished` per receipt, in order.
@@ -80,7 +81,7 @@ private struct Harness {
                 #expect(transfers[order.id.task] == nil, "one transfer per task")
                 transfers[order.id.task] = order.id
                 rates.append((order.id, order.maxRate))
-            case .stop(let id, _):
+            case .stop(let id):
                 stopped.append(id)
                 transfers[id.task] = nil
             case .pause(let id): paused.insert(id)
@@ -89,7 +90,7 @@ private struct Harness {
             case .deliver(let order):
                 delivering.append(order)
                 transfers[order.id.task] = nil
-            case .discard: break
+            case .discard(let path): discarded.append(path)
             case .transferStarted(let task): indicator.insert(task)
             case .transferStopped(let task): indicator.remove(task)
             case .wake(let moment): wakes.append(moment)
@@ -406,7 +407,8 @@ private struct Harness {
         #expect(h.cancel(.receipt(a.receipt)) == 1)
         #expect(h.outcome(a.receipt)?.error?.code == .cancelled)
         #expect(h.delivering.isEmpty)
-        #expect(h.log.contains { if case .stop(let id, true) = $0 { id.task == t(1) } else { false } })
+        #expect(h.stopped.contains { $0.task == t(1) })
+        #expect(h.discarded == ["/body-t1"])
         #expect(h.scheduler.running == 0)
     }
 

@@ -339,7 +339,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             onNotice(notice)
         case .start(let order):
             start(order)
-        case .stop(let id, _):
+        case .stop(let id):
             // Its partial body goes now, so a client told `cancelled` never
             // sees it.
             engine.cancel(id)

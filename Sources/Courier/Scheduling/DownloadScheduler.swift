@@ -628,7 +628,7 @@ struct DownloadScheduler<Waiter> {
         task.state = .retrying(until: until, after: TaskRecord.FailedAttempt(failure: failure, response: response))
         tasks[id] = task
         self.running -= 1
-        actions.append(.stop(failed, discardBody: false))
+        actions.append(.stop(failed))
         actions.append(.transferStopped(task: id))
         let notice = RetryNotice(
             task: id, receipts: task.receipts, attempt: task.attempt, delay: plan.delay, error: failure,
@@ -785,7 +785,14 @@ struct DownloadScheduler<Waiter> {
         if case .running = task.state, !keepingViews { views { $0.taskStateChanged(task: id, running: false) } }
         if task.startedAttempt != nil {
             running -= 1
-            if !completed { actions.append(.stop(task.transferID, discardBody: true)) }
+            if !completed {
+                actions.append(.stop(task.transferID))
+                // A body that was complete when the task was suspended has
+                // no transfer left to stop: its file goes here.
+                if case .suspended(.paused(_, let held?)) = task.state, let path = held.bodyPath {
+                    actions.append(.discard(path: path))
+                }
+            }
         }
         if tasksByKey[task.key] == id { tasksByKey[task.key] = nil }
         actions.append(.transferStopped(task: id))

@@ -119,8 +119,9 @@ enum SchedulerAction<Waiter> {
     case answer(Waiter, Answer)
     case notify(Notice)
     case start(TransferOrder)
-    /// Stops a transfer; `discardBody` removes its partial body at once.
-    case stop(TransferID, discardBody: Bool)
+    /// Stops a transfer; its partial body goes, or stays in the partial
+    /// store when it may be resumed.
+    case stop(TransferID)
     case pause(TransferID)
     case resume(TransferID)
     /// A started transfer's rate limit changed as receipts joined or left
