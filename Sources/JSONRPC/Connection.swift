@@ -142,9 +142,9 @@ public final class Connection: AnswerSink {
         batching.withLock { $0[thread, default: 0] += 1 }
         defer {
             let outermost = batching.withLock { threads in
-                threads[thread]! -= 1
-                if threads[thread] == 0 { threads[thread] = nil }
-                return threads[thread] == nil
+                let depth = (threads[thread] ?? 1) - 1
+                threads[thread] = depth > 0 ? depth : nil
+                return depth == 0
             }
             if outermost { output.wake() }
         }
