@@ -208,7 +208,7 @@ final class ResponseStore: Sendable {
         // A body file's id and name, drawn for a body file only: a draw is
         // a system call.
         let id = if case .bytes = insert.body { UInt64(0) } else { UInt64.random(in: 1...UInt64.max) }
-        var name = ""
+        let name = id == 0 ? "" : Self.fileName(id)
         var linked = false
         let outcome = database.use { database throws(SQLiteError) -> (Inserted, [UInt64]) in
             try database.transaction { () throws(SQLiteError) -> (Inserted, [UInt64]) in
@@ -219,12 +219,10 @@ final class ResponseStore: Sendable {
                 case .bytes(let bytes):
                     inline = .blob(bytes)
                 case .link(let source):
-                    name = Self.fileName(id)
                     guard source.link(into: directory, as: name) else { return (.notLinked, []) }
                     linked = true
                     file = .integer(Int64(bitPattern: id))
                 case .unnamed(let fd):
-                    name = Self.fileName(id)
                     guard self.directory.link(fd, as: name) == nil else {
                         return (.failed, [])
                     }

@@ -99,7 +99,7 @@ final class TransferDelivery: Sendable {
     /// a client that does not read never holds the transaction open.
     private func deliver(_ orders: [DeliveryOrder], memoryBodyLimit: Int64) -> [DeliveryResult] {
         var results = [DeliveryResult?](repeating: nil, count: orders.count)
-        let carriesBody = orders.map { order in order.receipts.contains { $0.request.body != .none } }
+        let carriesBody = orders.map(\.carriesBody)
         cache.batch {
             for index in orders.indices where !carriesBody[index] {
                 results[index] = deliver(orders[index], memoryBodyLimit: memoryBodyLimit)
@@ -116,18 +116,19 @@ final class TransferDelivery: Sendable {
     private func serve(_ order: HitOrder, memoryBodyLimit: Int64) -> DeliveryResult {
         let hit = order.hit
         if order.request.body != .none { awaitOutputRoom() }
-        let outcome = Delivery(
+        var served = delivery(
             response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),
-            source: hit.tier == .memory ? .memory : .disk, downloads: leftovers.downloads,
-            downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: memoryBodyLimit, logger: logger,
-            sharedName: hit.sharedName, fileName: hit.response.fileName, headerObject: hit.response.headerObject
-        ).deliver(to: [(order.receipt, order.request)])[0]
+            source: hit.tier == .memory ? .memory : .disk, memoryBodyLimit: memoryBodyLimit)
+        served.sharedName = hit.sharedName
+        served.fileName = hit.response.fileName
+        served.headerObject = hit.response.headerObject
+        let outcome = served.deliver(to: [(order.receipt, order.request)])[0]
         return .served(receipt: order.receipt, outcome)
     }
 
     /// The outcomes of a finished transfer for the receipts it had.
     private func deliver(_ order: DeliveryOrder, memoryBodyLimit: Int64) -> DeliveryResult {
-        if order.receipts.contains(where: { $0.request.body != .none }) { awaitOutputRoom() }
+        if order.carriesBody { awaitOutputRoom() }
         let result = order.result
         let outcomes: [Outcome]
         if let response = result.response, let target = result.body, result.failure == nil {
@@ -193,4 +194,10 @@ final class TransferDelivery: Sendable {
             downloadRoot: downloadRoot, leftovers: leftovers, memoryBodyLimit: memoryBodyLimit, logger: logger,
             resumedFrom: resumedFrom)
     }
+}
+
+extension DeliveryOrder {
+    /// Some receipt takes the body as text or base64: its outcome waits
+    /// for room in the client's output.
+    fileprivate var carriesBody: Bool { receipts.contains { $0.request.body != .none } }
 }
