@@ -32,7 +32,9 @@ struct GetCommand: ParsableCommand {
             A file already at a download's name is never replaced or renamed around. By default \
             (-c, --continue) it is compared with the body the cache directory holds for its URL, \
             without asking the origin: the same bytes make the download 'already complete'; \
-            anything else, or no stored body, fails it with file_exists. --no-clobber skips such \
+            anything else, or no stored body, fails it with file_exists. A file at a name only the \
+            response gives (--remote-header-name), or that appears while the download runs, is \
+            compared with the body fetched, the same way. --no-clobber skips such \
             a file instead, and --overwrite replaces it once the new body is complete. The body \
             streams into a hidden file, so no partial file ever has the name. Two URLs of one run \
             that come to one name: the second fails with file_exists.

@@ -201,6 +201,34 @@ def test_remote_header_name_takes_content_disposition_made_safe(origin, cache, o
     assert [p.name for p in out.iterdir()] == [name]
 
 
+def test_remote_header_name_rerun_over_the_same_file_is_already_complete(origin, cache, out):
+    # Given a file saved under the name its response gave
+    url = origin.url("/files/served?disposition=" + "attachment%3B%20filename%3Dreport.pdf")
+    assert get("-J", "-d", str(out), url, cache=cache).returncode == 0
+
+    # When the same command runs again
+    again = get("-J", "-d", str(out), url, cache=cache)
+
+    # Then the file holds that body already: nothing is replaced, no copy is
+    # made, and the download counts as already complete, not as a failure
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"{url} -> {out}/report.pdf (already complete)\n"
+    assert failures(again) == [] and summary(again)["counts"] == "0 ok, 1 already complete"
+    assert [p.name for p in out.iterdir()] == ["report.pdf"]
+
+
+def test_remote_header_name_over_a_different_file_fails_and_leaves_it(origin, cache, out):
+    out.mkdir()
+    (out / "report.pdf").write_bytes(b"mine")
+    url = origin.url("/files/served?disposition=" + "attachment%3B%20filename%3Dreport.pdf")
+    done = get("-J", "-d", str(out), url, cache=cache)
+    assert done.returncode == 1
+    assert failures(done) == [
+        f"{url}: file_exists: {out}/report.pdf exists (--no-clobber skips it, --overwrite replaces it)"]
+    assert [p.name for p in out.iterdir()] == ["report.pdf"]
+    assert (out / "report.pdf").read_bytes() == b"mine"
+
+
 def test_content_disposition_is_not_used_without_remote_header_name(origin, cache, out):
     url = origin.url("/files/served?disposition=attachment%3B%20filename%3Dother.txt")
     done = get("-d", str(out), url, cache=cache)
@@ -390,11 +418,12 @@ def test_two_runs_of_one_url_into_one_directory_leave_one_file(origin, tmp_path,
     # When both finish
     origin.release("data.bin")
     results = [run.communicate(timeout=60) for run in runs]
-    # Then one saved the file and the other left it alone
-    assert sorted(run.returncode for run in runs) == [0, 1], [stderr for _, stderr in results]
+    # Then one saved the file and the other left it alone: it holds the
+    # bytes the other fetched, so that one is already complete
+    assert [run.returncode for run in runs] == [0, 0], [stderr for _, stderr in results]
     assert sorted(p.name for p in out.iterdir()) == ["data.bin"]
     assert (out / "data.bin").read_bytes() == pattern(200000, "data.bin")
-    assert any(f"file_exists: {out}/data.bin exists" in stderr for _, stderr in results)
+    assert sorted(stdout.endswith(" (already complete)\n") for stdout, _ in results) == [False, True], results
 
 
 def test_a_refused_url_leaves_the_urls_after_it_alone(origin, cache, out):

@@ -234,9 +234,13 @@ public final class InProcessDownloads: Sendable {
                     outcome.path = directory.path + "/" + name
                     return Completion(outcome, name: name)
                 case .exists:
+                    // A name learnt from the response could not be checked
+                    // before the transfer: the file there is compared now.
+                    let same = request.existing == .refuse && directory.sameContents(staged, name)
                     directory.remove(staged)
-                    guard request.existing == .skip else { return .nameTaken(outcome, .exists(name: name)) }
                     outcome.path = directory.path + "/" + name
+                    if same { return Completion(outcome, name: name, alreadyComplete: true) }
+                    guard request.existing == .skip else { return .nameTaken(outcome, .exists(name: name)) }
                     return Completion(outcome, name: name, skipped: true)
                 }
             } catch {
