@@ -313,7 +313,7 @@ final class PartialStore: Sendable {
     // MARK: - The database, on the queue
 
     @discardableResult
-    fileprivate func run<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
+    fileprivate func run<Result: Sendable>(_ body: (inout sending Database) throws(SQLiteError) -> Result) -> Result? {
         guard let database = state.withLock({ $0.database }) else { return nil }
         return database.use(body)
     }

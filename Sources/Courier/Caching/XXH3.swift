@@ -59,6 +59,12 @@ final class XXH3 {
         bytes.withUnsafeBytes { update($0) }
     }
 
+    /// `update` for a hash a lock guards: a span cannot be kept, so the
+    /// compiler knows the hash keeps nothing of what it is given.
+    func update(_ bytes: RawSpan) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
     func finalize() -> UInt64 { XXH3_64bits_digest(context) }
 
     static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {

@@ -177,9 +177,10 @@ final class BodyWriter: Sendable {
                 return
             }
             let interval = stream.checkpointInterval
+            let span = bytes.bytes
             let reached = stream.progress.withLock { progress -> (Int64, UInt64)? in
-                progress.hasher.update(bytes)
-                progress.digests?.update(bytes)
+                progress.hasher.update(span)
+                progress.digests?.update(span)
                 progress.written += Int64(bytes.count)
                 guard stream.checkpoint != nil, progress.written >= progress.nextCheckpoint else { return nil }
                 progress.nextCheckpoint = (progress.written / interval + 1) * interval
