@@ -34,7 +34,7 @@ final class ProgressReport: Sendable {
 
     /// `quiet` leaves out the display and the summary; `shown` gives a
     /// file's name as the user wrote its directory.
-    init(urls: [String], retries: Int, json: Bool, quiet: Bool, shown: @escaping (String) -> String) {
+    init(urls: [String], retries: Int, json: Bool, quiet: Bool, shown: @escaping @Sendable (String) -> String) {
         live = !quiet && isatty(STDERR_FILENO) == 1
         savedMode = live ? Self.quietTerminal() : nil
         display = Locked(Display(urls: urls, retries: retries, json: json, live: live, summarizes: !quiet, shown: shown))
@@ -101,18 +101,21 @@ final class ProgressReport: Sendable {
     /// Redraws ten times a second from now on, on a terminal.
     func startTicking() {
         guard live else { return }
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "courier.get.display"))
-        timer.schedule(deadline: .now(), repeating: .milliseconds(100))
-        timer.setEventHandler { [display] in display.withLock { $0.tick() } }
-        display.withLock { $0.timer = timer }
-        timer.resume()
+        display.withLock { [display] state in
+            let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "courier.get.display"))
+            timer.schedule(deadline: .now(), repeating: .milliseconds(100))
+            timer.setEventHandler { display.withLock { $0.tick() } }
+            timer.resume()
+            state.timer = timer
+        }
     }
 
     /// Stops the display and clears it, then prints the summary.
     func end() {
-        let timer = display.withLock { $0.timer }
-        timer?.cancel()
-        display.withLock { $0.close() }
+        display.withLock { state in
+            state.timer?.cancel()
+            state.close()
+        }
         restoreTerminal()
     }
 
@@ -171,7 +174,7 @@ private struct Display {
     /// `--retries`: how many more attempts a download may get.
     private let retries: Int
     /// A file's name as the user wrote its directory.
-    private let shown: (String) -> String
+    private let shown: @Sendable (String) -> String
     private let json: Bool
     private let live: Bool
     private let summarizes: Bool
@@ -186,7 +189,7 @@ private struct Display {
     /// Redraws the live display while it ticks.
     var timer: (any DispatchSourceTimer)?
 
-    init(urls: [String], retries: Int, json: Bool, live: Bool, summarizes: Bool, shown: @escaping (String) -> String) {
+    init(urls: [String], retries: Int, json: Bool, live: Bool, summarizes: Bool, shown: @escaping @Sendable (String) -> String) {
         self.retries = retries
         self.shown = shown
         self.json = json

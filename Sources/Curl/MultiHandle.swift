@@ -11,7 +11,7 @@ public final class MultiHandle {
     public final class Waker: Sendable {
         /// The multi handle while it lives: `cleanup` takes it away under
         /// the lock, so no wake-up reaches a freed handle.
-        private let multi = Locked<UnsafeMutableRawPointer?>(nil)
+        private let multi = Locked<Target?>(nil)
 
         /// A waker for a multi handle made later (`MultiHandle(waker:)`):
         /// until then it wakes nothing.
@@ -19,13 +19,24 @@ public final class MultiHandle {
 
         /// Interrupts a `poll` in progress (or the next one).
         public func wakeup() {
-            multi.withLock { raw in
-                if let raw { curl_multi_wakeup(raw) }
-            }
+            multi.withLock { $0?.wakeup() }
         }
 
-        fileprivate func attach(_ raw: UnsafeMutableRawPointer?) {
-            multi.withLock { $0 = raw }
+        fileprivate func attach(_ target: Target?) {
+            multi.withLock { $0 = target }
+        }
+
+        /// The multi handle as other threads see it: all they can do with it
+        /// is `curl_multi_wakeup`, the one call libcurl lets any thread make
+        /// on a handle another thread drives. That promise of libcurl's,
+        /// which the compiler cannot see behind a C pointer, is why it is
+        /// `@unchecked Sendable`; the pointer stays private to it.
+        fileprivate struct Target: @unchecked Sendable {
+            private let raw: UnsafeMutableRawPointer
+
+            init(_ raw: UnsafeMutableRawPointer) { self.raw = raw }
+
+            func wakeup() { curl_multi_wakeup(raw) }
         }
     }
 
@@ -49,7 +60,7 @@ public final class MultiHandle {
         _ = courier_multi_setopt_long(raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         if maxHostConnections > 0 { _ = courier_multi_setopt_long(raw, CURLMOPT_MAX_HOST_CONNECTIONS, maxHostConnections) }
         if maxTotalConnections > 0 { _ = courier_multi_setopt_long(raw, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTotalConnections) }
-        waker.attach(raw)
+        waker.attach(Waker.Target(raw))
     }
 
     /// An easy handle for a new transfer: a reset idle one when there is

@@ -194,7 +194,7 @@ final class OutputChannel: Sendable {
     }
 
     /// Waits until `ready` holds, at most `timeout` seconds: false on time-out.
-    private func wait(until ready: (State) -> Bool, timeout: Double) -> Bool {
+    private func wait(until ready: (inout sending State) -> Bool, timeout: Double) -> Bool {
         guard timeout.isFinite else {
             state.wait(until: ready, wake: false) { _ in }
             return true
@@ -204,7 +204,7 @@ final class OutputChannel: Sendable {
 
     private func writeLoop() {
         while true {
-            let chunk = state.wait(until: \.hasWork, wake: false) { state in
+            let chunk = state.wait(until: { $0.hasWork }, wake: false) { state in
                 defer {
                     state.pending = []
                     state.keyed.removeAll(keepingCapacity: true)

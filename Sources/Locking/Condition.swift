@@ -7,6 +7,11 @@ import Darwin
 /// A pthread mutex with a condition variable, for a thread that waits for
 /// another to change what the mutex guards. Timed waits read the monotonic
 /// clock, so a change of the wall clock neither stretches nor cuts them.
+///
+/// It is `@unchecked Sendable` because it is the primitive the others are
+/// built on: all it holds is a pthread mutex and condition, behind pointers
+/// the compiler cannot see are made to be shared between threads, and it
+/// guards no value of its own (`Monitor` does, through it).
 public final class Condition: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>

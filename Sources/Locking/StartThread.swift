@@ -9,7 +9,9 @@ import CThreadShim
 /// threads a server keeps for its input, its output and its transfers.
 /// `stackSize` zero keeps the system's default.
 public func startThread(named name: String, stackSize: Int = 0, _ body: @escaping @Sendable () -> Void) {
-    final class Start {
+    /// What the new thread is handed, through a pointer the compiler
+    /// does not follow: `Sendable`, so that it may cross.
+    final class Start: Sendable {
         let name: String
         let body: @Sendable () -> Void
         init(name: String, body: @escaping @Sendable () -> Void) {

@@ -43,7 +43,7 @@ struct BodyWriterTests {
             hashed.update(first)
             let digests = try #require(BodyHasher([.sha256, .sha512]))
             digests.update(first)
-            let stream = BodyWriter.Stream(fd: fd, path: path, hashed: hashed, digesting: digests)
+            let stream = BodyWriter.Stream(fd: fd, path: path, hashed: hashed.state, digesting: digests)
 
             // When pieces of different sizes and contents are handed over, some filling the queue
             var expected: [UInt8] = first
@@ -101,7 +101,7 @@ struct BodyWriterTests {
             hashed.update(first)
             let reached = Locked<[(Int64, UInt64)]>([])
             let stream = BodyWriter.Stream(
-                fd: fd, path: path, hashed: hashed, written: 10, checkpointInterval: 64 << 10,
+                fd: fd, path: path, hashed: hashed.state, written: 10, checkpointInterval: 64 << 10,
                 checkpoint: { length, checksum in reached.withLock { $0.append((length, checksum)) } })
 
             // When 200 KiB are handed over in pieces of 40 KiB

@@ -61,4 +61,23 @@ struct XXH3Tests {
         data[333...].withUnsafeBytes { hasher.update($0) }
         #expect(hasher.finalize() == XXH3.hash(data))
     }
+
+    @Test func aHashGoesOnFromItsStateOnAnotherThreadWhileTheFirstGoesItsOwnWay() async {
+        // Given a hash fed past its internal buffer, and its state taken
+        let data = bytes(3_000, seed: 11)
+        let hasher = XXH3()
+        hasher.update(Array(data[..<1_100]))
+        let state = hasher.state
+        // When another thread goes on from the state with the rest of the bytes
+        let continued = await Task.detached {
+            let other = XXH3(continuing: state)
+            other.update(Array(data[1_100...]))
+            return other.finalize()
+        }.value
+        // And the first hash goes on with other bytes
+        hasher.update([1, 2, 3])
+        // Then each has the digest of its own bytes
+        #expect(continued == XXH3.hash(data))
+        #expect(hasher.finalize() == XXH3.hash(Array(data[..<1_100]) + [1, 2, 3]))
+    }
 }

@@ -101,8 +101,8 @@ final class CacheDatabase: Sendable {
         /// waits for it to end.
         var batchThread: pthread_t?
         /// What waits for the batch's transaction to end.
-        var afterCommit: [() -> Void] = []
-        var afterRollback: [() -> Void] = []
+        var afterCommit: [@Sendable () -> Void] = []
+        var afterRollback: [@Sendable () -> Void] = []
 
         /// The calling thread's batch is running.
         var isInCallersBatch: Bool {
@@ -124,15 +124,17 @@ final class CacheDatabase: Sendable {
     /// there is no database or `body` failed (logged). A database found
     /// damaged meanwhile is dropped and made anew; `body` is not run again.
     /// While a `batch` runs, `body` runs inside its transaction, whichever
-    /// thread calls.
+    /// thread calls. `body` gets the connection `inout sending`, so the
+    /// compiler checks that it keeps nothing of it (a reassignment is not
+    /// kept either).
     @discardableResult
-    func use<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
+    func use<Result: Sendable>(_ body: (inout sending Database) throws(SQLiteError) -> Result) -> Result? {
         connection.withLock(wake: false) { connection in
-            guard let database = connection.database else { return nil }
+            guard var database = connection.database else { return nil }
             if connection.batchThread != nil { begin(&connection) }
             defer { if connection.batchThread != nil { settleIfEnded(&connection) } }
             do throws(SQLiteError) {
-                return try body(database)
+                return try body(&database)
             } catch {
                 if error.isDamaged {
                     logger.warning("\(root.path(of: Self.fileName)) is damaged (\(error.message)): dropped it and made it anew")
@@ -186,7 +188,7 @@ final class CacheDatabase: Sendable {
     /// Runs `committed` once what this thread wrote through `use` is
     /// committed: now, or when its batch commits; `rolledBack` instead when
     /// the batch's transaction is rolled back.
-    func afterCommit(_ committed: @escaping () -> Void, rolledBack: @escaping () -> Void = {}) {
+    func afterCommit(_ committed: @escaping @Sendable () -> Void, rolledBack: @escaping @Sendable () -> Void = {}) {
         let now = connection.withLock(wake: false) { connection -> Bool in
             guard connection.isInCallersBatch, connection.database?.isInTransaction == true else { return true }
             connection.afterCommit.append(committed)
@@ -221,7 +223,7 @@ final class CacheDatabase: Sendable {
 
     /// Commits the batch's transaction (rolls it back when that fails);
     /// what waited for it, to run once the lock is let go.
-    private func finish(_ connection: inout Connection) -> (committed: [() -> Void], rolledBack: [() -> Void]) {
+    private func finish(_ connection: inout Connection) -> (committed: [@Sendable () -> Void], rolledBack: [@Sendable () -> Void]) {
         defer {
             connection.afterCommit = []
             connection.afterRollback = []

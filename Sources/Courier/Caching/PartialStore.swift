@@ -92,7 +92,7 @@ final class PartialStore: Sendable {
         var modified: Int64
         var length: Int64
         var checksum: UInt64
-        var hasher: XXH3
+        var hashState: XXH3.State
         var firstBytes: [UInt8]
     }
 
@@ -245,7 +245,7 @@ final class PartialStore: Sendable {
             hint.device == UInt64(info.st_dev), hint.inode == UInt64(info.st_ino), hint.modified == CacheFileIO.modified(info),
             Int64(info.st_size) == length
         {
-            return ResumePoint(file: file, url: record.url, kept: record.kept, hasher: XXH3(continuing: hint.hasher), firstBytes: hint.firstBytes)
+            return ResumePoint(file: file, url: record.url, kept: record.kept, hashState: hint.hashState, firstBytes: hint.firstBytes)
         }
         if Int64(info.st_size) > length, ftruncate(fd, off_t(length)) != 0 {
             file.dropNow()
@@ -262,7 +262,7 @@ final class PartialStore: Sendable {
             file.dropNow()
             return nil
         }
-        return ResumePoint(file: file, url: record.url, kept: record.kept, hasher: hasher, firstBytes: firstBytes)
+        return ResumePoint(file: file, url: record.url, kept: record.kept, hashState: hasher.state, firstBytes: firstBytes)
     }
 
     /// `name` here opened for reading and writing when it is a regular file
@@ -313,7 +313,7 @@ final class PartialStore: Sendable {
     // MARK: - The database, on the queue
 
     @discardableResult
-    fileprivate func run<Result>(_ body: (Database) throws(SQLiteError) -> Result) -> Result? {
+    fileprivate func run<Result: Sendable>(_ body: (inout sending Database) throws(SQLiteError) -> Result) -> Result? {
         guard let database = state.withLock({ $0.database }) else { return nil }
         return database.use(body)
     }
@@ -444,14 +444,14 @@ extension PartialRecord {
 /// A kept body, verified, whose file the taker holds: its bytes up to
 /// `kept.offset`, their hash state, and their first bytes (for recognising
 /// an image without reading the file again). Made on the store's queue and
-/// handed to the transfer that continues it, which alone uses it from then
-/// on.
-struct ResumePoint: @unchecked Sendable {
+/// handed to the transfer that continues it.
+struct ResumePoint: Sendable {
     let file: PartialFile
     /// The URL the kept bytes came from.
     let url: String
     let kept: KeptBody
-    let hasher: XXH3
+    /// The hash state of the kept bytes, which the transfer goes on from.
+    let hashState: XXH3.State
     let firstBytes: [UInt8]
 }
 
@@ -533,13 +533,11 @@ final class PartialFile: Sendable {
     }
 
     /// The attempt ended with `length` bytes written, whose hash state is
-    /// `hasher`: they are kept (or, past the capacity, those of the last
+    /// `hashState`: they are kept (or, past the capacity, those of the last
     /// checkpoint within it), else the file goes.
-    func keep(length: Int64, hasher: XXH3, firstBytes: [UInt8]) {
-        let checksum = hasher.finalize()
-        // Handed over: the caller uses it no more.
-        nonisolated(unsafe) let hasher = hasher
+    func keep(length: Int64, hashState: XXH3.State, firstBytes: [UInt8]) {
         store.queue.async { [self] in
+            let checksum = XXH3(continuing: hashState).finalize()
             var length = length
             var hint = true
             if length > store.capacity {
@@ -557,8 +555,7 @@ final class PartialFile: Sendable {
             guard fstat(fd, &info) == 0 else { return }
             let kept = PartialStore.Hint(
                 file: name, device: UInt64(info.st_dev), inode: UInt64(info.st_ino), modified: CacheFileIO.modified(info),
-                length: length, checksum: checksum,
-                hasher: XXH3(continuing: hasher), firstBytes: firstBytes)
+                length: length, checksum: checksum, hashState: hashState, firstBytes: firstBytes)
             store.state.withLock { $0.hints[key] = kept }
         }
     }

@@ -256,7 +256,7 @@ final class ResponseStore: Sendable {
         }
         // Rolled back, now or with the batch it is part of: the link made
         // for it names nothing.
-        let removeLink = { [directory, linked, name] in if linked { directory.remove(name) } }
+        let removeLink: @Sendable () -> Void = { [directory, linked, name] in if linked { directory.remove(name) } }
         guard let (inserted, files) = outcome else {
             removeLink()
             return .failed

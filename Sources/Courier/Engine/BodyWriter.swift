@@ -54,7 +54,7 @@ final class BodyWriter: Sendable {
         /// `hashed` (and `digesting`) already; `checkpoint` hears of each
         /// multiple of `checkpointInterval` bytes the file passes.
         init(
-            fd: Int32, path: String, hashed: XXH3? = nil, digesting digests: BodyHasher? = nil, written: Int64 = 0,
+            fd: Int32, path: String, hashed: XXH3.State? = nil, digesting digests: BodyHasher? = nil, written: Int64 = 0,
             checkpointInterval: Int64 = 8 << 20, checkpoint: (@Sendable (_ length: Int64, _ checksum: UInt64) -> Void)? = nil
         ) {
             self.fd = fd
@@ -74,9 +74,9 @@ final class BodyWriter: Sendable {
         /// The first write that failed; nothing more is written after it.
         var failure: TransferFailure? { failed.withLock { $0 } }
 
-        /// The bytes in the file so far, and a copy of their hash state.
-        func snapshot() -> (written: Int64, hasher: XXH3) {
-            progress.withLock { ($0.written, XXH3(continuing: $0.hasher)) }
+        /// The bytes in the file so far, and their hash state.
+        func snapshot() -> (written: Int64, hashState: XXH3.State) {
+            progress.withLock { ($0.written, $0.hasher.state) }
         }
 
         fileprivate func fail(_ failure: TransferFailure) { failed.withLock { $0 = $0 ?? failure } }
@@ -177,9 +177,10 @@ final class BodyWriter: Sendable {
                 return
             }
             let interval = stream.checkpointInterval
+            let span = bytes.bytes
             let reached = stream.progress.withLock { progress -> (Int64, UInt64)? in
-                progress.hasher.update(bytes)
-                progress.digests?.update(bytes)
+                progress.hasher.update(span)
+                progress.digests?.update(span)
                 progress.written += Int64(bytes.count)
                 guard stream.checkpoint != nil, progress.written >= progress.nextCheckpoint else { return nil }
                 progress.nextCheckpoint = (progress.written / interval + 1) * interval

@@ -333,14 +333,14 @@ final class Transfer: EasyHandleDelegate {
             let (file, keeping, firstBytes) = (partialFile, keeping, firstBytes)
             writer.close(stream) { _, _ in
                 guard let file else { return }
-                let (written, hasher) = stream.snapshot()
-                Self.settle(file, completed: false, keeping: keeping, written: written, hasher: hasher, firstBytes: firstBytes)
+                let (written, hashState) = stream.snapshot()
+                Self.settle(file, completed: false, keeping: keeping, written: written, hashState: hashState, firstBytes: firstBytes)
             }
         } else if let partialFile, closing == nil {
             // (A transfer whose stream is closing is settled by `finish`,
             // or, when the engine stops first, left at its last checkpoint.)
             Self.settle(
-                partialFile, completed: false, keeping: keeping, written: received, hasher: hasher, firstBytes: firstBytes)
+                partialFile, completed: false, keeping: keeping, written: received, hashState: hasher.state, firstBytes: firstBytes)
         }
         partialFile = nil
         partials = nil
@@ -431,9 +431,9 @@ final class Transfer: EasyHandleDelegate {
 
     private func finish(_ failure: TransferFailure?, checksum: UInt64, digests: BodyDigests?) {
         if let partialFile {
-            let (written, hasher) = closing.map { $0.snapshot() } ?? (written: received, hasher: XXH3(continuing: hasher))
+            let (written, hashState) = closing.map { $0.snapshot() } ?? (written: received, hashState: hasher.state)
             Self.settle(
-                partialFile, completed: failure == nil, keeping: keeping, written: written, hasher: hasher, firstBytes: firstBytes)
+                partialFile, completed: failure == nil, keeping: keeping, written: written, hashState: hashState, firstBytes: firstBytes)
         } else if failure != nil {
             body.remove()
         }
@@ -455,12 +455,12 @@ final class Transfer: EasyHandleDelegate {
     /// delivered); the `written` bytes of one that ended short are kept
     /// when it may be; else the file goes.
     private static func settle(
-        _ file: PartialFile, completed: Bool, keeping: Bool, written: Int64, hasher: XXH3, firstBytes: [UInt8]
+        _ file: PartialFile, completed: Bool, keeping: Bool, written: Int64, hashState: XXH3.State, firstBytes: [UInt8]
     ) {
         if completed {
             file.completed()
         } else if keeping, written > 0 {
-            file.keep(length: written, hasher: hasher, firstBytes: firstBytes)
+            file.keep(length: written, hashState: hashState, firstBytes: firstBytes)
         } else {
             file.drop()
         }
@@ -519,7 +519,7 @@ final class Transfer: EasyHandleDelegate {
                 use(resume.file)
                 if offset > 0 {
                     received = offset
-                    hasher = resume.hasher
+                    hasher = XXH3(continuing: resume.hashState)
                     firstBytes = resume.firstBytes
                     textLength = nil
                     resumedFrom = offset
@@ -609,7 +609,7 @@ final class Transfer: EasyHandleDelegate {
             checkpoint = { length, checksum in file.checkpoint(length: length, checksum: checksum) }
         }
         stream = BodyWriter.Stream(
-            fd: fd, path: target.path, hashed: hasher, digesting: digests, written: received,
+            fd: fd, path: target.path, hashed: hasher.state, digesting: digests, written: received,
             checkpointInterval: PartialStore.checkpointInterval, checkpoint: checkpoint)
         digests = nil
         fd = -1

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Locking
 
 /// SHA-2 digests of one body, by algorithm: those some request's
 /// `integrity` named, taken as the body streamed in or read.
@@ -50,27 +51,40 @@ struct BodyDigests: Sendable, Equatable {
 }
 
 /// Takes the digests of a body for a set of algorithms as its bytes go by.
-final class BodyHasher {
-    private let hashers: [DigestHasher]
+///
+/// A transfer hands it to the body writer part-way through a large body, so
+/// it is `Sendable`: its hashers (libcrypto contexts, each for one thread
+/// at a time) are reached only under its lock, which one thread at a time
+/// takes, and which lets the compiler check that nothing else reaches them.
+final class BodyHasher: Sendable {
+    private let hashers: Locked<[DigestHasher]>
 
     /// Nil for no algorithm: nothing to take, nothing to pay.
     init?(_ algorithms: Set<HashAlgorithm>) {
         guard !algorithms.isEmpty else { return nil }
-        hashers = algorithms.sorted().map(DigestHasher.init)
+        hashers = Locked(algorithms.sorted().map(DigestHasher.init))
+    }
+
+    func update(_ bytes: RawSpan) {
+        hashers.withLock { hashers in
+            for hasher in hashers { hasher.update(bytes) }
+        }
     }
 
     func update(_ bytes: UnsafeRawBufferPointer) {
-        for hasher in hashers { hasher.update(bytes) }
+        update(bytes.bytes)
     }
 
     func update(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { update($0) }
+        update(bytes.span.bytes)
     }
 
     /// The digests of every byte given; the hasher takes no more after it.
     func finalize() -> BodyDigests {
-        var digests = BodyDigests()
-        for hasher in hashers { digests[hasher.algorithm] = hasher.finalize() }
-        return digests
+        hashers.withLock { hashers in
+            var digests = BodyDigests()
+            for hasher in hashers { digests[hasher.algorithm] = hasher.finalize() }
+            return digests
+        }
     }
 }

@@ -22,6 +22,12 @@ final class DigestHasher {
         EVP_DigestUpdate(context, base, bytes.count)
     }
 
+    /// `update` for a hasher a lock guards: a span cannot be kept, so the
+    /// compiler knows the hasher keeps nothing of what it is given.
+    func update(_ bytes: RawSpan) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
     /// The digest of every byte given; the hasher takes no more after it.
     func finalize() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: algorithm.digestLength)

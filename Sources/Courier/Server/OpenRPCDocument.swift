@@ -212,7 +212,7 @@ public enum OpenRPCDocument {
 
     /// What `table` holds for `name`, made by `make` and kept there the
     /// first time it is asked for.
-    private static func compiled<Made>(
+    private static func compiled<Made: Sendable>(
         _ name: String, in table: WritableKeyPath<Compiled, [String: Made]>, _ make: () -> Made
     ) -> Made {
         backgroundParse.withLock { tables in
