@@ -5,6 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Locking
 import Logging
 
 /// A cache hit the scheduler has admitted: its receipt is answered from
@@ -70,16 +71,21 @@ final class TransferDelivery: Sendable {
     /// Delivers, on the delivery queue, the hits and the finished transfers
     /// that became due in one turn of the engine, then hands their results
     /// to `done` in one piece. Receipts asking for text or base64 get at
-    /// most `memoryBodyLimit` bytes of it.
+    /// most `memoryBodyLimit` bytes of it. Batches handed over while the
+    /// queue is busy are delivered together, their stores in one write
+    /// transaction, when it is free; each batch's `done` still hears its
+    /// own results, in the order the batches came.
     func deliver(
         _ orders: [DeliveryOrder], hits: [HitOrder], memoryBodyLimit: Int64,
         then done: @escaping @Sendable ([DeliveryResult]) -> Void
     ) {
-        queue.async { [self] in
-            var results = hits.map { serve($0, memoryBodyLimit: memoryBodyLimit) }
-            results += deliver(orders, memoryBodyLimit: memoryBodyLimit)
-            done(results)
+        let batch = Batch(orders: orders, hits: hits, memoryBodyLimit: memoryBodyLimit, done: done)
+        let idle = waiting.withLock { waiting in
+            waiting.batches.append(batch)
+            defer { waiting.draining = true }
+            return !waiting.draining
         }
+        if idle { queue.async { [self] in drain() } }
     }
 
     /// Removes a body file nobody will read, on the delivery queue.
@@ -92,23 +98,71 @@ final class TransferDelivery: Sendable {
         queue.sync {}
     }
 
-    /// The finished transfers of one batch, their results in order. The
-    /// stores of those whose receipts take no body as text or base64 commit
-    /// in one write transaction, before any of their outcomes goes out;
-    /// the others wait for room in the client's output each, outside it, so
-    /// a client that does not read never holds the transaction open.
-    private func deliver(_ orders: [DeliveryOrder], memoryBodyLimit: Int64) -> [DeliveryResult] {
-        var results = [DeliveryResult?](repeating: nil, count: orders.count)
-        let carriesBody = orders.map(\.carriesBody)
+    /// What one turn of the engine handed over.
+    private struct Batch: Sendable {
+        var orders: [DeliveryOrder]
+        var hits: [HitOrder]
+        var memoryBodyLimit: Int64
+        var done: @Sendable ([DeliveryResult]) -> Void
+    }
+
+    /// Batches handed over and not yet taken, and whether the delivery
+    /// queue has a drain under way that will take them.
+    private struct Waiting: Sendable {
+        var batches: [Batch] = []
+        var draining = false
+    }
+
+    private let waiting = Locked(Waiting())
+
+    /// Delivers the waiting batches, and those that come meanwhile, until
+    /// none is left: at most `ordersPerTransaction` finished transfers at a
+    /// time (or one batch, when it has more), so outcomes keep flowing
+    /// while the queue catches up.
+    private func drain() {
+        while true {
+            let batches = waiting.withLock { waiting in
+                var (count, orders) = (0, 0)
+                for batch in waiting.batches {
+                    guard count == 0 || orders + batch.orders.count <= Self.ordersPerTransaction else { break }
+                    (count, orders) = (count + 1, orders + batch.orders.count)
+                }
+                if count == 0 { waiting.draining = false }
+                defer { waiting.batches.removeFirst(count) }
+                return Array(waiting.batches[..<count])
+            }
+            guard !batches.isEmpty else { return }
+            deliver(batches)
+        }
+    }
+
+    /// The most finished transfers whose stores a drain puts in one write
+    /// transaction when the queue has fallen behind.
+    static let ordersPerTransaction = 64
+
+    /// Delivers `batches` and hands each its results. The stores of the
+    /// finished transfers whose receipts take no body as text or base64
+    /// commit in one write transaction, before any of their outcomes goes
+    /// out; the others wait for room in the client's output each, outside
+    /// it, so a client that does not read never holds the transaction open.
+    /// A batch's outcomes go as soon as its own are made, so the text and
+    /// base64 they hold never wait for another batch's.
+    private func deliver(_ batches: [Batch]) {
+        var stored = batches.map { [DeliveryResult?](repeating: nil, count: $0.orders.count) }
         cache.batch {
-            for index in orders.indices where !carriesBody[index] {
-                results[index] = deliver(orders[index], memoryBodyLimit: memoryBodyLimit)
+            for (index, batch) in batches.enumerated() {
+                for (position, order) in batch.orders.enumerated() where !order.carriesBody {
+                    stored[index][position] = deliver(order, memoryBodyLimit: batch.memoryBodyLimit)
+                }
             }
         }
-        for index in orders.indices where carriesBody[index] {
-            results[index] = deliver(orders[index], memoryBodyLimit: memoryBodyLimit)
+        for (batch, stored) in zip(batches, stored) {
+            var results = batch.hits.map { serve($0, memoryBodyLimit: batch.memoryBodyLimit) }
+            for (order, result) in zip(batch.orders, stored) {
+                results.append(result ?? deliver(order, memoryBodyLimit: batch.memoryBodyLimit))
+            }
+            batch.done(results)
         }
-        return results.compactMap { $0 }
     }
 
     /// Answers a receipt from a cache tier: the body is placed and decoded,
