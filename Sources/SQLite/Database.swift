@@ -144,7 +144,9 @@ public final class Database {
     }
 
     /// Runs one statement with `parameters` bound in order; returns the
-    /// rows it changed.
+    /// rows it changed. Kept prepared, like every statement but
+    /// `execute`'s: transaction control too (`BEGIN`, `COMMIT`,
+    /// `SAVEPOINT`), which a write per response would otherwise parse anew.
     @discardableResult
     public func run(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> Int {
         _ = try rows(sql, parameters)
@@ -180,18 +182,18 @@ public final class Database {
     /// and otherwise kept for the enclosing transaction to commit.
     public func transaction<Result>(_ body: () throws(SQLiteError) -> Result) throws(SQLiteError) -> Result {
         let nested = isInTransaction
-        try execute(nested ? "SAVEPOINT nested" : "BEGIN IMMEDIATE")
+        try run(nested ? "SAVEPOINT nested" : "BEGIN IMMEDIATE")
         do throws(SQLiteError) {
             let result = try body()
-            try execute(nested ? "RELEASE nested" : "COMMIT")
+            try run(nested ? "RELEASE nested" : "COMMIT")
             return result
         } catch {
             // An error may have ended the whole transaction already.
             if nested, isInTransaction {
-                try? execute("ROLLBACK TO nested")
-                try? execute("RELEASE nested")
+                _ = try? run("ROLLBACK TO nested")
+                _ = try? run("RELEASE nested")
             } else if !nested {
-                try? execute("ROLLBACK")
+                _ = try? run("ROLLBACK")
             }
             throw error
         }

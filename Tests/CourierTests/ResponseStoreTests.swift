@@ -115,6 +115,26 @@ struct ResponseStoreTests {
         }
     }
 
+    @Test func aWriteOverAUsageCountAnotherProgramWroteRecountsIt() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            #expect(store.insert(insert("a", [1, 2])) == .stored(nil))
+            let forgeries = [
+                "UPDATE response_usage SET bytes = -5", "UPDATE response_usage SET entries = 1 << 40",
+                "UPDATE response_usage SET bytes = 'many'", "UPDATE response_usage SET entries = 1.5",
+                "DELETE FROM response_usage",
+            ]
+            for forged in forgeries {
+                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                #expect(store.insert(insert("b", [3])) == .stored(nil), "\(forged)")
+                #expect(store.totals() == (9, 2), "\(forged)")
+                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                #expect(store.remove(key: Array("b".utf8)), "\(forged)")
+                #expect(store.totals() == (5, 1), "\(forged)")
+            }
+        }
+    }
+
     @Test func rowsOutOfRangeAreNotTaken() {
         let head = SQLiteValue.integer(Int64(bitPattern: XXH3.hash([1])))
         let cases: [[SQLiteValue]] = [

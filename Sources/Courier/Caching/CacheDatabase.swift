@@ -203,7 +203,7 @@ final class CacheDatabase: Sendable {
     private func begin(_ connection: inout Connection) {
         guard let database = connection.database, !database.isInTransaction else { return }
         do throws(SQLiteError) {
-            try database.execute("BEGIN IMMEDIATE")
+            try database.run("BEGIN IMMEDIATE")
         } catch {
             logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
         }
@@ -230,11 +230,11 @@ final class CacheDatabase: Sendable {
         }
         guard let database = connection.database, database.isInTransaction else { return ([], []) }
         do throws(SQLiteError) {
-            try database.execute("COMMIT")
+            try database.run("COMMIT")
             return (connection.afterCommit, [])
         } catch {
             logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
-            try? database.execute("ROLLBACK")
+            _ = try? database.run("ROLLBACK")
             return ([], connection.afterRollback)
         }
     }

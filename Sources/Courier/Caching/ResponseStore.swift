@@ -229,11 +229,11 @@ final class ResponseStore: Sendable {
                     linked = true
                     file = .integer(Int64(bitPattern: id))
                 }
-                let old = try database.rows("SELECT id FROM responses WHERE key = ?", [.blob(insert.key)])
-                    .compactMap { $0.first?.integer }
-                var files = try delete(ids: old, in: database)
-                // Read before the row goes in: a count made now must not include it.
-                var (bytes, entries) = try usage(in: database)
+                // The row it replaces, if any, goes first, in the same statement that tells what it held.
+                let replaced = try database.rows(
+                    "DELETE FROM responses WHERE key = ? RETURNING size, body_file", [.blob(insert.key)])
+                var files = replaced.compactMap { $0[1].integer.map { UInt64(bitPattern: $0) } }
+                let freed = replaced.reduce(Int64(0)) { $0 + max(0, $1[0].integer ?? 0) }
                 let size = Int64(insert.head.count) + insert.bodyLength
                 try database.run(
                     """
@@ -247,9 +247,7 @@ final class ResponseStore: Sendable {
                         Self.column(insert.digests, .sha384), Self.column(insert.digests, .sha512),
                         .blob(insert.head), .integer(Int64(bitPattern: XXH3.hash(insert.head))), inline,
                     ])
-                bytes += size
-                entries += 1
-                try setUsage(bytes: bytes, entries: entries, in: database)
+                let bytes = try changeUsage(bytes: size - freed, entries: 1 - replaced.count, in: database)
                 files += try evict(from: bytes, in: database)
                 return (.stored(linked ? id : nil), files)
             }
@@ -261,7 +259,8 @@ final class ResponseStore: Sendable {
             removeLink()
             return .failed
         }
-        database.afterCommit({ [self] in unlink(files) }, rolledBack: removeLink)
+        // An inline body that replaced and evicted nothing leaves nothing to settle.
+        if linked || !files.isEmpty { database.afterCommit({ [self] in unlink(files) }, rolledBack: removeLink) }
         return inserted
     }
 
@@ -275,7 +274,6 @@ final class ResponseStore: Sendable {
             guard let old = try database.rows(
                 "SELECT length(head) FROM responses WHERE key = ? AND id = ?", [.blob(key), .integer(id)]
             ).first?.first?.integer else { return false }
-            var (bytes, entries) = try usage(in: database)
             try database.run(
                 """
                 UPDATE responses SET head = ?, head_checksum = ?, size = size + ?, sha256 = ?, sha384 = ?, sha512 = ?,
@@ -285,8 +283,7 @@ final class ResponseStore: Sendable {
                     .blob(head), .integer(Int64(bitPattern: XXH3.hash(head))), .integer(Int64(head.count) - old),
                     Self.column(digests, .sha256), Self.column(digests, .sha384), Self.column(digests, .sha512), .integer(id),
                 ])
-            bytes += Int64(head.count) - old
-            try setUsage(bytes: bytes, entries: entries, in: database)
+            _ = try changeUsage(bytes: Int64(head.count) - old, entries: 0, in: database)
             return true
             }
         }
@@ -369,17 +366,17 @@ final class ResponseStore: Sendable {
     /// body files they named, for the caller to unlink after the commit.
     private func delete(ids: [Int64], in database: Database) throws(SQLiteError) -> [UInt64] {
         guard !ids.isEmpty else { return [] }
-        let (bytes, entries) = try usage(in: database)
         var files: [UInt64] = []
         var freed: Int64 = 0
+        var deleted = 0
         for id in ids {
-            guard let row = try database.rows("SELECT size, body_file FROM responses WHERE id = ?", [.integer(id)]).first
+            guard let row = try database.rows("DELETE FROM responses WHERE id = ? RETURNING size, body_file", [.integer(id)]).first
             else { continue }
             freed += max(0, row[0].integer ?? 0)
+            deleted += 1
             if let file = row[1].integer { files.append(UInt64(bitPattern: file)) }
-            try database.run("DELETE FROM responses WHERE id = ?", [.integer(id)])
         }
-        try setUsage(bytes: bytes - freed, entries: entries - ids.count, in: database)
+        _ = try changeUsage(bytes: -freed, entries: -deleted, in: database)
         return files
     }
 
@@ -412,10 +409,42 @@ final class ResponseStore: Sendable {
     /// range (then written back).
     private func usage(in database: Database) throws(SQLiteError) -> (bytes: Int64, entries: Int) {
         if let row = try database.rows("SELECT bytes, entries FROM response_usage WHERE id = 0").first,
-            let bytes = row[0].integer, let entries = row[1].integer, bytes >= 0, entries >= 0, entries <= Int64(Int32.max)
+            let usage = Self.usage(row)
         {
-            return (bytes, Int(entries))
+            return usage
         }
+        return try recountUsage(in: database)
+    }
+
+    /// Adds `bytes` and `entries` to `response_usage`, for a write that
+    /// changed the rows by as much; the bytes it comes to. A count that is
+    /// missing, not of integers (which SQL arithmetic would take as
+    /// numbers all the same) or out of range, before or after, is counted
+    /// again from the rows, which hold the write already.
+    private func changeUsage(bytes: Int64, entries: Int, in database: Database) throws(SQLiteError) -> Int64 {
+        if let row = try database.rows(
+            """
+            UPDATE response_usage SET bytes = bytes + ?, entries = entries + ?
+            WHERE id = 0 AND typeof(bytes) = 'integer' AND typeof(entries) = 'integer' AND bytes >= 0 AND entries >= 0
+            RETURNING bytes, entries
+            """,
+            [.integer(bytes), .integer(Int64(entries))]
+        ).first, let usage = Self.usage(row) {
+            return usage.bytes
+        }
+        return try recountUsage(in: database).bytes
+    }
+
+    /// Usage as `response_usage` holds it, when its columns are integers in range.
+    private static func usage(_ row: [SQLiteValue]) -> (bytes: Int64, entries: Int)? {
+        guard row.count >= 2, let bytes = row[0].integer, let entries = row[1].integer, bytes >= 0, entries >= 0,
+            entries <= Int64(Int32.max)
+        else { return nil }
+        return (bytes, Int(entries))
+    }
+
+    /// Counts usage from the rows and writes it to `response_usage`.
+    private func recountUsage(in database: Database) throws(SQLiteError) -> (bytes: Int64, entries: Int) {
         let counted = try database.rows("SELECT total(max(size, 0)), count(*) FROM responses").first
         let bytes = Int64(min(counted?[0].real ?? 0, Double(Int64.max / 2)))
         let entries = Int(counted?[1].integer ?? 0)
