@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 
 /// An open directory, closed when the last reference goes.
 ///
@@ -55,11 +56,29 @@ final class DirectoryHandle: Sendable {
 
     /// Gives the unnamed file `file` (from `makeUnnamedFile`) the name
     /// `name` here, unless something has that name (`EEXIST`): nil when it
-    /// has it, else the `errno` of the link. Through `/proc/self/fd`, which
-    /// needs no privilege, where `AT_EMPTY_PATH` needs `CAP_DAC_READ_SEARCH`.
+    /// has it, else the `errno` of the link. By the descriptor itself
+    /// (`AT_EMPTY_PATH`, which Linux allows since 6.10 for a file this
+    /// process opened, and before only with `CAP_DAC_READ_SEARCH`); where
+    /// that is refused, through `/proc/self/fd`, which needs no privilege
+    /// but costs a walk of `/proc` on every link, and from then on only so.
     func link(_ file: Int32, as name: String) -> Int32? {
-        linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 ? nil : errno
+        if Self.linksByDescriptor.load(ordering: .relaxed) {
+            if linkat(file, "", fd, name, Self.emptyPath) == 0 { return nil }
+            let refused = errno
+            guard refused == ENOENT || refused == EPERM else { return refused }
+            guard linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 else { return errno }
+            Self.linksByDescriptor.store(false, ordering: .relaxed)
+            return nil
+        }
+        return linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 ? nil : errno
     }
+
+    /// Whether `link` still tries `AT_EMPTY_PATH` first.
+    private static let linksByDescriptor = Atomic(true)
+
+    /// `AT_EMPTY_PATH`, which the Glibc module leaves out (it is declared
+    /// only under `_GNU_SOURCE`).
+    private static let emptyPath: Int32 = 0x1000
 
     /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`, the same on every Linux
     /// architecture courier builds for), which the Glibc module leaves out
