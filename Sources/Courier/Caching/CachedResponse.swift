@@ -49,7 +49,7 @@ struct CachedResponse: Sendable {
         storedAt: Date? = nil, varyValues: [String: String] = [:], digests: BodyDigests = BodyDigests()
     ) {
         self.status = status
-        self.headers = headers.map { ($0.name.lowercased(), $0.value) }
+        self.headers = headers.map { (HTTPCachePolicy.lowercased($0.name), $0.value) }
         self.fields = Fields(self.headers)
         self.headerObject = ResponseHead.joined(self.headers)
         self.url = url

@@ -59,12 +59,19 @@ enum HTTPCachePolicy {
     static func storableHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
         let listed = Set(
             (field("connection", in: headers) ?? "").split(separator: ",").map {
-                $0.trimmingBlanks.lowercased()
+                lowercased(String($0.trimmingBlanks))
             })
         return headers.compactMap { name, value in
-            let name = name.lowercased()
+            let name = lowercased(name)
             return hopByHopFields.contains(name) || listed.contains(name) ? nil : (name, value)
         }
+    }
+
+    /// A field name in lower case: `name` itself when it holds no upper-case
+    /// letter and nothing but ASCII, as the names a transfer read do (it
+    /// lowers them as it reads them), so they are not made anew.
+    static func lowercased(_ name: String) -> String {
+        name.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? name : name.lowercased()
     }
 
     // MARK: - Freshness
@@ -216,9 +223,9 @@ enum HTTPCachePolicy {
     /// Every line of the field `name` among `headers` (compared without
     /// case), joined with ", "; nil when there is none.
     static func field(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        let name = name.lowercased()
+        let name = lowercased(name)
         var result: String?
-        for header in headers where header.name.utf8.count == name.utf8.count && header.name.lowercased() == name {
+        for header in headers where header.name.utf8.count == name.utf8.count && lowercased(header.name) == name {
             result = result.map { $0 + ", " + header.value } ?? header.value
         }
         return result

@@ -139,7 +139,13 @@ final class ResponseCache: Sendable {
         for requests: [DownloadRequest], redirects: [ResponseHead], finalURL: String?
     ) -> Set<String> {
         if redirects.contains(where: { CacheControl($0.headers).noStore }) { return [] }
-        if let finalURL, CurlURL(finalURL)?.hasUserInfo ?? true { return [] }
+        // Without a redirect the final URL is the one each request asked,
+        // whose user information the request knows without a parse.
+        if redirects.isEmpty {
+            if requests.contains(where: \.hasUserInfo) { return [] }
+        } else if let finalURL, CurlURL(finalURL)?.hasUserInfo ?? true {
+            return []
+        }
         let permanent = redirects.allSatisfy {
             HTTPCachePolicy.isStorable(status: $0.status, requestHeaders: [], responseHeaders: $0.headers)
         }
