@@ -273,6 +273,13 @@ final class BodyFile {
         guard let beside, let target = beside.destination, target.path.isExactly(destination), file != nil || loaded != nil
         else { return false }
         let directory = beside.destinationDirectory ?? beside.directory
+        // A link made ahead never replaces what has the name, a symbolic
+        // link included: only a rename needs to look first.
+        if file == nil, let loaded, let placed = place(loaded, made: beside.prepared, in: directory, as: target.name) {
+            guard placed else { return false }
+            self.beside = nil
+            return true
+        }
         if root != nil {
             var info = stat()
             if fstatat(directory.fd, target.name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFLNK {
@@ -283,11 +290,6 @@ final class BodyFile {
         // followed to change a mode.
         if beside.destinationDirectory != nil, let partial = beside.partial { fchmod(partial.fd, Destination.fileMode) }
         if file == nil, let loaded {
-            if let placed = place(loaded, made: beside.prepared, in: directory, as: target.name) {
-                guard placed else { return false }
-                self.beside = nil
-                return true
-            }
             guard write(loaded, as: beside) else { return false }
             file = (beside.directory, beside.name)
         }
