@@ -37,13 +37,14 @@ struct ResponseHead: Sendable {
     /// Repeated headers joined with ", ", as HTTP allows.
     var headerObject: [String: String] { Self.joined(headers) }
 
+    /// Sized for every field at once, and each name hashed once unless it
+    /// repeats: made for every outcome and every stored response.
     static func joined(_ headers: [(name: String, value: String)]) -> [String: String] {
         var object: [String: String] = [:]
+        object.reserveCapacity(headers.count)
         for (name, value) in headers {
-            if let existing = object[name] {
+            if let existing = object.updateValue(value, forKey: name) {
                 object[name] = existing + ", " + value
-            } else {
-                object[name] = value
             }
         }
         return object
