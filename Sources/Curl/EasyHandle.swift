@@ -233,7 +233,9 @@ public final class EasyHandle {
     /// its bytes are not UTF-8 (never the case for a URL courier set, which
     /// is a String or escaped by `CurlURL.redirectTarget`).
     public var effectiveURL: String? {
-        info(CURLINFO_EFFECTIVE_URL).flatMap { String(validating: $0, as: UTF8.self) }
+        var pointer: UnsafePointer<CChar>?
+        guard courier_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(validatingCString: pointer)
     }
 
     /// The bytes of the absolute URL a redirect response's `Location` names
