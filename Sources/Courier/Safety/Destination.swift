@@ -48,9 +48,8 @@ struct Destination: Sendable {
     /// checked here and the file system answers when the body is placed.
     func check() throws(Failure) {
         guard root != nil else {
-            let bytes = Array(path.utf8)
-            guard !bytes.contains(0) else { throw .notAllowed("the destination contains a NUL byte") }
-            try Self.checkLeaf(Self.components(of: bytes).last, path: path)
+            guard !path.utf8.contains(0) else { throw .notAllowed("the destination contains a NUL byte") }
+            try Self.checkLeaf(Array(path.utf8[Self.leafStart(of: path)...]), path: path)
             return
         }
         _ = try openParent(create: false)
@@ -146,12 +145,18 @@ struct Destination: Sendable {
     /// after them), and the destination's name in it; nil under a root, or
     /// when the path names no file.
     var trustedParent: (directory: String, name: String)? {
-        guard root == nil else { return nil }
-        let bytes = Array(path.utf8)
-        guard !bytes.contains(0), let leaf = Self.components(of: bytes).last, (try? checkLeaf(leaf)) != nil,
-            let parent = Self.parentPath(of: bytes)
-        else { return nil }
+        let bytes = path.utf8
+        guard root == nil, !bytes.contains(0), let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        let leaf = bytes[Self.leafStart(of: path)...]
+        guard (try? checkLeaf(Array(leaf))) != nil else { return nil }
+        let parent = slash == bytes.startIndex ? "/" : String(decoding: bytes[..<slash], as: UTF8.self)
         return (parent, String(decoding: leaf, as: UTF8.self))
+    }
+
+    /// Where the last component of `path` starts: after its last slash
+    /// (the end, when the path ends with one).
+    private static func leafStart(of path: String) -> String.Index {
+        path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path.utf8.index(after: $0) } ?? path.utf8.startIndex
     }
 
     /// Everything of `path` before its last slash: "/" for a file at the root.
