@@ -25,6 +25,16 @@ struct DestinationParentsTests {
         }
     }
 
+    @Test func directoriesLetGoAreOpenedAnew() throws {
+        try withDirectory { path in
+            let parents = DestinationParents()
+            let first = try #require(parents.parent(at: path))
+            parents.closeAll()
+            let second = try #require(parents.parent(at: path))
+            #expect(first.directory !== second.directory)
+        }
+    }
+
     @Test func aDirectoryReplacedAtItsPathIsOpenedAnew() throws {
         try withDirectory { root in
             let path = root + "/out"

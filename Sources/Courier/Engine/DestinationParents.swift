@@ -11,7 +11,9 @@ import Darwin
 /// still names that directory with the same owner and mode; else it is
 /// opened and checked anew. Only for destinations the client is trusted
 /// with (no download root): under a root each body's walk is made anew.
-/// Used on the engine's thread alone.
+/// The owner closes them (`closeAll`) whenever no transfer runs, so an
+/// idle courier holds no directory open (one that would keep its file
+/// system from being unmounted). Used on the engine's thread alone.
 final class DestinationParents {
     /// A destination's directory, open.
     struct Parent {
@@ -67,6 +69,11 @@ final class DestinationParents {
         if entries.count == Self.limit { entries.removeFirst() }
         entries.append(Entry(path: path, parent: parent, identity: Identity(info)))
         return parent
+    }
+
+    /// Lets every directory go (each closes once no body uses it).
+    func closeAll() {
+        entries = []
     }
 }
 

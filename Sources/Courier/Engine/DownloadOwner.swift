@@ -171,6 +171,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         }
         engine.turn()
         carryOutActions()
+        if engine.isIdle { parents.closeAll() }
         guard !dueDeliveries.isEmpty || !dueHits.isEmpty else { return }
         let inbox = inbox
         delivery.deliver(dueDeliveries, hits: dueHits, memoryBodyLimit: settings.maxMemoryBody) { results in
