@@ -358,19 +358,20 @@ struct DownloadScheduler<Waiter> {
     ) -> Bool {
         guard let index = tasks.index(forKey: transfer.task), tasks.values[index].attempt == transfer.attempt else { return false }
         if response.status == 304, tasks.values[index].revalidation != nil { return true }
-        tasks.values[index].figures.expected = response.announcedLength
+        let length = response.announcedLength
+        tasks.values[index].figures.expected = length
         tasks.values[index].figures.contentType = response.contentType
-        let task = tasks.values[index]
-        var refused = task.receipts.compactMap { id -> (ReceiptID, Outcome)? in
+        var refused = tasks.values[index].receipts.compactMap { id -> (ReceiptID, Outcome)? in
             guard let request = receipts[id]?.request,
-                let failure = request.refusal(of: response, size: response.announcedLength, memoryBodyLimit: settings.maxMemoryBody)
+                let failure = request.refusal(of: response, size: length, memoryBodyLimit: settings.maxMemoryBody)
             else { return nil }
             var outcome = Outcome(url: request.url, response: response)
             outcome.error = failure
             return (id, outcome)
         }
         // A status outside 200–299 refuses every receipt alike.
-        if case .running = task.state, let failure = refused.first?.1.error, failure.code == .httpStatus {
+        if case .running = tasks.values[index].state, let failure = refused.first?.1.error, failure.code == .httpStatus {
+            let task = tasks.values[index]
             let plan = retryPlan(for: task, after: failure, status: response.status, retryAfter: retryAfter, now: now)
             let retryAfters = Dictionary(plan.ending.map { ($0.receipt, $0.retryAfter) }, uniquingKeysWith: { first, _ in first })
             refused = refused.compactMap { id, outcome in
@@ -385,7 +386,7 @@ struct DownloadScheduler<Waiter> {
                 return false
             }
         }
-        return end(refused, of: task.id, now: now)
+        return end(refused, of: transfer.task, now: now)
     }
 
     /// `received` bytes of body have arrived, which take `textLength` bytes
@@ -398,24 +399,27 @@ struct DownloadScheduler<Waiter> {
         guard let index = tasks.index(forKey: transfer.task), tasks.values[index].attempt == transfer.attempt else { return false }
         tasks.values[index].figures.received = received
         if expected != nil { tasks.values[index].figures.expected = expected }
-        let task = tasks.values[index]
+        let figures = tasks.values[index].figures
+        // A running task with nothing held back yet waits for the interval's end.
+        var startsWait = false
+        if case .running(let running) = tasks.values[index].state { startsWait = running.progressDueAt == nil }
         var tooLarge: [(ReceiptID, Outcome)] = []
-        for id in task.receipts {
+        for id in tasks.values[index].receipts {
             guard let request = receipts[id]?.request else { continue }
             // Other charsets may take fewer bytes than UTF-8 read as it is;
             // only a `text` receipt's limit counts what its text takes.
             let decodesAsUTF8 = textLength != nil && request.body == .text
-                && TextDecoding.isUTF8(request.textCharset(contentType: task.figures.contentType))
+                && TextDecoding.isUTF8(request.textCharset(contentType: figures.contentType))
             let failure = request.limitRefusal(
                 received: received, textLength: decodesAsUTF8 ? textLength : nil, memoryBodyLimit: settings.maxMemoryBody)
             if let failure { tooLarge.append((id, Outcome(url: request.url, failure: failure))) }
         }
-        if !tooLarge.isEmpty, !end(tooLarge, of: task.id, now: now) { return false }
-        if now - task.figures.lastProgressAt >= settings.progressInterval {
-            emitProgress(task.id, now: now)
-        } else if case .running(let running) = task.state, running.progressDueAt == nil {
-            let due = task.figures.lastProgressAt + settings.progressInterval
-            tasks[task.id]?.progressDueAt = due
+        if !tooLarge.isEmpty, !end(tooLarge, of: transfer.task, now: now) { return false }
+        if now - figures.lastProgressAt >= settings.progressInterval {
+            emitProgress(transfer.task, now: now)
+        } else if startsWait {
+            let due = figures.lastProgressAt + settings.progressInterval
+            tasks[transfer.task]?.progressDueAt = due
             actions.append(.wake(at: due))
         }
         return true
