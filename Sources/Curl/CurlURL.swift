@@ -35,7 +35,7 @@ public struct CurlURL: Sendable {
         self.host = Self.part(handle, CURLUPART_HOST)
         self.path = Self.part(handle, CURLUPART_PATH) ?? "/"
         self.port = Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)).flatMap { Int($0) }
-        self.hasUserInfo = Self.partBytes(handle, CURLUPART_USER) != nil || Self.partBytes(handle, CURLUPART_PASSWORD) != nil
+        self.hasUserInfo = Self.has(handle, CURLUPART_USER) || Self.has(handle, CURLUPART_PASSWORD)
     }
 
     /// The text of the URL libcurl goes to when it follows a redirect to
@@ -67,7 +67,18 @@ public struct CurlURL: Sendable {
 
     /// A part as text; nil when it is missing or its bytes are not UTF-8.
     private static func part(_ handle: OpaquePointer, _ part: CURLUPart, flags: UInt32 = 0) -> String? {
-        partBytes(handle, part, flags: flags).flatMap { String(validating: $0, as: UTF8.self) }
+        var value: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, part, &value, flags) == CURLUE_OK, let value else { return nil }
+        defer { curl_free(value) }
+        return String(validatingCString: value)
+    }
+
+    /// Whether the URL has `part`.
+    private static func has(_ handle: OpaquePointer, _ part: CURLUPart) -> Bool {
+        var value: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, part, &value, 0) == CURLUE_OK, let value else { return false }
+        curl_free(value)
+        return true
     }
 
     private static func partBytes(_ handle: OpaquePointer, _ part: CURLUPart, flags: UInt32 = 0) -> [UInt8]? {

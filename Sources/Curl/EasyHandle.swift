@@ -129,7 +129,7 @@ public final class EasyHandle {
         // Waiting to multiplex pays only where HTTP/2 can be negotiated (TLS);
         // on plain HTTP it would queue a transfer behind a busy HTTP/1.1
         // connection instead of opening another.
-        if options.url.lowercased().hasPrefix("https:") { setLong(CURLOPT_PIPEWAIT, 1) }
+        if options.url.utf8.prefix(6).lazy.map({ $0 | 0x20 }).elementsEqual("https:".utf8) { setLong(CURLOPT_PIPEWAIT, 1) }
         setString(CURLOPT_USERAGENT, options.userAgent)
         // Refused on a handle that still holds the receive buffer of a
         // transfer that ended early (after a failed name lookup, in libcurl
@@ -233,7 +233,9 @@ public final class EasyHandle {
     /// its bytes are not UTF-8 (never the case for a URL courier set, which
     /// is a String or escaped by `CurlURL.redirectTarget`).
     public var effectiveURL: String? {
-        info(CURLINFO_EFFECTIVE_URL).flatMap { String(validating: $0, as: UTF8.self) }
+        var pointer: UnsafePointer<CChar>?
+        guard courier_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(validatingCString: pointer)
     }
 
     /// The bytes of the absolute URL a redirect response's `Location` names

@@ -31,6 +31,14 @@ struct PreparedFileTests {
         }
     }
 
+    @Test func theLimitLeavesMostDescriptorsToOthers() {
+        var limits = rlimit()
+        #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limits) == 0)
+        let soft = Int(clamping: limits.rlim_cur)
+        #expect(PreparedFile.limit >= 64 && PreparedFile.limit <= 1024)
+        #expect(PreparedFile.limit <= max(64, soft / 8))
+    }
+
     @Test func aFileNobodyAskedForIsNotWaitedFor() {
         #expect(PreparedFile().take() == nil)
     }

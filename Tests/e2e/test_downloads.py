@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -486,6 +487,35 @@ def test_coalesced_receipts_each_get_their_destination(courier, origin, tmp_path
         assert outcomes[receipt]["path"] == str(target)
         assert target.read_bytes() == pattern(9000, "two")
     assert origin.hits("/drip") == 1
+
+
+def open_descriptors_of(pid: int, path: Path) -> list[str]:
+    """The descriptors process `pid` holds open on `path`."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                held.append(fd)
+        except FileNotFoundError:
+            pass
+    return held
+
+
+def test_an_idle_courier_holds_no_destination_directory_open(courier, origin, tmp_path):
+    """Destinations' directories stay open only while transfers run: one
+    held by an idle courier would keep its file system from being unmounted."""
+    c = courier()
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    receipts = [c.download(origin.url(f"/bytes/3000?n={n}"), destination=str(folder / f"{n}.bin"))["receipt"]
+                for n in range(3)]
+    outcomes = c.wait_all(receipts)
+    assert all(out["ok"] for out in outcomes.values()), outcomes
+    assert c.tasks() == []
+    deadline = time.monotonic() + 5
+    while open_descriptors_of(c.pid, folder) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert open_descriptors_of(c.pid, folder) == []
 
 
 @pytest.mark.parametrize("case", ["truncated", "timeout", "http_status"])

@@ -31,7 +31,18 @@ final class PreparedFile: Sendable {
 
     private let state = Monitor(State.unasked)
     private static let open = Atomic(0)
-    static let limit = 64
+    /// An eighth of the descriptors the process may open
+    /// (`RLIMIT_NOFILE`), between 64 and 1,024. Bodies finish ahead of
+    /// their delivery when the engine outpaces the delivery queue (W1:
+    /// hundreds at a time), and each one past the limit costs the delivery
+    /// a named file and a rename; the rest of the descriptors stay for
+    /// transfers and the cache.
+    static let limit: Int = {
+        var limits = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limits) == 0 else { return 64 }
+        let soft = Int(clamping: limits.rlim_cur)
+        return min(1024, max(64, soft / 8))
+    }()
 
     init() {}
 

@@ -94,6 +94,8 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// Bodies kept for resuming; nil when there is no partial store.
     private let partials: PartialStore?
     private let transferDefaults: EasyOptions
+    /// The directories destinations lay in lately, kept open.
+    private let parents = DestinationParents()
 
     /// What the steps so far asked for and was not carried out yet, oldest
     /// first.
@@ -169,6 +171,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         }
         engine.turn()
         carryOutActions()
+        if engine.isIdle { parents.closeAll() }
         guard !dueDeliveries.isEmpty || !dueHits.isEmpty else { return }
         let inbox = inbox
         delivery.deliver(dueDeliveries, hits: dueHits, memoryBodyLimit: settings.maxMemoryBody) { results in
@@ -371,8 +374,8 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         options.lowSpeedLimit = settings.lowSpeedLimit
         options.lowSpeedTime = settings.lowSpeedTime
-        let body = bodyTarget(for: order)
-        let plan = partialPlan(for: order, body: body)
+        let (body, device) = bodyTarget(for: order)
+        let plan = partialPlan(for: order, body: body, device: device)
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
             body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
@@ -396,12 +399,15 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// destination on another file system than the cache directory (there
     /// its placement stays a rename, and a body kept would need a copy);
     /// else keep its body under the request's key, and continue what is
-    /// kept there.
-    private func partialPlan(for order: TransferOrder, body: BodyTarget) -> PartialPlan? {
+    /// kept there. `device` is the file system of the body's directory,
+    /// when it is known.
+    private func partialPlan(for order: TransferOrder, body: BodyTarget, device: dev_t?) -> PartialPlan? {
         guard let partials, ResponseCache.applies(to: order.request) else { return nil }
         if body.destination != nil {
             var beside = stat()
-            guard let device = partials.device, fstat(body.directory.fd, &beside) == 0, beside.st_dev == device else { return nil }
+            guard let store = partials.device,
+                let device = device ?? (fstat(body.directory.fd, &beside) == 0 ? beside.st_dev : nil), device == store
+            else { return nil }
         }
         return PartialPlan(
             store: partials, key: PartialStore.key(for: order.request), url: order.url, requestHeaders: order.request.headers)
@@ -409,18 +415,34 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
 
     /// Where a task's body streams to: beside its first receipt's destination
     /// when that directory exists and may be written, so placing it there is
-    /// a rename within one directory, else in the cache's temporary directory.
-    private func bodyTarget(for order: TransferOrder) -> BodyTarget {
-        if let path = order.destination {
-            let destination = Destination(path, root: downloadRoot)
-            if let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0 {
-                return BodyTarget(
-                    directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name),
-                    prepared: PreparedFile(), leftovers: leftovers)
-            }
+    /// a rename within one directory, else in the cache's temporary
+    /// directory. With the file system of the directory beside the
+    /// destination, when it was learnt on the way.
+    private func bodyTarget(for order: TransferOrder) -> (BodyTarget, device: dev_t?) {
+        if let path = order.destination, let (directory, name, device) = writableParent(of: path) {
+            let body = BodyTarget(
+                directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name),
+                prepared: PreparedFile(), leftovers: leftovers)
+            return (body, device)
         }
         let name = "\(leftovers.owner)-\(order.id.task)-\(String(NameSuffix.next(), radix: 36)).part"
-        return BodyTarget(directory: leftovers.temporary, name: name, mode: 0o600)
+        return (BodyTarget(directory: leftovers.temporary, name: name, mode: 0o600), nil)
+    }
+
+    /// The directory of the destination at `path`, open, when it exists and
+    /// courier may write in it; with the destination's name in it, and the
+    /// directory's file system when it is known. A path the client is
+    /// trusted with goes through `parents`, so a run of destinations in one
+    /// directory opens it once; under a download root each is walked.
+    private func writableParent(of path: String) -> (DirectoryHandle, name: String, device: dev_t?)? {
+        let destination = Destination(path, root: downloadRoot)
+        if let (directoryPath, name) = destination.trustedParent {
+            guard let parent = parents.parent(at: directoryPath), parent.isWritable else { return nil }
+            return (parent.directory, name, parent.device)
+        }
+        guard let (directory, name) = try? destination.openParent(create: false), faccessat(directory.fd, ".", W_OK, 0) == 0
+        else { return nil }
+        return (directory, name, nil)
     }
 }
 

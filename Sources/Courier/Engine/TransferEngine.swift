@@ -40,6 +40,9 @@ final class TransferEngine {
         transfers[transfer.id] = transfer
     }
 
+    /// No transfer waits to begin, runs, or has its file closed.
+    var isIdle: Bool { transfers.isEmpty }
+
     /// The transfer `id` names, while it has not ended or been stopped.
     func transfer(_ id: TransferID) -> Transfer? { transfers[id] }
 

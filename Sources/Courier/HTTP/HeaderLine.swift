@@ -38,9 +38,8 @@ enum HeaderLine: Equatable {
                 self = .ignored
                 return
             }
-            self = .field(
-                name: String(decoding: name.map(Self.lowercased), as: UTF8.self),
-                value: String(decoding: Self.trimmingBlanks(text[(colon + 1)...]), as: UTF8.self))
+            let value = String(decoding: Self.trimmingBlanks(text[(colon + 1)...]), as: UTF8.self)
+            self = .field(name: Self.lowercasedName(name), value: value)
         } else {
             self = .ignored
         }
@@ -53,8 +52,14 @@ enum HeaderLine: Equatable {
         return slice
     }
 
-    private static func lowercased(_ byte: UInt8) -> UInt8 {
-        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+    /// A token (ASCII) in lower case, made in the string's own storage.
+    private static func lowercasedName(_ name: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        String(unsafeUninitializedCapacity: name.count) { buffer in
+            for (index, byte) in zip(buffer.indices, name) {
+                buffer[index] = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+            }
+            return name.count
+        }
     }
 }
 

@@ -48,9 +48,8 @@ struct Destination: Sendable {
     /// checked here and the file system answers when the body is placed.
     func check() throws(Failure) {
         guard root != nil else {
-            let bytes = Array(path.utf8)
-            guard !bytes.contains(0) else { throw .notAllowed("the destination contains a NUL byte") }
-            try Self.checkLeaf(Self.components(of: bytes).last, path: path)
+            guard !path.utf8.contains(0) else { throw .notAllowed("the destination contains a NUL byte") }
+            try Self.checkLeaf(Array(path.utf8[Self.leafStart(of: path)...]), path: path)
             return
         }
         _ = try openParent(create: false)
@@ -76,7 +75,7 @@ struct Destination: Sendable {
         }
         try checkLeaf(relative.last)
         let leaf = relative.last!
-        if root == nil, !create, let directory = Self.openWhole(bytes) {
+        if root == nil, !create, let parent = Self.parentPath(of: bytes), let directory = Self.openWhole(parent) {
             return (directory, String(decoding: leaf, as: UTF8.self))
         }
         var stack = [try DirectoryHandle(opening: start)]
@@ -141,12 +140,35 @@ struct Destination: Sendable {
         }
     }
 
+    /// Without a download root, the path of the destination's directory,
+    /// which `openParent` opens in one call (symbolic links followed, `..`
+    /// after them), and the destination's name in it; nil under a root, or
+    /// when the path names no file.
+    var trustedParent: (directory: String, name: String)? {
+        let bytes = path.utf8
+        guard root == nil, !bytes.contains(0), let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        let leaf = bytes[Self.leafStart(of: path)...]
+        guard (try? checkLeaf(Array(leaf))) != nil else { return nil }
+        let parent = slash == bytes.startIndex ? "/" : String(decoding: bytes[..<slash], as: UTF8.self)
+        return (parent, String(decoding: leaf, as: UTF8.self))
+    }
+
+    /// Where the last component of `path` starts: after its last slash
+    /// (the end, when the path ends with one).
+    private static func leafStart(of path: String) -> String.Index {
+        path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path.utf8.index(after: $0) } ?? path.utf8.startIndex
+    }
+
+    /// Everything of `path` before its last slash: "/" for a file at the root.
+    private static func parentPath(of path: [UInt8]) -> String? {
+        guard let slash = path.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        return slash == 0 ? "/" : String(decoding: path[..<slash], as: UTF8.self)
+    }
+
     /// The destination's directory opened by its whole path in one call,
     /// as the walk without a root would find it (following symbolic links,
     /// `..` after them); nil when that fails, so the walk says why.
-    private static func openWhole(_ path: [UInt8]) -> DirectoryHandle? {
-        guard let slash = path.lastIndex(of: UInt8(ascii: "/")) else { return nil }
-        let parent = slash == 0 ? "/" : String(decoding: path[..<slash], as: UTF8.self)
+    private static func openWhole(_ parent: String) -> DirectoryHandle? {
         let fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         return fd >= 0 ? DirectoryHandle(fd: fd, path: parent) : nil
     }
@@ -171,11 +193,18 @@ struct Destination: Sendable {
         return 0o666 & ~mask
     }()
 
-    private static let processID = getpid()
+    /// What every temporary name of this process holds after the name it
+    /// is beside.
+    private static let processMark = ".courier-\(getpid())-"
 
     /// A name for a file beside `name` that no other writer uses.
     static func temporaryName(for name: String) -> String {
-        ".\(name.prefix(100)).courier-\(processID)-\(String(NameSuffix.next(), radix: 36)).part"
+        var temporary = "."
+        temporary.append(contentsOf: name.prefix(100))
+        temporary.append(processMark)
+        temporary.append(String(NameSuffix.next(), radix: 36))
+        temporary.append(".part")
+        return temporary
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }

@@ -175,26 +175,30 @@ struct DownloadScheduler<Waiter> {
         }
 
         let admission: Admission
+        receipt.phase = .joined
         if let existing, var task = tasks[existing] {
             if request.priority > task.priority {
                 task.priority = request.priority
                 if case .queued = task.state { enqueue(&task) }
-                tasks[existing] = task
             }
+            task.receipts.append(receiptID)
+            if let attempt = task.startedAttempt { receipt.countAttempt(url: attempt.url, now: now) }
+            tasks[existing] = task
+            receipts[receiptID] = receipt
+            updateRateLimit(of: taskID)
             admission = .joined
         } else {
+            // Made whole before it is stored: a new task has no attempt
+            // under way, nor a rate to change.
             var task = TaskRecord(id: taskID, request: request)
             if case .stale(let stale) = cache { task.revalidation = stale }
+            task.receipts.append(receiptID)
             enqueue(&task)
             tasks[taskID] = task
             tasksByKey[key] = taskID
+            receipts[receiptID] = receipt
             admission = .queued
         }
-        tasks[taskID]?.receipts.append(receiptID)
-        receipt.phase = .joined
-        if let attempt = tasks[taskID]?.startedAttempt { receipt.countAttempt(url: attempt.url, now: now) }
-        receipts[receiptID] = receipt
-        updateRateLimit(of: taskID)
         pump(now: now)
         if !request.wait { answer(waiter, .download(reply(receipt: receiptID, task: taskID))) }
         return admission
@@ -352,21 +356,22 @@ struct DownloadScheduler<Waiter> {
     mutating func responseArrived(
         _ transfer: TransferID, _ response: ResponseHead, retryAfter: Int64? = nil, now: Double
     ) -> Bool {
-        guard var task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
-        if response.status == 304, task.revalidation != nil { return true }
-        task.figures.expected = response.announcedLength
-        task.figures.contentType = response.contentType
-        tasks[task.id] = task
-        var refused = task.receipts.compactMap { id -> (ReceiptID, Outcome)? in
+        guard let index = tasks.index(forKey: transfer.task), tasks.values[index].attempt == transfer.attempt else { return false }
+        if response.status == 304, tasks.values[index].revalidation != nil { return true }
+        let length = response.announcedLength
+        tasks.values[index].figures.expected = length
+        tasks.values[index].figures.contentType = response.contentType
+        var refused = tasks.values[index].receipts.compactMap { id -> (ReceiptID, Outcome)? in
             guard let request = receipts[id]?.request,
-                let failure = request.refusal(of: response, size: response.announcedLength, memoryBodyLimit: settings.maxMemoryBody)
+                let failure = request.refusal(of: response, size: length, memoryBodyLimit: settings.maxMemoryBody)
             else { return nil }
             var outcome = Outcome(url: request.url, response: response)
             outcome.error = failure
             return (id, outcome)
         }
         // A status outside 200–299 refuses every receipt alike.
-        if case .running = task.state, let failure = refused.first?.1.error, failure.code == .httpStatus {
+        if case .running = tasks.values[index].state, let failure = refused.first?.1.error, failure.code == .httpStatus {
+            let task = tasks.values[index]
             let plan = retryPlan(for: task, after: failure, status: response.status, retryAfter: retryAfter, now: now)
             let retryAfters = Dictionary(plan.ending.map { ($0.receipt, $0.retryAfter) }, uniquingKeysWith: { first, _ in first })
             refused = refused.compactMap { id, outcome in
@@ -381,7 +386,7 @@ struct DownloadScheduler<Waiter> {
                 return false
             }
         }
-        return end(refused, of: task.id, now: now)
+        return end(refused, of: transfer.task, now: now)
     }
 
     /// `received` bytes of body have arrived, which take `textLength` bytes
@@ -391,25 +396,30 @@ struct DownloadScheduler<Waiter> {
     mutating func dataArrived(
         _ transfer: TransferID, received: Int64, textLength: Int64? = nil, expected: Int64?, now: Double
     ) -> Bool {
-        guard var task = tasks[transfer.task], task.attempt == transfer.attempt else { return false }
-        task.figures.received = received
-        if expected != nil { task.figures.expected = expected }
-        tasks[task.id] = task
+        guard let index = tasks.index(forKey: transfer.task), tasks.values[index].attempt == transfer.attempt else { return false }
+        tasks.values[index].figures.received = received
+        if expected != nil { tasks.values[index].figures.expected = expected }
+        let figures = tasks.values[index].figures
+        // A running task with nothing held back yet waits for the interval's end.
+        var startsWait = false
+        if case .running(let running) = tasks.values[index].state { startsWait = running.progressDueAt == nil }
         var tooLarge: [(ReceiptID, Outcome)] = []
-        for id in task.receipts {
+        for id in tasks.values[index].receipts {
             guard let request = receipts[id]?.request else { continue }
-            // Other charsets may take fewer bytes than UTF-8 read as it is.
-            let decodesAsUTF8 = TextDecoding.isUTF8(request.textCharset(contentType: task.figures.contentType))
+            // Other charsets may take fewer bytes than UTF-8 read as it is;
+            // only a `text` receipt's limit counts what its text takes.
+            let decodesAsUTF8 = textLength != nil && request.body == .text
+                && TextDecoding.isUTF8(request.textCharset(contentType: figures.contentType))
             let failure = request.limitRefusal(
                 received: received, textLength: decodesAsUTF8 ? textLength : nil, memoryBodyLimit: settings.maxMemoryBody)
             if let failure { tooLarge.append((id, Outcome(url: request.url, failure: failure))) }
         }
-        if !tooLarge.isEmpty, !end(tooLarge, of: task.id, now: now) { return false }
-        if now - task.figures.lastProgressAt >= settings.progressInterval {
-            emitProgress(task.id, now: now)
-        } else if case .running(let running) = task.state, running.progressDueAt == nil {
-            let due = task.figures.lastProgressAt + settings.progressInterval
-            tasks[task.id]?.progressDueAt = due
+        if !tooLarge.isEmpty, !end(tooLarge, of: transfer.task, now: now) { return false }
+        if now - figures.lastProgressAt >= settings.progressInterval {
+            emitProgress(transfer.task, now: now)
+        } else if startsWait {
+            let due = figures.lastProgressAt + settings.progressInterval
+            tasks[transfer.task]?.progressDueAt = due
             actions.append(.wake(at: due))
         }
         return true
@@ -740,13 +750,17 @@ struct DownloadScheduler<Waiter> {
     private mutating func pump(now: Double) {
         guard !isShutDown else { return }
         while running < settings.maxActive {
-            var queue = self.queue
-            self.queue = RunQueue()
-            let next = queue.next(settings.prioritization) { id, generation in
-                guard let task = tasks[id], case .queued = task.state else { return false }
-                return task.queueGeneration == generation
+            let next: TaskID?
+            do {
+                // Read through a second reference to the map, so the queue
+                // is taken from in place; it goes before `start` changes
+                // the map, which would otherwise copy it whole.
+                let tasks = self.tasks
+                next = queue.next(settings.prioritization) { id, generation in
+                    guard let task = tasks[id], case .queued = task.state else { return false }
+                    return task.queueGeneration == generation
+                }
             }
-            self.queue = queue
             guard let id = next, let task = tasks[id] else { return }
             if endExpiredRetries(of: task, now: now) { start(id, now: now) }
         }

@@ -1,0 +1,80 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The directory the last destinations lay in, kept open with what was
+/// found of it, so that a run of downloads into one directory opens and
+/// checks it once rather than per body (open, `faccessat`, `fstat`,
+/// close). Each use checks, with one `stat` of its path, that the path
+/// still names that directory with the same owner and mode; else it is
+/// opened and checked anew. Only for destinations the client is trusted
+/// with (no download root): under a root each body's walk is made anew.
+/// The owner closes them (`closeAll`) whenever no transfer runs, so an
+/// idle courier holds no directory open (one that would keep its file
+/// system from being unmounted). Used on the engine's thread alone.
+final class DestinationParents {
+    /// A destination's directory, open.
+    struct Parent {
+        let directory: DirectoryHandle
+        /// Courier may create files in it.
+        let isWritable: Bool
+        /// The file system it is on.
+        let device: dev_t
+    }
+
+    private struct Entry {
+        let path: String
+        let parent: Parent
+        let identity: Identity
+    }
+
+    /// What tells a directory apart, and what decides who may write in it.
+    private struct Identity: Equatable {
+        let device: dev_t
+        let inode: ino_t
+        let mode: mode_t
+        let owner: uid_t
+        let group: gid_t
+
+        init(_ info: stat) {
+            (device, inode, mode, owner, group) = (info.st_dev, info.st_ino, info.st_mode, info.st_uid, info.st_gid)
+        }
+    }
+
+    /// The directories kept, the latest last.
+    private var entries: [Entry] = []
+    /// How many directories are kept open.
+    static let limit = 4
+
+    init() {}
+
+    /// The directory at `path` (a path from the client, symbolic links
+    /// followed), open; nil when it cannot be opened.
+    func parent(at path: String) -> Parent? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        let identity = Identity(info)
+        if let index = entries.lastIndex(where: { $0.path.isExactly(path) }) {
+            let entry = entries[index]
+            if entry.identity == identity { return entry.parent }
+            entries.remove(at: index)
+        }
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        let directory = DirectoryHandle(fd: fd, path: path)
+        guard fstat(fd, &info) == 0 else { return nil }
+        let parent = Parent(directory: directory, isWritable: faccessat(fd, ".", W_OK, 0) == 0, device: info.st_dev)
+        if entries.count == Self.limit { entries.removeFirst() }
+        entries.append(Entry(path: path, parent: parent, identity: Identity(info)))
+        return parent
+    }
+
+    /// Lets every directory go (each closes once no body uses it).
+    func closeAll() {
+        entries = []
+    }
+}
+
+@available(*, unavailable) extension DestinationParents: Sendable {}
