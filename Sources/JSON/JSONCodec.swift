@@ -58,25 +58,53 @@ public enum JSONCodec {
     /// significant digits (at most 17) that round-trip every real in the
     /// value, so `0.1` is written `0.1`. Non-finite reals become `null`.
     public static func encode(_ value: JSON) -> [UInt8] {
+        var text: [UInt8] = []
+        encode(value, into: &text)
+        return text
+    }
+
+    /// Appends `value`'s text, as `encode(_:)` writes it, to `text`.
+    public static func encode(_ value: JSON, into text: inout [UInt8]) {
         var precision = 1
         let root = makeJSONT(value, precision: &precision)
+        dump(root, precision: precision, into: &text)
+    }
+
+    /// Appends the text of the object `members` writes to `text`: what
+    /// `encode(_:)` writes for the same members, with no `JSON` value made
+    /// on the way. `members` must give keys in byte order, as `encode`
+    /// sorts them.
+    public static func encodeObject(into text: inout [UInt8], _ members: (JSONObjectWriter) -> Void) {
+        var precision = 1
+        let root = json_object()!
+        withUnsafeMutablePointer(to: &precision) { precision in
+            members(JSONObjectWriter(object: root, precision: precision))
+        }
+        dump(root, precision: precision, into: &text)
+    }
+
+    /// Dumps the tree `root`, whose reference it takes, onto the end of
+    /// `text`: through jansson's callback, so the text is copied once, into
+    /// a buffer the caller may reuse, rather than into a C string first.
+    private static func dump(_ root: UnsafeMutablePointer<json_t>, precision: Int, into text: inout [UInt8]) {
         defer { courier_json_decref(root) }
         // Keys go in sorted as the tree is built and jansson keeps insertion
         // order, so JSON_SORT_KEYS (a sort and a look-up per key, in every
         // object, on every dump) is not needed for sorted output.
         let flags = Int(JSON_COMPACT | JSON_ENCODE_ANY) | courier_json_real_precision(Int32(precision))
-        // One pass into jansson's growing buffer: sizing a fixed buffer first
-        // would dump every message larger than it twice.
-        guard let text = json_dumps(root, flags) else { return [] }
-        defer { free(text) }
-        return text.withMemoryRebound(to: UInt8.self, capacity: 1) { bytes in
-            Array(UnsafeBufferPointer(start: bytes, count: strlen(text)))
+        withUnsafeMutablePointer(to: &text) { text in
+            _ = json_dump_callback(root, { chunk, size, context in
+                guard let chunk, let context else { return -1 }
+                let bytes = UnsafeRawBufferPointer(start: chunk, count: size)
+                context.assumingMemoryBound(to: [UInt8].self).pointee.append(contentsOf: bytes)
+                return 0
+            }, text, flags)
         }
     }
 
     /// Builds a jansson tree holding a new reference, and raises `precision`
     /// to what the reals in it need.
-    private static func makeJSONT(_ value: JSON, precision: inout Int) -> UnsafeMutablePointer<json_t> {
+    static func makeJSONT(_ value: JSON, precision: inout Int) -> UnsafeMutablePointer<json_t> {
         switch value {
         case .null:
             return json_null()
@@ -99,7 +127,7 @@ public enum JSONCodec {
         case .object(let members):
             let object = json_object()!
             // By bytes, as jansson's JSON_SORT_KEYS compares them.
-            for (key, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+            for (key, member) in members.sorted(by: { precedes($0.key, $1.key) }) {
                 let child = makeJSONT(member, precision: &precision)
                 _ = withChars(key) { chars, count in json_object_setn_new_nocheck(object, chars, count, child) }
             }
@@ -107,9 +135,26 @@ public enum JSONCodec {
         }
     }
 
+    /// Whether `a`'s UTF-8 bytes sort before `b`'s: the order of keys in
+    /// the text, as jansson's JSON_SORT_KEYS compares them.
+    static func precedes(_ a: String, _ b: String) -> Bool {
+        var a = a
+        var b = b
+        return a.withUTF8 { a in
+            b.withUTF8 { b in
+                let common = min(a.count, b.count)
+                if common > 0, let left = a.baseAddress, let right = b.baseAddress {
+                    let order = memcmp(left, right, common)
+                    if order != 0 { return order < 0 }
+                }
+                return a.count < b.count
+            }
+        }
+    }
+
     /// Calls `body` with the UTF-8 bytes of `text` (which may hold NUL) and
     /// their count.
-    private static func withChars<R>(_ text: String, _ body: (UnsafePointer<CChar>, Int) -> R) -> R {
+    static func withChars<R>(_ text: String, _ body: (UnsafePointer<CChar>, Int) -> R) -> R {
         var text = text
         return text.withUTF8 { utf8 in
             guard let base = utf8.baseAddress, utf8.count > 0 else { return body("", 0) }

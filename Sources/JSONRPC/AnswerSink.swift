@@ -9,7 +9,7 @@ import JSON
 /// sends.
 public protocol AnswerSink: Sendable {
     /// Sends one message on its own.
-    func send(_ message: JSON)
+    func send(_ message: JSONMessage)
 
     /// The most bytes of answers that may wait for the rest of their batch
     /// at once.
@@ -23,4 +23,11 @@ public protocol AnswerSink: Sendable {
     /// Sends a batch's encoded answers as one array and gives back the room
     /// they took (`held` bytes, what `holdBatchAnswer` granted for them).
     func sendBatch(_ answers: [[UInt8]], held: Int)
+}
+
+extension AnswerSink {
+    /// Sends one message on its own.
+    public func send(_ message: JSON) {
+        send(JSONMessage(message))
+    }
 }

@@ -32,9 +32,10 @@ final class BatchCollector: Sendable {
     /// True once an answer found no room: requests not yet run are not run.
     var isFull: Bool { state.withLock { $0.isFull } }
 
-    /// Keeps the answer at `index`, or its stand-in when there is no room.
-    func fill(_ index: Int, with response: JSON) {
-        let encoded = JSONCodec.encode(response)
+    /// Keeps the answer at `index` to the request `id`, or its stand-in
+    /// when there is no room.
+    func fill(_ index: Int, id: JSON, with response: JSONMessage) {
+        let encoded = response.encoded
         let kept = state.withLock { state in
             guard !state.isFull, sink.holdBatchAnswer(encoded.count + 1) else {
                 state.isFull = true
@@ -43,7 +44,7 @@ final class BatchCollector: Sendable {
             state.held += encoded.count + 1
             return true
         }
-        store(index, kept ? encoded : tooLarge(id: response["id"] ?? .null, ran: true))
+        store(index, kept ? encoded : tooLarge(id: id, ran: true))
     }
 
     /// Answers the request at `index`, which is not run, with -32002.

@@ -95,20 +95,49 @@ public final class Connection: AnswerSink {
     /// current state (such as progress), where the newest makes the older
     /// ones redundant.
     public func send(notification method: String, params: JSON, coalescingKey: String? = nil) {
-        send(["jsonrpc": "2.0", "method": .string(method), "params": params], coalescingKey: coalescingKey)
+        send(notificationOf: method, estimate: params.estimatedEncodedCount, coalescingKey: coalescingKey) { object in
+            object.set("params", params)
+        }
     }
 
-    public func send(_ message: JSON) {
+    /// Sends a notification whose params are the object `params` writes
+    /// (see `JSONObjectWriter`), about `estimate` bytes long, from values it
+    /// holds: no `JSON` value is made for them. `coalescingKey` as above.
+    public func send(
+        notification method: String, estimate: Int, coalescingKey: String? = nil,
+        params: @escaping @Sendable (JSONObjectWriter) -> Void
+    ) {
+        send(notificationOf: method, estimate: estimate, coalescingKey: coalescingKey) { object in
+            object.set("params", object: params)
+        }
+    }
+
+    /// `{"jsonrpc", "method", "params"}`, in the order the text sorts them:
+    /// `params` writes the last member.
+    private func send(
+        notificationOf method: String, estimate: Int, coalescingKey: String?,
+        _ params: @escaping @Sendable (JSONObjectWriter) -> Void
+    ) {
+        let message = JSONMessage(estimate: estimate + method.utf8.count + 40) { object in
+            object.set("jsonrpc", "2.0")
+            object.set("method", method)
+            params(object)
+        }
+        send(message, coalescingKey: coalescingKey)
+    }
+
+    public func send(_ message: JSONMessage) {
         send(message, coalescingKey: nil)
     }
 
-    /// The message is encoded on the writer's thread, so that a thread
-    /// sending many messages (the reading thread answering pipelined
-    /// requests) and the writer share the work.
-    private func send(_ message: JSON, coalescingKey: String?) {
+    /// The message is encoded on the writer's thread, straight into what it
+    /// writes, so that a thread sending many messages (the reading thread
+    /// answering pipelined requests, the engine's finishing downloads) and
+    /// the writer share the work.
+    private func send(_ message: JSONMessage, coalescingKey: String?) {
         let framing = detected.withLock { $0 } ?? .ndjson
-        output.enqueue(estimate: message.estimatedEncodedCount + 1, coalescingKey: coalescingKey, wake: !isBatchingOutput) {
-            framing.frame(JSONCodec.encode(message))
+        output.enqueue(estimate: message.estimate + 1, coalescingKey: coalescingKey, wake: !isBatchingOutput) { buffer in
+            framing.frame(into: &buffer, message.encode)
         }
     }
 
@@ -122,8 +151,8 @@ public final class Connection: AnswerSink {
     /// The array is framed on the writer's thread.
     public func sendBatch(_ answers: [[UInt8]], held: Int) {
         let framing = detected.withLock { $0 } ?? .ndjson
-        output.enqueue(estimate: Framing.arrayLength(answers) + 1, releasingHeld: held, wake: !isBatchingOutput) {
-            framing.frame(array: answers)
+        output.enqueue(estimate: Framing.arrayLength(answers) + 1, releasingHeld: held, wake: !isBatchingOutput) { buffer in
+            framing.frame(array: answers, into: &buffer)
         }
     }
 

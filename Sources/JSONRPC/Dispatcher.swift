@@ -101,17 +101,17 @@ public final class Dispatcher: Sendable {
             if batch.isFull {
                 batch.refuse(index, id: element.id)
             } else {
-                handle(element, batch: batch, send: { batch.fill(index, with: $0) })
+                handle(element, batch: batch, send: { [id = element.id] in batch.fill(index, id: id, with: $0) })
             }
         }
     }
 
     private func handle(
-        _ incoming: Incoming, batch: BatchCollector? = nil, send: @escaping @Sendable (JSON) -> Void
+        _ incoming: Incoming, batch: BatchCollector? = nil, send: @escaping @Sendable (JSONMessage) -> Void
     ) {
         switch incoming {
         case .invalid(let id, let error):
-            send(Self.errorResponse(id: id, error))
+            send(JSONMessage(Self.errorResponse(id: id, error)))
         case .response(let message):
             logger.debug("ignoring a response from the client: \(message)")
         case .notification(let method, let params):

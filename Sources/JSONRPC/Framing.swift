@@ -21,21 +21,38 @@ public enum Framing: String, Sendable, CaseIterable {
         }
     }
 
+    /// Appends to `buffer` one message that `write` appends, framed: the
+    /// message is written once, in place.
+    public func frame(into buffer: inout [UInt8], _ write: (inout [UInt8]) -> Void) {
+        let start = buffer.count
+        write(&buffer)
+        switch self {
+        case .lsp:
+            buffer.insert(contentsOf: "Content-Length: \(buffer.count - start)\r\n\r\n".utf8, at: start)
+        case .ndjson:
+            buffer.append(UInt8(ascii: "\n"))
+        }
+    }
+
     /// Wraps encoded values, as the elements of one JSON array, for the
     /// wire, copying each once.
     public func frame(array elements: [[UInt8]]) -> [UInt8] {
-        let length = Self.arrayLength(elements)
-        let header = self == .lsp ? Array("Content-Length: \(length)\r\n\r\n".utf8) : []
-        var framed = header
-        framed.reserveCapacity(header.count + length + 1)
-        framed.append(UInt8(ascii: "["))
-        for (index, element) in elements.enumerated() {
-            if index > 0 { framed.append(UInt8(ascii: ",")) }
-            framed.append(contentsOf: element)
-        }
-        framed.append(UInt8(ascii: "]"))
-        if self == .ndjson { framed.append(UInt8(ascii: "\n")) }
+        var framed: [UInt8] = []
+        framed.reserveCapacity(Self.arrayLength(elements) + 32)
+        frame(array: elements, into: &framed)
         return framed
+    }
+
+    /// Appends the framed array of `elements` to `buffer`, copying each once.
+    public func frame(array elements: [[UInt8]], into buffer: inout [UInt8]) {
+        if self == .lsp { buffer.append(contentsOf: "Content-Length: \(Self.arrayLength(elements))\r\n\r\n".utf8) }
+        buffer.append(UInt8(ascii: "["))
+        for (index, element) in elements.enumerated() {
+            if index > 0 { buffer.append(UInt8(ascii: ",")) }
+            buffer.append(contentsOf: element)
+        }
+        buffer.append(UInt8(ascii: "]"))
+        if self == .ndjson { buffer.append(UInt8(ascii: "\n")) }
     }
 
     /// The bytes of the JSON array of `elements`.

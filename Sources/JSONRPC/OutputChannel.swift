@@ -45,9 +45,10 @@ final class OutputChannel: Sendable {
     /// One framed message waiting for the writer, or what makes it.
     private struct Entry {
         var bytes: [UInt8]
-        /// When set, makes `bytes` on the writer's thread; `bytes` is empty
-        /// until then and `estimate` stands for its size in `queued`.
-        var encode: (@Sendable () -> [UInt8])? = nil
+        /// When set, appends the framed message to the writer's buffer, on
+        /// the writer's thread; `bytes` is empty and `estimate` stands for
+        /// its size in `queued` until then.
+        var encode: (@Sendable (inout [UInt8]) -> Void)? = nil
         var estimate = 0
         var key: String?
 
@@ -111,12 +112,13 @@ final class OutputChannel: Sendable {
         append(Entry(bytes: bytes, key: coalescingKey), wake: wake)
     }
 
-    /// Queues a message that `encode` makes, framed, on the writer's thread;
-    /// until then it counts as `estimate` bytes. `encode` must not touch
-    /// this channel. `releasingHeld` gives back room `hold` took for it.
+    /// Queues a message that `encode` appends, framed, to the writer's
+    /// buffer on the writer's thread; until then it counts as `estimate`
+    /// bytes. `encode` must not touch this channel. `releasingHeld` gives
+    /// back room `hold` took for it.
     func enqueue(
         estimate: Int, coalescingKey: String? = nil, releasingHeld: Int = 0, wake: Bool = true,
-        _ encode: @escaping @Sendable () -> [UInt8]
+        _ encode: @escaping @Sendable (inout [UInt8]) -> Void
     ) {
         append(
             Entry(bytes: [], encode: encode, estimate: max(estimate, 1), key: coalescingKey), releasingHeld: releasingHeld,
@@ -203,6 +205,10 @@ final class OutputChannel: Sendable {
     }
 
     private func writeLoop() {
+        /// What is encoded and not yet written; its room is kept from one
+        /// chunk to the next, unless a large message grew it.
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(writeSlice * 2)
         while true {
             let chunk = state.wait(until: { $0.hasWork }, wake: false) { state in
                 defer {
@@ -213,7 +219,9 @@ final class OutputChannel: Sendable {
                 return state.pending
             }
 
-            let ok = writeAll(chunk)
+            let ok = writeAll(chunk, through: &buffer)
+            if buffer.capacity > writeSlice * 4 { buffer = [] }
+            buffer.removeAll(keepingCapacity: true)
 
             state.withLock { state in
                 state.writing = false
@@ -229,30 +237,29 @@ final class OutputChannel: Sendable {
         }
     }
 
-    /// Writes the entries in slices of about `writeSlice` bytes, encoding
-    /// those that wait for it as it reaches them, and counting each slice
-    /// off `queued` as soon as it is written.
-    private func writeAll(_ entries: [Entry]) -> Bool {
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(writeSlice)
+    /// Writes the entries in slices of about `writeSlice` bytes, gathered
+    /// in `buffer`, encoding those that wait for it into it as it reaches
+    /// them, and counting each slice off `queued` as soon as it is written.
+    /// A ready message of a slice or more is written from where it is.
+    private func writeAll(_ entries: [Entry], through buffer: inout [UInt8]) -> Bool {
         /// Real sizes minus estimates of the entries encoded and not yet
         /// counted in `queued`.
         var correction = 0
         for entry in entries {
-            var bytes = entry.bytes
             if let encode = entry.encode {
-                bytes = encode()
-                correction += bytes.count - entry.estimate
+                let start = buffer.count
+                encode(&buffer)
+                correction += buffer.count - start - entry.estimate
+            } else if entry.bytes.count >= writeSlice {
+                guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return false }
+                buffer.removeAll(keepingCapacity: true)
+                guard writeSlices(entry.bytes, correction: &correction) else { return false }
+            } else {
+                buffer.append(contentsOf: entry.bytes)
             }
-            if bytes.isEmpty { continue }
-            if !buffer.isEmpty, buffer.count + bytes.count > writeSlice {
+            if buffer.count >= writeSlice {
                 guard writeSlices(buffer, correction: &correction) else { return false }
                 buffer.removeAll(keepingCapacity: true)
-            }
-            if bytes.count >= writeSlice {
-                guard writeSlices(bytes, correction: &correction) else { return false }
-            } else {
-                buffer.append(contentsOf: bytes)
             }
         }
         guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return false }

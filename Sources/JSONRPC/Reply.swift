@@ -7,13 +7,13 @@ import Locking
 public final class Reply: Sendable {
     public let id: JSON
     public let method: String
-    private let sink: @Sendable (JSON) -> Void
+    private let sink: @Sendable (JSONMessage) -> Void
     private let answered = Locked(false)
     /// The batch whose array carries this answer; nil for a request sent
     /// alone.
     private let batch: BatchCollector?
 
-    init(id: JSON, method: String, batch: BatchCollector? = nil, sink: @escaping @Sendable (JSON) -> Void) {
+    init(id: JSON, method: String, batch: BatchCollector? = nil, sink: @escaping @Sendable (JSONMessage) -> Void) {
         self.id = id
         self.method = method
         self.batch = batch
@@ -35,11 +35,18 @@ public final class Reply: Sendable {
     }
 
     public func success(_ result: JSON) {
-        send(["jsonrpc": "2.0", "id": id, "result": result])
+        send(Self.response(id: id, estimate: result.estimatedEncodedCount) { $0.set("result", result) })
+    }
+
+    /// Answers with the object `result` writes (see `JSONObjectWriter`)
+    /// from values it holds, about `estimate` bytes long: no `JSON` value
+    /// is made for it.
+    public func success(estimate: Int, _ result: @escaping @Sendable (JSONObjectWriter) -> Void) {
+        send(Self.response(id: id, estimate: estimate) { $0.set("result", object: result) })
     }
 
     public func failure(_ error: RPCError) {
-        send(["jsonrpc": "2.0", "id": id, "error": error.json])
+        send(Self.failure(id: id, error))
     }
 
     public func callAsFunction(_ result: Result<JSON, RPCError>) {
@@ -51,7 +58,29 @@ public final class Reply: Sendable {
 
     public var isAnswered: Bool { answered.withLock { $0 } }
 
-    private func send(_ response: JSON) {
+    /// A success response to the request `id`, `{"id", "jsonrpc", "result"}`
+    /// in the order the text sorts them: `result` writes the last member.
+    private static func response(
+        id: JSON, estimate: Int, _ result: @escaping @Sendable (JSONObjectWriter) -> Void
+    ) -> JSONMessage {
+        JSONMessage(estimate: estimate + id.estimatedEncodedCount + 30) { message in
+            message.set("id", id)
+            message.set("jsonrpc", "2.0")
+            result(message)
+        }
+    }
+
+    /// An error response to the request `id`, `{"error", "id", "jsonrpc"}`.
+    private static func failure(id: JSON, _ error: RPCError) -> JSONMessage {
+        let error = error.json
+        return JSONMessage(estimate: error.estimatedEncodedCount + id.estimatedEncodedCount + 30) { message in
+            message.set("error", error)
+            message.set("id", id)
+            message.set("jsonrpc", "2.0")
+        }
+    }
+
+    private func send(_ response: JSONMessage) {
         let first = answered.withLock { answered in
             defer { answered = true }
             return !answered
@@ -65,7 +94,7 @@ public final class Reply: Sendable {
 
     deinit {
         if !answered.withLock({ $0 }) {
-            sink(["jsonrpc": "2.0", "id": id, "error": RPCError(.internalError, "\(method) finished without a reply").json])
+            sink(Self.failure(id: id, RPCError(.internalError, "\(method) finished without a reply")))
         }
     }
 }

@@ -22,7 +22,8 @@ final class Collector: AnswerSink {
         self.observe = observe
     }
 
-    func send(_ message: JSON) {
+    func send(_ message: JSONMessage) {
+        let message = try! JSONCodec.decode(message.encoded)
         observe(message)
         sent.withLock { $0.append(message) }
         arrived.signal()

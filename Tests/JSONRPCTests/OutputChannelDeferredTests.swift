@@ -32,9 +32,9 @@ struct OutputChannelDeferredTests {
             if index % 2 == 0 {
                 channel.enqueue(bytes, wake: false)
             } else {
-                channel.enqueue(estimate: 10, wake: false) {
+                channel.enqueue(estimate: 10, wake: false) { buffer in
                     encoders.note()
-                    return bytes
+                    buffer += bytes
                 }
             }
         }
@@ -65,7 +65,7 @@ struct OutputChannelDeferredTests {
         let big = message("big", size: 80 << 10)
 
         // When a message estimated at 80 KiB is queued, held back
-        channel.enqueue(estimate: big.count, wake: false) { big }
+        channel.enqueue(estimate: big.count, wake: false) { $0 += big }
 
         // Then the channel stops being writable at once
         #expect(channel.queuedBytes == big.count)
@@ -89,7 +89,7 @@ struct OutputChannelDeferredTests {
         defer { pipe.close() }
         let channel = OutputChannel(fd: pipe.writeEnd, highWater: 64 << 10, lowWater: 16 << 10, writeSlice: 4096)
         let big = message("big", size: 80 << 10)
-        channel.enqueue(estimate: 1) { big }
+        channel.enqueue(estimate: 1) { $0 += big }
 
         // When the writer has encoded it and written what the pipe holds
         let deadline = Date().addingTimeInterval(10)

@@ -184,7 +184,7 @@ struct OutputChannelTests {
 
         // When what was held is enqueued, releasing its room
         let held = message("held", size: 16 << 10)
-        channel.enqueue(estimate: held.count, releasingHeld: 16 << 10, wake: true) { held }
+        channel.enqueue(estimate: held.count, releasingHeld: 16 << 10, wake: true) { $0 += held }
         // (the woken writer may already have put one slice into the pipe,
         // all its 4 KiB capacity takes)
         #expect(((76 << 10) - 4096...(76 << 10)).contains(channel.queuedBytes))
