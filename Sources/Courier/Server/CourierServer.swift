@@ -42,17 +42,11 @@ public final class CourierServer: Sendable {
         self.logger = logger
         self.dispatcher = Dispatcher(logger: logger)
         self.terminate = terminate
-        let emit: @Sendable (String, JSON) -> Void = { method, params in
-            connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
-        }
         let indicatorChanged: @Sendable (ActivityIndicator.VisibilityChange) -> Void = { change in
             let (method, params) = change.notification
-            emit(method, params)
+            connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
         }
-        let hold = NoticeHold { notice in
-            let (method, params) = Self.notification(notice)
-            emit(method, params)
-        }
+        let hold = NoticeHold { notice in Self.send(notice, on: connection) }
         let root = try CacheRoot(opening: configuration.cacheDir, logger: logger)
         self.cache = ResponseCache(configuration: configuration, root: root, logger: logger)
         let indicator = ActivityIndicator(
@@ -63,7 +57,7 @@ public final class CourierServer: Sendable {
             settings: configuration, root: root, cache: cache, indicator: indicator,
             answer: { reply, answer in
                 hold.answering(reply, about: answer.subject)
-                reply.success(Self.json(answer))
+                Self.send(answer, to: reply)
             },
             refuse: { reply, error in reply.failure(Self.rpcError(error)) },
             notify: { notice in hold.notify(notice) },
@@ -158,16 +152,12 @@ public final class CourierServer: Sendable {
     }
 
     /// Notifications that tell a current state: for a client that reads
-    /// slowly, a newer one for the same task (or view) replaces the one still
-    /// waiting. The kept one leaves where it happened, so it never follows
-    /// the receipt's `download/finished`.
+    /// slowly, a newer one for the same task and receipts (see
+    /// `send(_:on:)`), or view, replaces the one still waiting. The kept one
+    /// leaves where it happened, so it never follows the receipt's
+    /// `download/finished`.
     static func coalescingKey(_ method: String, _ params: JSON) -> String? {
         switch method {
-        case "download/progress":
-            params["task"]?.stringValue.map { task in
-                let receipts = params["receipts"]?.arrayValue?.compactMap(\.stringValue) ?? []
-                return "download/progress \(task) \(receipts.joined(separator: ","))"
-            }
         case "view/progress": params["view"]?.stringValue.map { "view/progress " + $0 }
         default: nil
         }

@@ -5,17 +5,18 @@ import JSONRPC
 extension CourierServer {
     static let unknownReceipt = ErrorCode(rawValue: -32001)
 
+    /// Answers `reply` with `answer`. A `download` answer, one for every
+    /// download, is written straight from its values on the output's
+    /// thread; the others go through `json(_:)`.
+    static func send(_ answer: Answer, to reply: Reply) {
+        guard case .download(let download) = answer else { return reply.success(json(answer)) }
+        reply.success(estimate: download.estimatedEncodedCount, download.write)
+    }
+
     static func json(_ answer: Answer) -> JSON {
         switch answer {
         case .download(let reply):
-            var object: [String: JSON] = [
-                "receipt": .string(reply.receipt.description), "task": .string(reply.task.description),
-                "state": .string(reply.state.wireName),
-                "reused": .bool(reply.reused),
-            ]
-            if let source = reply.source { object["source"] = .string(source.rawValue) }
-            if let outcome = reply.outcome { object["outcome"] = outcome.json }
-            return .object(object)
+            return JSON(object: reply.write)
         case .bound(_, let bound):
             return ["bound": .bool(bound)]
         case .cancelled(let count):
@@ -25,14 +26,34 @@ extension CourierServer {
         case .tasks(let reports):
             return [
                 "tasks": .array(reports.map { report in
-                    var object = report.figures.fields
-                    object["receipts"] = report.receipts.json
-                    object["state"] = .string(report.state.wireName)
-                    return .object(object)
+                    .init(object: { report.figures.write(to: $0, receipts: report.receipts, state: report.state) })
                 })
             ]
         case .receipt(let progress):
-            return progress.json
+            return JSON(object: { progress.figures.write(to: $0, receipt: progress.receipt, state: progress.state) })
+        }
+    }
+
+    /// Sends `notice` on `connection`. `download/progress` and
+    /// `download/finished`, several for every download, are written straight
+    /// from their values on the output's thread; the others go through
+    /// `notification(_:)`.
+    static func send(_ notice: Notice, on connection: Connection) {
+        switch notice {
+        case .progress(let figures, let receipts):
+            let key = "download/progress \(figures.task) \(receipts.map(\.description).joined(separator: ","))"
+            connection.send(notification: "download/progress", estimate: 160, coalescingKey: key) { params in
+                figures.write(to: params, receipts: receipts)
+            }
+        case .finished(let receipt, let task, let outcome):
+            connection.send(notification: "download/finished", estimate: outcome.estimatedEncodedCount + 40) { params in
+                params.set("outcome", object: outcome.write)
+                params.set("receipt", receipt.description)
+                params.set("task", task.description)
+            }
+        case .view, .retrying:
+            let (method, params) = notification(notice)
+            connection.send(notification: method, params: params, coalescingKey: coalescingKey(method, params))
         }
     }
 
@@ -40,9 +61,7 @@ extension CourierServer {
     static func notification(_ notice: Notice) -> (method: String, params: JSON) {
         switch notice {
         case .progress(let figures, let receipts):
-            var params = figures.fields
-            params["receipts"] = receipts.json
-            return ("download/progress", .object(params))
+            return ("download/progress", JSON(object: { figures.write(to: $0, receipts: receipts) }))
         case .finished(let receipt, let task, let outcome):
             return (
                 "download/finished",
@@ -119,24 +138,34 @@ extension [ReceiptID] {
     var json: JSON { .array(map { .string($0.description) }) }
 }
 
-extension TaskProgress {
-    var fields: [String: JSON] {
-        [
-            "task": .string(task.description),
-            "received": .integer(received),
-            "expected": expected.map(JSON.integer) ?? .null,
-            "fraction": fraction.map(JSON.double) ?? .null,
-            "bytesPerSecond": .double(bytesPerSecond),
-        ]
+extension DownloadReply {
+    /// The `download` answer's members.
+    func write(to object: JSONObjectWriter) {
+        if let outcome { object.set("outcome", object: outcome.write) }
+        object.set("receipt", receipt.description)
+        object.set("reused", reused)
+        if let source { object.set("source", source.rawValue) }
+        object.set("state", state.wireName)
+        object.set("task", task.description)
     }
+
+    var estimatedEncodedCount: Int { 80 + (outcome?.estimatedEncodedCount ?? 0) }
 }
 
-extension ReceiptProgress {
-    var json: JSON {
-        var object = figures.fields
-        object["receipt"] = .string(receipt.description)
-        object["state"] = .string(state.wireName)
-        return .object(object)
+extension TaskProgress {
+    /// The figures' members, with a receipt's or a task's `receipt`,
+    /// `receipts` and `state` among them where they sort.
+    func write(
+        to object: JSONObjectWriter, receipt: ReceiptID? = nil, receipts: [ReceiptID]? = nil, state: ReplyState? = nil
+    ) {
+        object.set("bytesPerSecond", bytesPerSecond)
+        object.set("expected", expected)
+        object.set("fraction", fraction)
+        if let receipt { object.set("receipt", receipt.description) }
+        if let receipts { object.set("receipts", strings: receipts.lazy.map(\.description)) }
+        object.set("received", received)
+        if let state { object.set("state", state.wireName) }
+        object.set("task", task.description)
     }
 }
 
@@ -161,54 +190,66 @@ extension RetryNotice {
     var params: JSON {
         [
             "task": .string(task.description), "receipts": receipts.json, "attempt": JSON(attempt),
-            "delay": .double(delay), "error": .object(error.fields(httpStatus: httpStatus)),
+            "delay": .double(delay), "error": JSON(object: { error.write(to: $0, httpStatus: httpStatus) }),
         ]
     }
 }
 
 extension TransferFailure {
     /// The members of an outcome's `error`; `httpStatus` is the response's
-    /// status, named for an `http_status` error.
-    func fields(httpStatus: Int?) -> [String: JSON] {
-        var detail: [String: JSON] = ["code": .string(code.rawValue), "message": .string(message)]
-        if code == .httpStatus, let httpStatus { detail["httpStatus"] = JSON(httpStatus) }
-        if let curlCode { detail["curlCode"] = .integer(Int64(curlCode)) }
-        if let expected { detail["expected"] = .string(expected) }
-        if let actual { detail["actual"] = .string(actual) }
-        return detail
+    /// status, named for an `http_status` error; `retryAfter` goes last.
+    func write(to object: JSONObjectWriter, httpStatus: Int?, retryAfter: Int64? = nil) {
+        if let actual { object.set("actual", actual) }
+        object.set("code", code.rawValue)
+        if let curlCode { object.set("curlCode", Int64(curlCode)) }
+        if let expected { object.set("expected", expected) }
+        if code == .httpStatus, let httpStatus { object.set("httpStatus", httpStatus) }
+        object.set("message", message)
+        if let retryAfter { object.set("retryAfter", retryAfter) }
     }
 }
 
 extension ImageInfo {
-    var json: JSON { ["format": .string(format), "width": JSON(width), "height": JSON(height)] }
+    func write(to object: JSONObjectWriter) {
+        object.set("format", format)
+        object.set("height", height)
+        object.set("width", width)
+    }
 }
 
 extension Outcome {
-    var json: JSON {
-        var object: [String: JSON] = [
-            "ok": .bool(ok),
-            "url": .string(url),
-            "finalUrl": .string(finalURL),
-            "status": status.map { JSON($0) } ?? .null,
-            "httpVersion": JSON(httpVersion),
-            "headers": .object(headers.mapValues(JSON.string)),
-            "contentType": JSON(contentType),
-            "size": .integer(size),
-            "source": .string(source.rawValue),
-            "durationMs": .double((durationMs * 1000).rounded() / 1000),
-            "attempts": JSON(attempts),
-        ]
-        if let path { object["path"] = .string(path) }
-        if let text { object["text"] = .string(text) }
-        if let base64 { object["base64"] = .string(base64) }
-        if let image { object["image"] = image.json }
-        if let resumedFrom, resumedFrom > 0 { object["resumedFrom"] = .integer(resumedFrom) }
+    var json: JSON { JSON(object: write) }
+
+    /// The outcome's members, as `download/finished` carries them.
+    func write(to object: JSONObjectWriter) {
+        object.set("attempts", attempts)
+        if let base64 { object.set("base64", base64) }
+        object.set("contentType", contentType)
+        object.set("durationMs", (durationMs * 1000).rounded() / 1000)
         if let error {
-            var detail = error.fields(httpStatus: status)
-            if let retryAfter { detail["retryAfter"] = .integer(retryAfter) }
-            object["error"] = .object(detail)
+            object.set("error", object: { error.write(to: $0, httpStatus: status, retryAfter: retryAfter) })
         }
-        return .object(object)
+        object.set("finalUrl", finalURL)
+        object.set("headers", strings: headers)
+        object.set("httpVersion", httpVersion)
+        if let image { object.set("image", object: image.write) }
+        object.set("ok", ok)
+        if let path { object.set("path", path) }
+        if let resumedFrom, resumedFrom > 0 { object.set("resumedFrom", resumedFrom) }
+        object.set("size", size)
+        object.set("source", source.rawValue)
+        object.set("status", status.map(Int64.init))
+        if let text { object.set("text", text) }
+        object.set("url", url)
+    }
+
+    /// About how many bytes `write` makes: exact but for escapes and reals.
+    var estimatedEncodedCount: Int {
+        var count = 200 + url.utf8.count + finalURL.utf8.count + (contentType?.utf8.count ?? 0)
+        count += (path?.utf8.count ?? 0) + (text?.utf8.count ?? 0) + (base64?.utf8.count ?? 0)
+        for (name, value) in headers { count += name.utf8.count + value.utf8.count + 6 }
+        if let error { count += 60 + error.message.utf8.count }
+        return count
     }
 }
 
