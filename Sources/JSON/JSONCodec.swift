@@ -67,36 +67,55 @@ public enum JSONCodec {
     public static func encode(_ value: JSON, into text: inout [UInt8]) {
         var precision = 1
         let root = makeJSONT(value, precision: &precision)
-        dump(root, precision: precision, into: &text)
+        dump(root, precision: precision, into: &text, sizeHint: value.estimatedEncodedCount)
     }
 
     /// Appends the text of the object `members` writes to `text`: what
     /// `encode(_:)` writes for the same members, with no `JSON` value made
     /// on the way. `members` must give keys in byte order, as `encode`
-    /// sorts them.
-    public static func encodeObject(into text: inout [UInt8], _ members: (JSONObjectWriter) -> Void) {
+    /// sorts them. `sizeHint` is about how long the text is.
+    public static func encodeObject(
+        into text: inout [UInt8], sizeHint: Int = 1024, _ members: (JSONObjectWriter) -> Void
+    ) {
         var precision = 1
         let root = json_object()!
         withUnsafeMutablePointer(to: &precision) { precision in
             members(JSONObjectWriter(object: root, precision: precision))
         }
-        dump(root, precision: precision, into: &text)
+        dump(root, precision: precision, into: &text, sizeHint: sizeHint)
     }
 
     /// Dumps the tree `root`, whose reference it takes, onto the end of
-    /// `text`: through jansson's callback, so the text is copied once, into
-    /// a buffer the caller may reuse, rather than into a C string first.
-    private static func dump(_ root: UnsafeMutablePointer<json_t>, precision: Int, into text: inout [UInt8]) {
+    /// `text`, about `sizeHint` bytes: straight into room made at the end of
+    /// `text`, which jansson fills in one pass; a text longer than that room
+    /// is dumped again, through jansson's callback, which appends it piece
+    /// by piece. Never into a C string that would be measured and copied.
+    private static func dump(
+        _ root: UnsafeMutablePointer<json_t>, precision: Int, into text: inout [UInt8], sizeHint: Int
+    ) {
         defer { courier_json_decref(root) }
         // Keys go in sorted as the tree is built and jansson keeps insertion
         // order, so JSON_SORT_KEYS (a sort and a look-up per key, in every
         // object, on every dump) is not needed for sorted output.
         let flags = Int(JSON_COMPACT | JSON_ENCODE_ANY) | courier_json_real_precision(Int32(precision))
+        let start = text.count
+        let hint = max(sizeHint, 0)
+        let room = hint + hint / 8 + 64
+        text.append(contentsOf: repeatElement(0, count: room))
+        let size = text.withUnsafeMutableBufferPointer { buffer in
+            (buffer.baseAddress! + start).withMemoryRebound(to: CChar.self, capacity: room) { json_dumpb(root, $0, room, flags) }
+        }
+        text.removeLast(size <= room ? room - size : room)
+        guard size > room else { return }
         withUnsafeMutablePointer(to: &text) { text in
             _ = json_dump_callback(root, { chunk, size, context in
                 guard let chunk, let context else { return -1 }
-                let bytes = UnsafeRawBufferPointer(start: chunk, count: size)
-                context.assumingMemoryBound(to: [UInt8].self).pointee.append(contentsOf: bytes)
+                // Typed, so that appending is one copy rather than a loop
+                // over the bytes.
+                chunk.withMemoryRebound(to: UInt8.self, capacity: size) { bytes in
+                    context.assumingMemoryBound(to: [UInt8].self).pointee
+                        .append(contentsOf: UnsafeBufferPointer(start: bytes, count: size))
+                }
                 return 0
             }, text, flags)
         }

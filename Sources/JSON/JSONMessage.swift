@@ -16,7 +16,7 @@ public struct JSONMessage: Sendable {
     /// values the closure holds.
     public init(estimate: Int, object members: @escaping @Sendable (JSONObjectWriter) -> Void) {
         self.estimate = estimate
-        write = { JSONCodec.encodeObject(into: &$0, members) }
+        write = { JSONCodec.encodeObject(into: &$0, sizeHint: estimate, members) }
     }
 
     /// Appends the text to `text`.
@@ -27,7 +27,6 @@ public struct JSONMessage: Sendable {
     /// The text.
     public var encoded: [UInt8] {
         var text: [UInt8] = []
-        text.reserveCapacity(estimate)
         encode(into: &text)
         return text
     }

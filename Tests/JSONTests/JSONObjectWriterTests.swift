@@ -57,6 +57,19 @@ struct JSONObjectWriterTests {
         #expect(String(decoding: text, as: UTF8.self) == #"head {"a":1}[true]"#)
     }
 
+    @Test(arguments: [0, 10, 100, 100_000])
+    func theTextIsWholeWhateverTheHint(sizeHint: Int) {
+        // Given text longer than some hints and shorter than others
+        let long = String(repeating: "é\"x", count: 300)
+        var text = Array("[".utf8)
+
+        // When it is written with the hint
+        JSONCodec.encodeObject(into: &text, sizeHint: sizeHint) { $0.set("a", long) }
+
+        // Then the text is whole, after what was there, with nothing left over
+        #expect(text == Array("[".utf8) + JSONCodec.encode(["a": .string(long)]))
+    }
+
     @Test func aMessageEncodesAsItsValueAndEstimatesItsSize() {
         let value: JSON = ["id": 1, "result": ["a": "b"]]
         let message = JSONMessage(value)
