@@ -85,11 +85,16 @@ public enum JSONCodec {
         dump(root, precision: precision, into: &text, sizeHint: sizeHint)
     }
 
+    /// Room made at the end of a buffer for a text to be dumped into:
+    /// appended by copying, so making it is one `memcpy` in any build.
+    private static let zeros = [UInt8](repeating: 0, count: 16 << 10)
+
     /// Dumps the tree `root`, whose reference it takes, onto the end of
-    /// `text`, about `sizeHint` bytes: straight into room made at the end of
-    /// `text`, which jansson fills in one pass; a text longer than that room
-    /// is dumped again, through jansson's callback, which appends it piece
-    /// by piece. Never into a C string that would be measured and copied.
+    /// `text`, about `sizeHint` bytes: a text expected within `zeros` goes
+    /// straight into room made at the end of `text`, which jansson fills in
+    /// one pass; a longer one (or one longer than expected, dumped again)
+    /// through jansson's callback, which appends it piece by piece. Never
+    /// into a C string that would be measured and copied.
     private static func dump(
         _ root: UnsafeMutablePointer<json_t>, precision: Int, into text: inout [UInt8], sizeHint: Int
     ) {
@@ -101,12 +106,16 @@ public enum JSONCodec {
         let start = text.count
         let hint = max(sizeHint, 0)
         let room = hint + hint / 8 + 64
-        text.append(contentsOf: repeatElement(0, count: room))
-        let size = text.withUnsafeMutableBufferPointer { buffer in
-            (buffer.baseAddress! + start).withMemoryRebound(to: CChar.self, capacity: room) { json_dumpb(root, $0, room, flags) }
+        if room <= zeros.count {
+            text.append(contentsOf: zeros[..<room])
+            let size = text.withUnsafeMutableBufferPointer { buffer in
+                (buffer.baseAddress! + start).withMemoryRebound(to: CChar.self, capacity: room) {
+                    json_dumpb(root, $0, room, flags)
+                }
+            }
+            text.removeLast(size <= room ? room - size : room)
+            guard size > room else { return }
         }
-        text.removeLast(size <= room ? room - size : room)
-        guard size > room else { return }
         withUnsafeMutablePointer(to: &text) { text in
             _ = json_dump_callback(root, { chunk, size, context in
                 guard let chunk, let context else { return -1 }
