@@ -36,42 +36,29 @@ extension CourierServer {
 
     /// Sends `notice` on `connection`. `download/progress` and
     /// `download/finished`, several for every download, are written straight
-    /// from their values on the output's thread; the others go through
-    /// `notification(_:)`.
+    /// from their values on the output's thread.
     static func send(_ notice: Notice, on connection: Connection) {
+        let (method, params): (String, JSON)
         switch notice {
         case .progress(let figures, let receipts):
             let key = "download/progress \(figures.task) \(receipts.map(\.description).joined(separator: ","))"
             connection.send(notification: "download/progress", estimate: 160, coalescingKey: key) { params in
                 figures.write(to: params, receipts: receipts)
             }
+            return
         case .finished(let receipt, let task, let outcome):
             connection.send(notification: "download/finished", estimate: outcome.estimatedEncodedCount + 40) { params in
                 params.set("outcome", object: outcome.write)
                 params.set("receipt", receipt.description)
                 params.set("task", task.description)
             }
-        case .view, .retrying:
-            let (method, params) = notification(notice)
-            connection.send(notification: method, params: params, coalescingKey: coalescingKey(method, params))
-        }
-    }
-
-    /// The method and params of a notice.
-    static func notification(_ notice: Notice) -> (method: String, params: JSON) {
-        switch notice {
-        case .progress(let figures, let receipts):
-            return ("download/progress", JSON(object: { figures.write(to: $0, receipts: receipts) }))
-        case .finished(let receipt, let task, let outcome):
-            return (
-                "download/finished",
-                ["receipt": .string(receipt.description), "task": .string(task.description), "outcome": outcome.json]
-            )
+            return
         case .view(let notice):
-            return notice.notification
+            (method, params) = notice.notification
         case .retrying(let notice):
-            return ("download/retrying", notice.params)
+            (method, params) = ("download/retrying", notice.params)
         }
+        connection.send(notification: method, params: params, coalescingKey: coalescingKey(method, params))
     }
 
     static func rpcError(_ error: SchedulerError) -> RPCError {
