@@ -147,7 +147,7 @@ private final class Sink: AnswerSink {
     private let held = Mutex(0)
     let batchRoom = 64 << 10
 
-    func send(_ message: JSON) { sent.withLock { $0.append(message) } }
+    func send(_ message: JSONMessage) { sent.withLock { $0.append(try! JSONCodec.decode(message.encoded)) } }
 
     func holdBatchAnswer(_ count: Int) -> Bool {
         held.withLock { held in
