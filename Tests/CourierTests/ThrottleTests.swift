@@ -16,7 +16,7 @@ import Testing
         func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {}
     }
 
-    private final class Clock: @unchecked Sendable {
+    private final class Clock {
         var now = 100.0
         /// Times the throttle asked for the time.
         var reads = 0
