@@ -1,16 +1,14 @@
 import Foundation
 import Testing
 
+import CourierTestSupport
 @testable import Courier
 
 /// A destination's directory is opened once for a run of bodies, and
 /// opened anew once its path names another directory or its mode changed.
 struct DestinationParentsTests {
     private func withDirectory(_ body: (String) throws -> Void) throws {
-        let path = NSTemporaryDirectory() + "courier-parents-\(getpid())-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        try body(path)
+        try withTemporaryDirectory("courier-parents", body)
     }
 
     @Test func theSameDirectoryIsOpenedOnce() throws {

@@ -2,16 +2,14 @@ import Dispatch
 import Foundation
 import Testing
 
+import CourierTestSupport
 @testable import Courier
 
 /// A file made ahead for a body held in memory: taken once, waited for
 /// while it is being made, never left open when nobody takes it.
 struct PreparedFileTests {
     private func withDirectory(_ body: (DirectoryHandle) throws -> Void) throws {
-        let path = NSTemporaryDirectory() + "courier-prepared-\(getpid())-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        try body(DirectoryHandle(opening: path))
+        try withTemporaryDirectory("courier-prepared") { try body(DirectoryHandle(opening: $0)) }
     }
 
     @Test func aFileAskedForIsWaitedForAndHasNoName() throws {
