@@ -353,10 +353,10 @@ final class BodyFile {
         return read
     }
 
-    /// Up to `count` bytes from the body's start, without reading the rest.
+    /// Up to `count` bytes from the body's start, without reading the rest;
+    /// bytes held in memory that fit are shared, not copied.
     func prefix(_ count: Int) -> [UInt8] {
-        if let prefixBytes { return Array(prefixBytes.prefix(count)) }
-        if let loaded { return Array(loaded.prefix(count)) }
+        if let held = prefixBytes ?? loaded { return held.count <= count ? held : Array(held.prefix(count)) }
         if let stored { return stored.prefix(count) }
         guard let file, let (fd, info) = file.directory.openFile(file.name) else { return [] }
         defer { close(fd) }

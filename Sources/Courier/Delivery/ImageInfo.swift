@@ -10,14 +10,16 @@ struct ImageInfo: Sendable, Equatable {
 
     /// The image `bytes` start with, or nil. The bytes come from the
     /// origin: every read is bounds-checked and every size is computed from
-    /// at most four bytes, so no header traps or overflows.
+    /// at most four bytes, so no header traps or overflows. Made for every
+    /// body, most of them no image: a body that is none is told apart
+    /// without allocating.
     static func sniff(_ bytes: [UInt8]) -> ImageInfo? {
         png(bytes) ?? gif(bytes) ?? webp(bytes) ?? jpeg(bytes)
     }
 
     private static func png(_ b: [UInt8]) -> ImageInfo? {
-        guard b.count >= 24, b.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]),
-            Array(b[12..<16]) == Array("IHDR".utf8)
+        guard b.count >= 24, b.starts(with: pngSignature),
+            b[12..<16].elementsEqual("IHDR".utf8)
         else { return nil }
         // PNG sizes are 1...2^31 - 1; others are a corrupt header.
         let (width, height) = (be32(b, 16), be32(b, 20))
@@ -25,28 +27,31 @@ struct ImageInfo: Sendable, Equatable {
         return ImageInfo(format: "png", width: width, height: height)
     }
 
+    private static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
     private static func gif(_ b: [UInt8]) -> ImageInfo? {
-        guard b.count >= 10, b.starts(with: Array("GIF87a".utf8)) || b.starts(with: Array("GIF89a".utf8)) else { return nil }
+        guard b.count >= 10, b.starts(with: "GIF87a".utf8) || b.starts(with: "GIF89a".utf8) else { return nil }
         return ImageInfo(format: "gif", width: Int(b[6]) | Int(b[7]) << 8, height: Int(b[8]) | Int(b[9]) << 8)
     }
 
     private static func webp(_ b: [UInt8]) -> ImageInfo? {
-        guard b.count >= 30, b.starts(with: Array("RIFF".utf8)), Array(b[8..<12]) == Array("WEBP".utf8) else { return nil }
-        switch String(decoding: b[12..<16], as: UTF8.self) {
-        case "VP8 ":
+        guard b.count >= 30, b.starts(with: "RIFF".utf8), b[8..<12].elementsEqual("WEBP".utf8) else { return nil }
+        let chunk = b[12..<16]
+        if chunk.elementsEqual("VP8 ".utf8) {
             guard b[23] == 0x9D, b[24] == 0x01, b[25] == 0x2A else { return nil }
             return ImageInfo(format: "webp", width: (Int(b[26]) | Int(b[27]) << 8) & 0x3FFF, height: (Int(b[28]) | Int(b[29]) << 8) & 0x3FFF)
-        case "VP8L":
+        }
+        if chunk.elementsEqual("VP8L".utf8) {
             guard b[20] == 0x2F else { return nil }
             let bits = Int(b[21]) | Int(b[22]) << 8 | Int(b[23]) << 16 | Int(b[24]) << 24
             return ImageInfo(format: "webp", width: (bits & 0x3FFF) + 1, height: ((bits >> 14) & 0x3FFF) + 1)
-        case "VP8X":
+        }
+        if chunk.elementsEqual("VP8X".utf8) {
             let width = (Int(b[24]) | Int(b[25]) << 8 | Int(b[26]) << 16) + 1
             let height = (Int(b[27]) | Int(b[28]) << 8 | Int(b[29]) << 16) + 1
             return ImageInfo(format: "webp", width: width, height: height)
-        default:
-            return nil
         }
+        return nil
     }
 
     private static func jpeg(_ b: [UInt8]) -> ImageInfo? {
