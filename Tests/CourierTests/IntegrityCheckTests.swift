@@ -55,6 +55,10 @@ struct IntegrityCheckTests {
         }
         #expect(check.passed)
         #expect(check.digests.isEmpty)
+
+        // And the digests the transfer took are kept, for the cache to record
+        let taken = BodyDigests.of(Self.body, [.sha256])
+        #expect(IntegrityCheck([try Self.request()], taken: taken) { _ in nil }.digests == taken)
     }
 
     @Test func aBodyThatCannotBeReadBackFailsTheReceiptsThatNeededIt() throws {

@@ -10,7 +10,7 @@ import Darwin
 /// failed any receipt's check is stored in neither cache tier.
 struct IntegrityCheck {
     /// Per receipt, in order: the failure of its check, or nil when it gave
-    /// no `integrity` or the body matches it.
+    /// no `integrity` or the body matches it; empty when none gave one.
     let failures: [TransferFailure?]
     /// The body's digests: those taken as it streamed, and those taken
     /// here for algorithms a receipt named that the transfer was not asked
@@ -24,6 +24,11 @@ struct IntegrityCheck {
     /// digests by any other algorithm they name come from `digest`, which
     /// reads the body (nil when it cannot: those receipts fail `io`).
     init(_ requests: [DownloadRequest], taken: BodyDigests, digest: (Set<HashAlgorithm>) -> BodyDigests?) {
+        // Most downloads name no digest: nothing to gather or hold.
+        guard requests.contains(where: { $0.integrity != nil }) else {
+            (failures, digests) = ([], taken)
+            return
+        }
         let missing = Set(requests.compactMap { $0.integrity?.algorithm }).subtracting(taken.algorithms)
         let read = missing.isEmpty ? BodyDigests() : digest(missing)
         let digests = taken.merging(read ?? BodyDigests())

@@ -184,6 +184,7 @@ final class TransferDelivery: Sendable {
     private func deliver(_ order: DeliveryOrder, memoryBodyLimit: Int64) -> DeliveryResult {
         if order.carriesBody { awaitOutputRoom() }
         let result = order.result
+        let requests = order.receipts.map(\.request)
         let outcomes: [Outcome]
         if let response = result.response, let target = result.body, result.failure == nil {
             let responseDate = Date()
@@ -198,7 +199,7 @@ final class TransferDelivery: Sendable {
                 }
                 // A stored body that some receipt's integrity refuses is not
                 // served: the origin is asked for the body.
-                let check = IntegrityCheck(order.receipts.map(\.request), taken: BodyDigests()) { hit.body.digests($0) }
+                let check = IntegrityCheck(requests, taken: BodyDigests()) { hit.body.digests($0) }
                 guard check.passed else {
                     cache.countMiss()
                     return .retry(order)
@@ -208,10 +209,9 @@ final class TransferDelivery: Sendable {
                     memoryBodyLimit: memoryBodyLimit
                 ).deliver(to: order.receipts)
             } else {
-                let keys = ResponseCache.storageKeys(
-                    for: order.receipts.map(\.request), redirects: result.redirects, finalURL: response.finalURL)
+                let keys = ResponseCache.storageKeys(for: requests, redirects: result.redirects, finalURL: response.finalURL)
                 var bytes = result.bytes
-                let check = IntegrityCheck(order.receipts.map(\.request), taken: result.digests) { missing in
+                let check = IntegrityCheck(requests, taken: result.digests) { missing in
                     result.bytes.map { BodyDigests.of($0, missing) }
                         ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: result.size, missing)
                 }
@@ -234,7 +234,7 @@ final class TransferDelivery: Sendable {
                 ).deliver(to: order.receipts, failing: check.failures)
             }
         } else {
-            outcomes = Delivery.failures(of: result, for: order.receipts.map(\.request))
+            outcomes = Delivery.failures(of: result, for: requests)
         }
         return .delivered(zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }, of: order)
     }
