@@ -59,17 +59,27 @@ struct Delivery {
     /// (its `integrity_mismatch`) ends with it and gets no body.
     func deliver(to receipts: [(id: ReceiptID, request: DownloadRequest)], failing: [TransferFailure?] = []) -> [Outcome] {
         defer { body.discard() }
-        let failures = receipts.indices.map { index in
-            receipts[index].request.refusal(of: response, size: size, memoryBodyLimit: memoryBodyLimit)
+        var failures: [TransferFailure?] = []
+        failures.reserveCapacity(receipts.count)
+        // The last accepted receipt that needs the file, and whether one
+        // needs the bytes.
+        var lastFileConsumer: Int?
+        var needsBytes = false
+        for (index, receipt) in receipts.enumerated() {
+            let request = receipt.request
+            let failure =
+                request.refusal(of: response, size: size, memoryBodyLimit: memoryBodyLimit)
                 ?? (index < failing.count ? failing[index] : nil)
+            failures.append(failure)
+            guard failure == nil else { continue }
+            if request.destination != nil || request.body == .none { lastFileConsumer = index }
+            if request.body != .none { needsBytes = true }
         }
-        let accepted = receipts.indices.filter { failures[$0] == nil }
-        let fileConsumers = accepted.filter {
-            receipts[$0].request.destination != nil || receipts[$0].request.body == .none
-        }
-        let bytes = accepted.contains { receipts[$0].request.body != .none } ? body.bytes : nil
+        let bytes = needsBytes ? body.bytes : nil
         let image = ImageInfo.sniff(body.prefix(ImageInfo.sniffLength))
+        let headers = headerObject ?? response.headerObject
         var outcomes: [Outcome] = []
+        outcomes.reserveCapacity(receipts.count)
         // Made once and shared, so coalesced receipts asking for the same
         // text or base64 hold one copy between them; nil: too large as JSON.
         var texts: [(charset: String?, text: String?)] = []
@@ -77,7 +87,7 @@ struct Delivery {
 
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
-            var outcome = Outcome(url: request.url, response: response, headers: headerObject)
+            var outcome = Outcome(url: request.url, response: response, headers: headers)
             outcome.size = size
             outcome.source = source
             outcome.resumedFrom = resumedFrom
@@ -114,7 +124,7 @@ struct Delivery {
             case .none:
                 break
             }
-            let isLastConsumer = fileConsumers.last == index
+            let isLastConsumer = lastFileConsumer == index
             do {
                 if let destination = request.destination {
                     if isLastConsumer, body.moveBeside(to: destination, root: downloadRoot) {
