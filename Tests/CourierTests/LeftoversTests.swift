@@ -238,6 +238,29 @@ struct LeftoversTests {
         }
     }
 
+    @Test func aDirectorysIdentityIsTheOneItsDescriptorNames() throws {
+        try withDirectory { directory in
+            // Given a directory opened, its identity asked for once
+            let opened = directory + "/opened"
+            #expect(mkdir(opened, 0o700) == 0)
+            let handle = try DirectoryHandle(opening: opened)
+            var info = stat()
+            #expect(stat(opened, &info) == 0)
+            let first = handle.identity
+            #expect(first == DirectoryHandle.Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+
+            // When another directory takes its path
+            #expect(rename(opened, directory + "/moved") == 0)
+            #expect(mkdir(opened, 0o700) == 0)
+            var other = stat()
+            #expect(stat(opened, &other) == 0)
+
+            // Then the handle still names the one it opened
+            #expect(other.st_ino != info.st_ino)
+            #expect(handle.identity == first)
+        }
+    }
+
     @Test func longAndOverlongLinesAreReadInPieces() {
         withDirectory { directory in
             let long = [UInt8](repeating: UInt8(ascii: "x"), count: Leftovers.lineLimit)

@@ -70,11 +70,11 @@ final class Leftovers: Sendable {
     /// Notes a partial file about to be created as `name` in `directory`,
     /// beside a destination.
     func record(partial name: String, in directory: DirectoryHandle) {
-        var info = stat()
-        guard fstat(directory.fd, &info) == 0 else { return }
+        guard let identity = directory.identity else { return }
         let record = Partial(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), directory: Array(directory.path.utf8), name: Array(name.utf8))
-        let line = record.line + [UInt8(ascii: "\n")]
+            device: identity.device, inode: identity.inode, directory: Array(directory.path.utf8), name: Array(name.utf8))
+        var line = record.line
+        line.append(UInt8(ascii: "\n"))
         _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 

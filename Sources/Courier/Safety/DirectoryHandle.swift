@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Locking
 import Synchronization
 
 /// An open directory, closed when the last reference goes.
@@ -33,6 +34,25 @@ final class DirectoryHandle: Sendable {
     }
 
     deinit { close(fd) }
+
+    /// The directory's device and inode, asked of the system once: a
+    /// descriptor names the same directory for as long as it is open. Nil
+    /// when `fstat` fails.
+    var identity: Identity? {
+        if let known = knownIdentity.withLock({ $0 }) { return known }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return nil }
+        let identity = Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        knownIdentity.withLock { $0 = identity }
+        return identity
+    }
+
+    struct Identity: Sendable, Equatable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    private let knownIdentity = Locked<Identity?>(nil)
 
     /// The path of `name` here, for messages and for what courier reports.
     func path(of name: String) -> String { path.endsWithSlash ? path + name : path + "/" + name }
