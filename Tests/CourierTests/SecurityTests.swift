@@ -48,6 +48,13 @@ struct SecurityTests {
         let slots: Set = [ExactString("K"), ExactString("\u{212A}"), ExactString("\u{E9}"), ExactString("e\u{301}")]
         #expect(slots.count == 4)
         #expect(!"K".isExactly("\u{212A}"))
+        // Equal bytes hash alike however each string was made
+        let long = "http://origin.example/" + String(repeating: "a", count: 100)
+        let copied = String(decoding: Array(long.utf8), as: UTF8.self)
+        let sliced = String("x\(long)".dropFirst())
+        #expect(ExactString(long).hashValue == ExactString(copied).hashValue)
+        #expect(Set([ExactString(long)]).contains(ExactString(sliced)))
+        #expect(!Set([ExactString(long)]).contains(ExactString(long + "b")))
     }
 
     @Test func taskKeysOfEquivalentURLsDiffer() throws {

@@ -15,9 +15,15 @@ struct ExactString: Hashable, Sendable, CustomStringConvertible {
         lhs.value.utf8.elementsEqual(rhs.value.utf8)
     }
 
+    /// Hashes the bytes in one piece where the string holds them so (a
+    /// native string always does): a step of the hash function per byte
+    /// would weigh on every look-up of a transfer by its URL.
     func hash(into hasher: inout Hasher) {
         hasher.combine(value.utf8.count)
-        for byte in value.utf8 { hasher.combine(byte) }
+        let hashed: Void? = value.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if hashed == nil {
+            for byte in value.utf8 { hasher.combine(byte) }
+        }
     }
 }
 
