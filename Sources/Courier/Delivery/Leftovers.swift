@@ -241,8 +241,14 @@ extension Leftovers {
         /// The line courier writes for this record.
         var line: [UInt8] {
             let slash = UInt8(ascii: "/")
-            let path = directory == [slash] ? directory + name : directory + [slash] + name
-            return Array("partial \(device) \(inode) ".utf8) + path
+            var line: [UInt8] = []
+            // Two numbers of up to 20 digits, and the newline `record` adds.
+            line.reserveCapacity(51 + directory.count + name.count)
+            line += "partial \(device) \(inode) ".utf8
+            line += directory
+            if directory != [slash] { line.append(slash) }
+            line += name
+            return line
         }
 
         /// Whether `name` is one `Destination.temporaryName` gives for
