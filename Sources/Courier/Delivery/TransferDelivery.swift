@@ -148,18 +148,25 @@ final class TransferDelivery: Sendable {
     /// A batch's outcomes go as soon as its own are made, so the text and
     /// base64 they hold never wait for another batch's.
     private func deliver(_ batches: [Batch]) {
+        // Orders are read where they lie and results moved out of
+        // `stored`: a copy of either retains every string and array it holds.
         var stored = batches.map { [DeliveryResult?](repeating: nil, count: $0.orders.count) }
         cache.batch {
-            for (index, batch) in batches.enumerated() {
-                for (position, order) in batch.orders.enumerated() where !order.carriesBody {
-                    stored[index][position] = deliver(order, memoryBodyLimit: batch.memoryBodyLimit)
+            for index in batches.indices {
+                let limit = batches[index].memoryBodyLimit
+                for position in batches[index].orders.indices where !batches[index].orders[position].carriesBody {
+                    stored[index][position] = deliver(batches[index].orders[position], memoryBodyLimit: limit)
                 }
             }
         }
-        for (batch, stored) in zip(batches, stored) {
-            var results = batch.hits.map { serve($0, memoryBodyLimit: batch.memoryBodyLimit) }
-            for (order, result) in zip(batch.orders, stored) {
-                results.append(result ?? deliver(order, memoryBodyLimit: batch.memoryBodyLimit))
+        for index in batches.indices {
+            let batch = batches[index]
+            var results: [DeliveryResult] = []
+            results.reserveCapacity(batch.hits.count + batch.orders.count)
+            for hit in batch.hits { results.append(serve(hit, memoryBodyLimit: batch.memoryBodyLimit)) }
+            for position in batch.orders.indices {
+                let result = stored[index][position].take()
+                results.append(result ?? deliver(batch.orders[position], memoryBodyLimit: batch.memoryBodyLimit))
             }
             batch.done(results)
         }
@@ -183,16 +190,15 @@ final class TransferDelivery: Sendable {
     /// The outcomes of a finished transfer for the receipts it had.
     private func deliver(_ order: DeliveryOrder, memoryBodyLimit: Int64) -> DeliveryResult {
         if order.carriesBody { awaitOutputRoom() }
-        let result = order.result
         let requests = order.receipts.map(\.request)
         let outcomes: [Outcome]
-        if let response = result.response, let target = result.body, result.failure == nil {
+        if let response = order.result.response, let target = order.result.body, order.result.failure == nil {
             let responseDate = Date()
             if response.status == 304, let stale = order.revalidation {
                 target.remove()
                 guard
                     let hit = cache.revalidated(
-                        stale, notModified: response, requestTime: result.requestDate, responseTime: responseDate)
+                        stale, notModified: response, requestTime: order.result.requestDate, responseTime: responseDate)
                 else {
                     cache.countMiss()
                     return .retry(order)
@@ -209,32 +215,32 @@ final class TransferDelivery: Sendable {
                     memoryBodyLimit: memoryBodyLimit
                 ).deliver(to: order.receipts)
             } else {
-                let keys = ResponseCache.storageKeys(for: requests, redirects: result.redirects, finalURL: response.finalURL)
-                var bytes = result.bytes
-                let check = IntegrityCheck(requests, taken: result.digests) { missing in
-                    result.bytes.map { BodyDigests.of($0, missing) }
-                        ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: result.size, missing)
+                let keys = ResponseCache.storageKeys(for: requests, redirects: order.result.redirects, finalURL: response.finalURL)
+                var bytes = order.result.bytes
+                let check = IntegrityCheck(requests, taken: order.result.digests) { missing in
+                    order.result.bytes.map { BodyDigests.of($0, missing) }
+                        ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: order.result.size, missing)
                 }
                 if (200...299).contains(response.status), check.passed {
                     let file = CacheBodyFile(
-                        directory: target.directory, name: target.name, length: result.size, checksum: result.checksum,
-                        bytes: result.bytes, digests: check.digests)
+                        directory: target.directory, name: target.name, length: order.result.size, checksum: order.result.checksum,
+                        bytes: order.result.bytes, digests: check.digests)
                     let stored = cache.store(
-                        keys: keys, request: order.request, head: response, requestTime: result.requestDate,
+                        keys: keys, request: order.request, head: response, requestTime: order.result.requestDate,
                         responseTime: responseDate, body: file)
                     bytes = bytes ?? stored
                 }
                 outcomes = delivery(
-                    response: response, size: result.size,
+                    response: response, size: order.result.size,
                     body: BodyFile(
-                        target: target, length: result.size, firstBytes: result.head, bytes: bytes,
-                        written: !result.bodyIsInMemoryOnly),
+                        target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes,
+                        written: !order.result.bodyIsInMemoryOnly),
                     source: .network, memoryBodyLimit: memoryBodyLimit,
-                    resumedFrom: result.resumedFrom
+                    resumedFrom: order.result.resumedFrom
                 ).deliver(to: order.receipts, failing: check.failures)
             }
         } else {
-            outcomes = Delivery.failures(of: result, for: requests)
+            outcomes = Delivery.failures(of: order.result, for: requests)
         }
         return .delivered(zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }, of: order)
     }
