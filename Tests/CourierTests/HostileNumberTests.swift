@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Testing
 
 @testable import Courier
@@ -247,6 +248,35 @@ struct HostileNumberTests {
         // Then it is the same response
         #expect(parsed.key == "k")
         #expect(parsed.response == response)
+    }
+
+    @Test func metadataIsTheTextEarlierCouriersWroteAndRead() throws {
+        // Given a response with fractional times, digests, vary values and headers
+        let response = CachedResponse(
+            status: 200, headers: [("Content-Type", "text/plain"), ("ETag", "\"é\""), ("X-Z", "")], url: "http://o/x?a=1",
+            requestTime: Date(timeIntervalSince1970: 1_764_138_294.123_456_7), responseTime: Date(timeIntervalSince1970: 1_764_138_294.9),
+            storedAt: Date(timeIntervalSince1970: 0.1), varyValues: ["accept": "*/*", "accept-language": "fr"],
+            digests: BodyDigests.of(Array("body".utf8), [.sha256, .sha512]))
+        // Then the metadata is byte for byte the text of the object as it was built before
+        let object: JSON = [
+            "key": .string("url k"),
+            "url": .string(response.url),
+            "status": JSON(response.status),
+            "headers": .array(response.headers.map { .array([.string($0.name), .string($0.value)]) }),
+            "vary": .object(response.varyValues.mapValues(JSON.string)),
+            "requestTime": .double(response.requestTime.timeIntervalSince1970),
+            "responseTime": .double(response.responseTime.timeIntervalSince1970),
+            "storedAt": .double(response.storedAt.timeIntervalSince1970),
+            "digests": .object(Dictionary(uniqueKeysWithValues: response.digests.algorithms.map { algorithm in
+                (algorithm.rawValue, JSON.string(BodyDigests.base64(response.digests[algorithm] ?? [])))
+            })),
+        ]
+        let metadata = DiskCacheEntry.metadata(key: "url k", response: response)
+        #expect(String(decoding: metadata, as: UTF8.self) == String(decoding: JSONCodec.encode(object), as: UTF8.self))
+        // And it reads back as the same response, times exactly
+        let parsed = try #require(DiskCacheEntry.parseMetadata(metadata))
+        #expect(parsed.response == response)
+        #expect(parsed.response.requestTime.timeIntervalSince1970.bitPattern == response.requestTime.timeIntervalSince1970.bitPattern)
     }
 
     // MARK: - Image headers

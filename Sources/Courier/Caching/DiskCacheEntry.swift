@@ -23,22 +23,39 @@ struct DiskCacheEntry: Sendable, Equatable {
     /// Which write stored it.
     var write: ResponseStore.Write
 
-    /// The metadata JSON for `response` stored under `key`.
+    /// The metadata JSON for `response` stored under `key`, written straight
+    /// into jansson's tree, keys in byte order (the text `JSONCodec.encode`
+    /// writes for the same object), and dumped once: into room made for
+    /// about as many bytes as it takes.
     static func metadata(key: String, response: CachedResponse) -> [UInt8] {
-        let object: JSON = [
-            "key": .string(key),
-            "url": .string(response.url),
-            "status": JSON(response.status),
-            "headers": .array(response.headers.map { .array([.string($0.name), .string($0.value)]) }),
-            "vary": .object(response.varyValues.mapValues(JSON.string)),
-            "requestTime": .double(response.requestTime.timeIntervalSince1970),
-            "responseTime": .double(response.responseTime.timeIntervalSince1970),
-            "storedAt": .double(response.storedAt.timeIntervalSince1970),
-            "digests": .object(Dictionary(uniqueKeysWithValues: response.digests.algorithms.map { algorithm in
-                (algorithm.rawValue, JSON.string(BodyDigests.base64(response.digests[algorithm] ?? [])))
-            })),
-        ]
-        return JSONCodec.encode(object)
+        var text: [UInt8] = []
+        JSONCodec.encodeObject(into: &text, sizeHint: metadataLength(key: key, response: response)) { object in
+            object.set("digests", strings: Self.base64(response.digests))
+            object.set("headers", .array(response.headers.map { .array([.string($0.name), .string($0.value)]) }))
+            object.set("key", key)
+            object.set("requestTime", response.requestTime.timeIntervalSince1970)
+            object.set("responseTime", response.responseTime.timeIntervalSince1970)
+            object.set("status", response.status)
+            object.set("storedAt", response.storedAt.timeIntervalSince1970)
+            object.set("url", response.url)
+            object.set("vary", strings: response.varyValues)
+        }
+        return text
+    }
+
+    /// About how many bytes `metadata` takes: its strings, their quotes and
+    /// separators, the member names and three times of up to 20 characters.
+    private static func metadataLength(key: String, response: CachedResponse) -> Int {
+        var length = 200 + key.utf8.count + response.url.utf8.count + response.digests.algorithms.count * 100
+        for (name, value) in response.headers { length += name.utf8.count + value.utf8.count + 8 }
+        for (name, value) in response.varyValues { length += name.utf8.count + value.utf8.count + 6 }
+        return length
+    }
+
+    /// `digests` in base64, by their algorithms' names.
+    private static func base64(_ digests: BodyDigests) -> [String: String] {
+        guard !digests.isEmpty else { return [:] }
+        return Dictionary(uniqueKeysWithValues: digests.algorithms.map { ($0.rawValue, BodyDigests.base64(digests[$0] ?? [])) })
     }
 
     /// The key and response `bytes` describe, or nil when they are not

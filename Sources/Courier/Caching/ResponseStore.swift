@@ -229,9 +229,12 @@ final class ResponseStore: Sendable {
                     linked = true
                     file = .integer(Int64(bitPattern: id))
                 }
-                // The row it replaces, if any, goes first, in the same statement that tells what it held.
+                // The row it replaces, if any, goes first. Looked up before it
+                // is deleted: a plain read costs less than a `RETURNING`
+                // clause, and a new key needs no delete.
                 let replaced = try database.rows(
-                    "DELETE FROM responses WHERE key = ? RETURNING size, body_file", [.blob(insert.key)])
+                    "SELECT size, body_file FROM responses WHERE key = ?", [.blob(insert.key)])
+                if !replaced.isEmpty { try database.run("DELETE FROM responses WHERE key = ?", [.blob(insert.key)]) }
                 var files = replaced.compactMap { $0[1].integer.map { UInt64(bitPattern: $0) } }
                 let freed = replaced.reduce(Int64(0)) { $0 + max(0, $1[0].integer ?? 0) }
                 let size = Int64(insert.head.count) + insert.bodyLength
@@ -420,16 +423,19 @@ final class ResponseStore: Sendable {
     /// changed the rows by as much; the bytes it comes to. A count that is
     /// missing, not of integers (which SQL arithmetic would take as
     /// numbers all the same) or out of range, before or after, is counted
-    /// again from the rows, which hold the write already.
+    /// again from the rows, which hold the write already. The sum is read
+    /// back by a statement of its own: cheaper than a `RETURNING` clause,
+    /// which SQLite answers through a temporary table.
     private func changeUsage(bytes: Int64, entries: Int, in database: Database) throws(SQLiteError) -> Int64 {
-        if let row = try database.rows(
+        let changed = try database.run(
             """
             UPDATE response_usage SET bytes = bytes + ?, entries = entries + ?
             WHERE id = 0 AND typeof(bytes) = 'integer' AND typeof(entries) = 'integer' AND bytes >= 0 AND entries >= 0
-            RETURNING bytes, entries
             """,
-            [.integer(bytes), .integer(Int64(entries))]
-        ).first, let usage = Self.usage(row) {
+            [.integer(bytes), .integer(Int64(entries))])
+        if changed == 1, let row = try database.rows("SELECT bytes, entries FROM response_usage WHERE id = 0").first,
+            let usage = Self.usage(row)
+        {
             return usage.bytes
         }
         return try recountUsage(in: database).bytes
