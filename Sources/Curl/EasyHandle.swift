@@ -41,6 +41,31 @@ public struct EasyOptions: Sendable {
     public var userAgent = "courier"
 
     public init(url: String) { self.url = url }
+
+    /// The URL's scheme is https (compared as bytes, in any case).
+    var isHTTPS: Bool { url.utf8.prefix(6).lazy.map({ $0 | 0x20 }).elementsEqual("https:".utf8) }
+
+    /// libcurl's low-speed check as set: (0, 0) for none.
+    var lowSpeedCheck: (limit: Int, time: Int) {
+        lowSpeedLimit > 0 && lowSpeedTime > 0 ? (Int(clamping: lowSpeedLimit), lowSpeedTime) : (0, 0)
+    }
+
+    /// Whether `other` asks for the options `EasyHandle.configure` sets once
+    /// on a handle, which it resets to change.
+    func sharesFixedOptions(with other: EasyOptions) -> Bool {
+        followRedirects == other.followRedirects && maxRedirects == other.maxRedirects && bufferSize == other.bufferSize
+            && Self.same(protocols, other.protocols) && Self.same(redirectProtocols, other.redirectProtocols)
+            && Self.same(userAgent, other.userAgent) && Self.same(caFile, other.caFile) && Self.same(proxy, other.proxy)
+    }
+
+    /// Both are absent, or hold the same bytes (the bytes libcurl is given).
+    private static func same(_ a: String?, _ b: String?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): true
+        case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
+        default: false
+        }
+    }
 }
 
 /// What the write callback tells libcurl to do with the bytes it was given.
@@ -71,11 +96,16 @@ public final class EasyHandle {
     public weak var delegate: (any EasyHandleDelegate)?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
     private var headerList: UnsafeMutablePointer<curl_slist>?
-    private var strings: [UnsafeMutablePointer<CChar>] = []
+    /// The options the handle holds from its last `configure`, when libcurl
+    /// took every one of them: a reused handle's next `configure` sets only
+    /// the options that differ.
+    private var applied: EasyOptions?
+    /// No option was set on the handle since it was made or reset.
+    private var isFresh = true
     /// The code of the first option libcurl refused since the handle was
-    /// made or reset: such a handle is not performed, and `MultiHandle.add`
-    /// reports its transfer ended with this code (the error buffer says
-    /// which option).
+    /// made or readied for reuse: such a handle is not performed, and
+    /// `MultiHandle.add` reports its transfer ended with this code (the
+    /// error buffer says which option).
     private(set) var refusal: CURLcode?
 
     public init() {
@@ -84,18 +114,15 @@ public final class EasyHandle {
         installCallbacks()
     }
 
-    /// Makes the handle as new for another transfer, keeping what libcurl
-    /// caches in it (its buffers, DNS and session entries).
-    func reset() {
-        curl_easy_reset(raw)
+    /// Readies the handle for another transfer, keeping what libcurl caches
+    /// in it (its buffers, DNS and session entries) and the options it
+    /// holds, which the next `configure` changes where they differ. A
+    /// handle that refused an option keeps nothing of its options.
+    func prepareForReuse() {
         delegate = nil
         errorBuffer[0] = 0
+        if refusal != nil { applied = nil }
         refusal = nil
-        curl_slist_free_all(headerList)
-        headerList = nil
-        strings.forEach { free($0) }
-        strings = []
-        installCallbacks()
     }
 
     private func installCallbacks() {
@@ -115,35 +142,42 @@ public final class EasyHandle {
     /// Sets every option of `options`, with courier's safety defaults. An
     /// option libcurl refuses makes the transfer fail when it is added to
     /// its multi handle (`refusal`), rather than run without the option.
+    ///
+    /// A reused handle that holds options for the same protocols, proxy,
+    /// CA file and buffer has only the options that differ set (each
+    /// transfer's URL and headers at least), each one back to libcurl's
+    /// default where `options` asks for none; any other is reset first.
     public func configure(_ options: EasyOptions) {
+        if let applied, applied.sharesFixedOptions(with: options) {
+            configureChanges(from: applied, to: options)
+        } else {
+            if !isFresh {
+                curl_easy_reset(raw)
+                installCallbacks()
+            }
+            configureFixed(options)
+            configureChanges(from: nil, to: options)
+        }
+        isFresh = false
+        applied = refusal == nil ? options : nil
+    }
+
+    /// The options every transfer of a run shares, set on a new or reset
+    /// handle.
+    private func configureFixed(_ options: EasyOptions) {
         setLong(CURLOPT_NOSIGNAL, 1)
-        setString(CURLOPT_URL, options.url)
         setProtocols(CURLOPT_PROTOCOLS_STR, options.protocols)
         setProtocols(CURLOPT_REDIR_PROTOCOLS_STR, options.redirectProtocols)
         setLong(CURLOPT_FOLLOWLOCATION, options.followRedirects ? 1 : 0)
         setLong(CURLOPT_MAXREDIRS, options.maxRedirects)
-        if options.acceptsEncodings { setString(CURLOPT_ACCEPT_ENCODING, "") }
         // A preference, not a need: a libcurl built without HTTP/2 refuses
         // it and speaks HTTP/1.1, as it would have anyway.
         _ = courier_easy_setopt_long(raw, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        // Waiting to multiplex pays only where HTTP/2 can be negotiated (TLS);
-        // on plain HTTP it would queue a transfer behind a busy HTTP/1.1
-        // connection instead of opening another.
-        if options.url.utf8.prefix(6).lazy.map({ $0 | 0x20 }).elementsEqual("https:".utf8) { setLong(CURLOPT_PIPEWAIT, 1) }
         setString(CURLOPT_USERAGENT, options.userAgent)
         // Refused on a handle that still holds the receive buffer of a
         // transfer that ended early (after a failed name lookup, in libcurl
         // 7.88): that buffer was made at the size every transfer asks for.
         _ = courier_easy_setopt_long(raw, CURLOPT_BUFFERSIZE, options.bufferSize)
-        if let timeout = options.timeoutMilliseconds { setLong(CURLOPT_TIMEOUT_MS, timeout) }
-        if let timeout = options.connectTimeoutMilliseconds { setLong(CURLOPT_CONNECTTIMEOUT_MS, timeout) }
-        if options.lowSpeedLimit > 0, options.lowSpeedTime > 0 {
-            setLong(CURLOPT_LOW_SPEED_LIMIT, Int(clamping: options.lowSpeedLimit))
-            setLong(CURLOPT_LOW_SPEED_TIME, options.lowSpeedTime)
-        }
-        if let limit = options.maxFileSize {
-            check(courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)), CURLOPT_MAXFILESIZE_LARGE)
-        }
         if let caFile = options.caFile {
             // CAINFO replaces libcurl's CA bundle. The system's hashed
             // directory, set beside it, keeps the system's CAs trusted: the
@@ -155,10 +189,53 @@ public final class EasyHandle {
             setString(CURLOPT_PROXY, proxy)
             setString(CURLOPT_NOPROXY, "")
         }
-        for header in options.headers {
-            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
+    }
+
+    /// Sets the options of a transfer of its own that differ from those
+    /// the handle holds (`old`; nil for libcurl's defaults), and its URL
+    /// and headers.
+    private func configureChanges(from old: EasyOptions?, to options: EasyOptions) {
+        setString(CURLOPT_URL, options.url)
+        if options.acceptsEncodings != (old?.acceptsEncodings ?? false) {
+            // An empty string asks for every coding libcurl decodes; none
+            // asks for none and decodes none.
+            if options.acceptsEncodings {
+                setString(CURLOPT_ACCEPT_ENCODING, "")
+            } else {
+                check(courier_easy_setopt_ptr(raw, CURLOPT_ACCEPT_ENCODING, nil), CURLOPT_ACCEPT_ENCODING)
+            }
         }
-        if let headerList { check(courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, headerList), CURLOPT_HTTPHEADER) }
+        // Waiting to multiplex pays only where HTTP/2 can be negotiated (TLS);
+        // on plain HTTP it would queue a transfer behind a busy HTTP/1.1
+        // connection instead of opening another.
+        let pipeWait = options.isHTTPS
+        if pipeWait != (old?.isHTTPS ?? false) { setLong(CURLOPT_PIPEWAIT, pipeWait ? 1 : 0) }
+        // 0 is libcurl's default for each: no limit, or (for the connect
+        // timeout) its own.
+        if options.timeoutMilliseconds != old?.timeoutMilliseconds {
+            setLong(CURLOPT_TIMEOUT_MS, options.timeoutMilliseconds ?? 0)
+        }
+        if options.connectTimeoutMilliseconds != old?.connectTimeoutMilliseconds {
+            setLong(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMilliseconds ?? 0)
+        }
+        let lowSpeed = options.lowSpeedCheck
+        if lowSpeed != (old?.lowSpeedCheck ?? (0, 0)) {
+            setLong(CURLOPT_LOW_SPEED_LIMIT, lowSpeed.limit)
+            setLong(CURLOPT_LOW_SPEED_TIME, lowSpeed.time)
+        }
+        if options.maxFileSize != old?.maxFileSize {
+            let limit = curl_off_t(options.maxFileSize ?? 0)
+            check(courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, limit), CURLOPT_MAXFILESIZE_LARGE)
+        }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in options.headers {
+            list = curl_slist_append(list, "\(header.name): \(header.value)")
+        }
+        if list != nil || headerList != nil {
+            check(courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, list), CURLOPT_HTTPHEADER)
+            curl_slist_free_all(headerList)
+            headerList = list
+        }
     }
 
     /// Sets a comma-separated list of schemes. libcurl refuses the whole
@@ -207,12 +284,10 @@ public final class EasyHandle {
         check(store(value, in: option), option)
     }
 
-    /// Sets a string option; libcurl copies most strings, but the copy kept
-    /// here lives until `cleanup()` for the few it does not.
+    /// Sets a string option; libcurl keeps a copy of every string option
+    /// courier sets.
     private func store(_ value: String, in option: CURLoption) -> CURLcode {
-        let copy = strdup(value)!
-        strings.append(copy)
-        return courier_easy_setopt_ptr(raw, option, copy)
+        value.withCString { courier_easy_setopt_ptr(raw, option, $0) }
     }
 
     /// Keeps the first refusal, and leaves in the error buffer which option
@@ -269,8 +344,6 @@ public final class EasyHandle {
         curl_easy_cleanup(raw)
         curl_slist_free_all(headerList)
         headerList = nil
-        strings.forEach { free($0) }
-        strings = []
         errorBuffer.deallocate()
     }
 

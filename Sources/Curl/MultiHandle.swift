@@ -43,7 +43,7 @@ public final class MultiHandle {
     private let raw: UnsafeMutableRawPointer
     /// The one part of the handle other threads may hold.
     public let waker: Waker
-    /// Easy handles that finished a transfer, reset for the next one.
+    /// Easy handles that finished a transfer, readied for the next one.
     private var idle: [EasyHandle] = []
     /// How many idle handles are kept.
     public static let idleLimit = 32
@@ -63,7 +63,7 @@ public final class MultiHandle {
         waker.attach(Waker.Target(raw))
     }
 
-    /// An easy handle for a new transfer: a reset idle one when there is
+    /// An easy handle for a new transfer: an idle one when there is
     /// one, so each transfer does not allocate libcurl's buffers anew.
     public func makeEasyHandle() -> EasyHandle {
         idle.popLast() ?? EasyHandle()
@@ -92,7 +92,7 @@ public final class MultiHandle {
             easy.cleanup()
             return
         }
-        easy.reset()
+        easy.prepareForReuse()
         idle.append(easy)
     }
 
