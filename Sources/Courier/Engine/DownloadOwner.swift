@@ -100,6 +100,8 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// What the steps so far asked for and was not carried out yet, oldest
     /// first.
     private var actions: [Action] = []
+    /// An empty list whose storage `carryOutActions` reuses.
+    private var spare: [Action] = []
     /// Finished transfers and cache hits of this turn, for the delivery
     /// queue as one batch at its end.
     private var dueDeliveries: [DeliveryOrder] = []
@@ -308,7 +310,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     @discardableResult
     private func step<Result>(_ event: (inout DownloadScheduler<Waiter>, Double) -> Result) -> Result {
         let result = event(&scheduler, MonotonicClock.now())
-        actions.append(contentsOf: scheduler.takeActions())
+        scheduler.takeActions(into: &actions)
         return result
     }
 
@@ -322,15 +324,20 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         } catch {
             onRefusal(waiter, error)
         }
-        actions.append(contentsOf: scheduler.takeActions())
+        scheduler.takeActions(into: &actions)
     }
 
     /// Carries out the actions kept so far, and those they cause, in order.
+    /// The list carried out trades storage with `actions` and is kept in
+    /// `spare` for the next round, so no turn allocates a list anew.
     private func carryOutActions() {
         while !actions.isEmpty {
-            let due = actions
-            actions = []
+            var due = spare
+            spare = []
+            swap(&due, &actions)
             for action in due { perform(action) }
+            due.removeAll(keepingCapacity: true)
+            spare = due
         }
     }
 

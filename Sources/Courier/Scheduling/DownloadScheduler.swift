@@ -103,8 +103,21 @@ struct DownloadScheduler<Waiter> {
 
     /// What the events since the last call ask for, oldest first.
     mutating func takeActions() -> [SchedulerAction<Waiter>] {
-        defer { actions = [] }
-        return actions
+        var taken: [SchedulerAction<Waiter>] = []
+        takeActions(into: &taken)
+        return taken
+    }
+
+    /// Appends what the events since the last call ask for to `list`,
+    /// oldest first. An empty `list` trades storage with the scheduler's
+    /// own, so a step's actions are neither copied nor allocated anew.
+    mutating func takeActions(into list: inout [SchedulerAction<Waiter>]) {
+        if list.isEmpty {
+            swap(&list, &actions)
+        } else {
+            list.append(contentsOf: actions)
+            actions.removeAll(keepingCapacity: true)
+        }
     }
 
     mutating func update(settings newSettings: SchedulerSettings, now: Double) {
