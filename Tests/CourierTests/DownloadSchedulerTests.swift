@@ -7,11 +7,11 @@ private func request(
     _ url: String = "http://origin/a", headers: [(name: String, value: String)] = [], slot: String? = nil,
     priority: Priority = .normal, cachePolicy: CachePolicy = .default, body: BodyKind = .none,
     destination: String? = nil, maxBytes: Int64? = nil, timeout: Double = 60, wait: Bool = false, retries: Int = 3,
-    mirrors: [String] = [], maxRate: Int64? = nil, integrity: Integrity? = nil
+    mirrors: [String] = [], maxRate: Int64? = nil, integrity: Integrity? = nil, textEncoding: String? = nil
 ) -> DownloadRequest {
     DownloadRequest(
         url: url, scheme: String(url.prefix { $0 != ":" }), hasUserInfo: false, headers: headers, slot: slot,
-        priority: priority, cachePolicy: cachePolicy, accept: nil, body: body, textEncoding: nil, destination: destination,
+        priority: priority, cachePolicy: cachePolicy, accept: nil, body: body, textEncoding: textEncoding, destination: destination,
         maxBytes: maxBytes, timeout: timeout, cacheKey: nil, wait: wait, retries: retries, mirrors: mirrors,
         integrity: integrity, maxRate: maxRate)
 }
@@ -557,9 +557,7 @@ private struct Harness {
         var h = Harness()
         h.scheduler.settings.maxMemoryBody = 600
         let text = h.download(request(body: .text))
-        var latinRequest = request(body: .text)
-        latinRequest.textEncoding = "iso-8859-1"
-        let latin = h.download(latinRequest)
+        let latin = h.download(request(body: .text, textEncoding: "iso-8859-1"))
         let base64 = h.download(request(body: .base64))
         let file = h.download(request())
         let id = try #require(h.transfers[t(1)])

@@ -30,35 +30,83 @@ enum CachePolicy: String, Sendable {
     case cacheOnly
 }
 
-/// The params of one `download`, checked.
+/// The params of one `download`, checked. Its fields are held in one
+/// box that every copy shares: the scheduler's records, the orders it
+/// hands out and their deliveries each hold the request, so a copy costs
+/// one reference rather than one per field.
 struct DownloadRequest: Sendable {
-    var url: String
-    var scheme: String
-    /// The URL carries a user name or password.
-    var hasUserInfo: Bool
-    /// Names as the client gave them; compared without case.
-    var headers: [(name: String, value: String)]
-    var slot: String?
-    var priority: Priority
-    var cachePolicy: CachePolicy
-    var accept: [String]?
-    var body: BodyKind
-    var textEncoding: String?
-    var destination: String?
-    var maxBytes: Int64?
-    var timeout: Double
-    var cacheKey: String?
-    var wait: Bool
-    /// How many attempts may follow the first after transient failures.
-    var retries = Configuration.defaultRetries
-    /// More http or https URLs of the same resource, asked in turn after
-    /// `url` when attempts fail. Not part of the request's identity.
-    var mirrors: [String] = []
-    /// What the body must hash to; checked per receipt, so receipts of one
-    /// task may expect different digests.
-    var integrity: Integrity? = nil
-    /// Bytes per second its transfer may take; nil for no limit of its own.
-    var maxRate: Int64?
+    /// What a request holds.
+    private struct Fields: Sendable {
+        let url: String
+        let scheme: String
+        /// The URL carries a user name or password.
+        let hasUserInfo: Bool
+        /// Names as the client gave them; compared without case.
+        let headers: [(name: String, value: String)]
+        let slot: String?
+        let priority: Priority
+        let cachePolicy: CachePolicy
+        let accept: [String]?
+        let body: BodyKind
+        let textEncoding: String?
+        let destination: String?
+        let maxBytes: Int64?
+        let timeout: Double
+        let cacheKey: String?
+        let wait: Bool
+        /// How many attempts may follow the first after transient failures.
+        let retries: Int
+        /// More http or https URLs of the same resource, asked in turn after
+        /// `url` when attempts fail. Not part of the request's identity.
+        let mirrors: [String]
+        /// What the body must hash to; checked per receipt, so receipts of one
+        /// task may expect different digests.
+        let integrity: Integrity?
+        /// Bytes per second its transfer may take; nil for no limit of its own.
+        let maxRate: Int64?
+    }
+
+    private final class Box: Sendable {
+        let fields: Fields
+
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private let box: Box
+
+    init(
+        url: String, scheme: String, hasUserInfo: Bool, headers: [(name: String, value: String)], slot: String?,
+        priority: Priority, cachePolicy: CachePolicy, accept: [String]?, body: BodyKind, textEncoding: String?,
+        destination: String?, maxBytes: Int64?, timeout: Double, cacheKey: String?, wait: Bool,
+        retries: Int = Configuration.defaultRetries, mirrors: [String] = [], integrity: Integrity? = nil, maxRate: Int64? = nil
+    ) {
+        box = Box(
+            Fields(
+                url: url, scheme: scheme, hasUserInfo: hasUserInfo, headers: headers, slot: slot, priority: priority,
+                cachePolicy: cachePolicy, accept: accept, body: body, textEncoding: textEncoding, destination: destination,
+                maxBytes: maxBytes, timeout: timeout, cacheKey: cacheKey, wait: wait, retries: retries, mirrors: mirrors,
+                integrity: integrity, maxRate: maxRate))
+    }
+
+    var url: String { box.fields.url }
+    var scheme: String { box.fields.scheme }
+    var hasUserInfo: Bool { box.fields.hasUserInfo }
+    var headers: [(name: String, value: String)] { box.fields.headers }
+    var slot: String? { box.fields.slot }
+    var priority: Priority { box.fields.priority }
+    var cachePolicy: CachePolicy { box.fields.cachePolicy }
+    var accept: [String]? { box.fields.accept }
+    var body: BodyKind { box.fields.body }
+    var textEncoding: String? { box.fields.textEncoding }
+    var destination: String? { box.fields.destination }
+    var maxBytes: Int64? { box.fields.maxBytes }
+    var timeout: Double { box.fields.timeout }
+    var cacheKey: String? { box.fields.cacheKey }
+    var wait: Bool { box.fields.wait }
+    var retries: Int { box.fields.retries }
+    var mirrors: [String] { box.fields.mirrors }
+    var integrity: Integrity? { box.fields.integrity }
+    var maxRate: Int64? { box.fields.maxRate }
 
     /// Header names whose values identify the user: a response to a request
     /// carrying one is never stored, and none follows a redirect to another
