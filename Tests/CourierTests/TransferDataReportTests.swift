@@ -54,7 +54,7 @@ struct TransferDataReportTests {
 
     /// Transfers the file at `source` (through `file://`) into `directory`.
     private func transfer(
-        _ source: String, into directory: String, countsText: Bool = false, observer: Recorder
+        _ source: String, into directory: String, countsText: Bool = false, copyLimit: Int = 0, observer: Recorder
     ) throws -> Recorder.Seen {
         var options = EasyOptions(url: "file://" + source)
         options.protocols = "file"
@@ -66,7 +66,9 @@ struct TransferDataReportTests {
         let engine = TransferEngine(waker: flushes.waker, logger: .init(label: "test")) { flushes.send(($0, $1, $2)) }
         defer { engine.cleanup() }
         engine.start(
-            Transfer(id: TransferID(task: TaskID(1), attempt: 1), options: options, body: target, countsText: countsText, observer: observer))
+            Transfer(
+                id: TransferID(task: TaskID(1), attempt: 1), options: options, body: target, copyLimit: copyLimit,
+                countsText: countsText, observer: observer))
         let deadline = MonotonicClock.now() + 20
         while observer.seen.withLock({ $0.result == nil }), MonotonicClock.now() < deadline {
             for (id, failure, checksum) in flushes.take() { engine.flushed(id, failure: failure, checksum: checksum) }
@@ -114,6 +116,25 @@ struct TransferDataReportTests {
             #expect(result.failure == nil, "\(String(describing: result.failure))")
             #expect(result.size == Int64(size) && result.checksum == XXH3.hash(body))
             #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/body.part")) == Data(body))
+        }
+    }
+
+    @Test(arguments: [100, 64 << 10, (64 << 10) + 1, 100 << 10])
+    func theFirstBytesComeWithTheBodyHeldInMemoryOrWithout(size: Int) throws {
+        try withDirectory { directory in
+            // Given a body within a 64 KiB copy limit, or past it
+            let limit = 64 << 10
+            let body = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 9) }
+            try Data(body).write(to: URL(fileURLWithPath: directory + "/source"))
+
+            // When it is transferred
+            let seen = try transfer(directory + "/source", into: directory, copyLimit: limit, observer: Recorder(stops: false))
+
+            // Then the result holds its first bytes, and the whole body when it stayed within the limit
+            let result = try #require(seen.result)
+            #expect(result.failure == nil, "\(String(describing: result.failure))")
+            #expect(result.head == Array(body.prefix(ImageInfo.sniffLength)))
+            #expect(result.bytes == (size <= limit ? body : nil))
         }
     }
 

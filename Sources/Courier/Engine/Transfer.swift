@@ -174,6 +174,8 @@ final class Transfer: EasyHandleDelegate {
     /// and then of every this many: its byte limits stop a transfer at
     /// most this far past them, whatever one read of libcurl brings.
     static let reportStride: Int64 = 256 << 10
+    /// The body's first bytes (up to `ImageInfo.sniffLength`) while `copy`
+    /// is not kept: while it is, it holds them (see `sniffed`).
     private var firstBytes: [UInt8] = []
     /// Of the bytes this thread wrote to the body file (a continued body's
     /// kept bytes first); the body writer goes on from it.
@@ -330,7 +332,7 @@ final class Transfer: EasyHandleDelegate {
             if keeping { writer.write(pending, to: stream) }
             pending = []
             self.stream = nil
-            let (file, keeping, firstBytes) = (partialFile, keeping, firstBytes)
+            let (file, keeping, firstBytes) = (partialFile, keeping, sniffed)
             writer.close(stream) { _, _ in
                 guard let file else { return }
                 let (written, hashState) = stream.snapshot()
@@ -340,7 +342,7 @@ final class Transfer: EasyHandleDelegate {
             // (A transfer whose stream is closing is settled by `finish`,
             // or, when the engine stops first, left at its last checkpoint.)
             Self.settle(
-                partialFile, completed: false, keeping: keeping, written: received, hashState: hasher.state, firstBytes: firstBytes)
+                partialFile, completed: false, keeping: keeping, written: received, hashState: hasher.state, firstBytes: sniffed)
         }
         partialFile = nil
         partials = nil
@@ -433,14 +435,14 @@ final class Transfer: EasyHandleDelegate {
         if let partialFile {
             let (written, hashState) = closing.map { $0.snapshot() } ?? (written: received, hashState: hasher.state)
             Self.settle(
-                partialFile, completed: failure == nil, keeping: keeping, written: written, hashState: hashState, firstBytes: firstBytes)
+                partialFile, completed: failure == nil, keeping: keeping, written: written, hashState: hashState, firstBytes: sniffed)
         } else if failure != nil {
             body.remove()
         }
         let result = TransferResult(
             response: head.status == 0 && failure != nil ? nil : head, size: received, requestDate: requestDate,
             bodyPath: failure == nil && !heldInMemory ? target.path : nil, body: failure == nil ? target : nil,
-            bodyIsInMemoryOnly: heldInMemory, head: firstBytes, checksum: checksum, digests: digests ?? BodyDigests(),
+            bodyIsInMemoryOnly: heldInMemory, head: sniffed, checksum: checksum, digests: digests ?? BodyDigests(),
             bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure, resumedFrom: resumedFrom)
         copy = nil
         closing = nil
@@ -601,6 +603,13 @@ final class Transfer: EasyHandleDelegate {
         return (validator, length)
     }
 
+    /// The body's first bytes, up to `ImageInfo.sniffLength`: while `copy`
+    /// holds every byte so far, its storage is shared rather than copied.
+    private var sniffed: [UInt8] {
+        guard let copy else { return firstBytes }
+        return copy.count <= ImageInfo.sniffLength ? copy : Array(copy.prefix(ImageInfo.sniffLength))
+    }
+
     /// From here on the body writer writes the body file, when there is one.
     private func handOverFile() {
         guard let writer else { return }
@@ -679,15 +688,16 @@ final class Transfer: EasyHandleDelegate {
         textLength?.add(data)
         if stream == nil { hasher.update(data) }
         if stream == nil { digests?.update(data) }
-        if copy != nil {
-            if received <= Int64(copyLimit) {
-                copy?.append(contentsOf: data)
-            } else {
+        if copy != nil, received <= Int64(copyLimit) {
+            copy?.append(contentsOf: data)
+        } else {
+            if copy != nil {
+                firstBytes = sniffed
                 copy = nil
             }
-        }
-        if firstBytes.count < ImageInfo.sniffLength {
-            firstBytes.append(contentsOf: data.prefix(ImageInfo.sniffLength - firstBytes.count))
+            if firstBytes.count < ImageInfo.sniffLength {
+                firstBytes.append(contentsOf: data.prefix(ImageInfo.sniffLength - firstBytes.count))
+            }
         }
         if let limit = options.maxFileSize, received > limit {
             return stop(TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes"))
