@@ -35,11 +35,21 @@ public struct NamedParams: Sendable {
 
     public init(_ members: [String: JSON]) { self.members = members }
 
-    public subscript(name: String) -> JSON? { members[name] }
+    /// The param named `name`. A request gives a few params at most, and a
+    /// method reads each it takes: comparing `name` with each given one
+    /// costs less than hashing it.
+    public subscript(name: String) -> JSON? {
+        guard members.count <= Self.scanLimit else { return members[name] }
+        for (given, value) in members where given == name { return value }
+        return nil
+    }
+
+    /// Up to how many params a look-up compares names rather than hashes.
+    static let scanLimit = 8
 
     /// True when the param is present and not null.
     public func has(_ name: String) -> Bool {
-        guard let value = members[name] else { return false }
+        guard let value = self[name] else { return false }
         return !value.isNull
     }
 
@@ -90,7 +100,7 @@ public struct NamedParams: Sendable {
     }
 
     private func read<T>(_ name: String, _ expected: @autoclosure () -> String, _ convert: (JSON) -> T?) throws(RPCError) -> T? {
-        guard let value = members[name], !value.isNull else { return nil }
+        guard let value = self[name], !value.isNull else { return nil }
         guard let converted = convert(value) else {
             throw .invalidParams("param '\(name)' must be \(expected()), not \(value.typeName == "integer" || value.typeName == "number" ? "\(value)" : value.typeName)", param: name)
         }
