@@ -57,15 +57,27 @@ enum HTTPCachePolicy {
     /// `headers` without the hop-by-hop fields and those `Connection` names,
     /// names in lower case.
     static func storableHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        let listed = Set(
-            (field("connection", in: headers) ?? "").split(separator: ",").map {
-                lowercased(String($0.trimmingBlanks))
-            })
-        return headers.compactMap { name, value in
-            let name = lowercased(name)
-            return hopByHopFields.contains(name) || listed.contains(name) ? nil : (name, value)
+        // `Connection` lists a name or two: compared one by one, not hashed.
+        let listed = (field("connection", in: headers) ?? "").split(separator: ",").map {
+            lowercased(String($0.trimmingBlanks))
         }
+        var stored: [(name: String, value: String)] = []
+        stored.reserveCapacity(headers.count)
+        for (name, value) in headers {
+            let name = lowercased(name)
+            if isHopByHop(name) || listed.contains(name) { continue }
+            stored.append((name, value))
+        }
+        return stored
     }
+
+    /// Whether the lower-case `name` is one of `hopByHopFields`: hashed
+    /// only when its length is one of theirs, which most names' is not.
+    private static func isHopByHop(_ name: String) -> Bool {
+        hopByHopLengths.contains(name.utf8.count) && hopByHopFields.contains(name)
+    }
+
+    private static let hopByHopLengths = Set(hopByHopFields.map(\.utf8.count))
 
     /// A field name in lower case: `name` itself when it holds no upper-case
     /// letter and nothing but ASCII, as the names a transfer read do (it
@@ -225,10 +237,23 @@ enum HTTPCachePolicy {
     static func field(_ name: String, in headers: [(name: String, value: String)]) -> String? {
         let name = lowercased(name)
         var result: String?
-        for header in headers where header.name.utf8.count == name.utf8.count && lowercased(header.name) == name {
+        for header in headers where header.name.utf8.count == name.utf8.count && isNamed(header.name, name) {
             result = result.map { $0 + ", " + header.value } ?? header.value
         }
         return result
+    }
+
+    /// Whether the field name `name` is `lowered` (in lower case, of the
+    /// same length) compared without case: byte by byte for an ASCII name,
+    /// with no lower-case copy made.
+    private static func isNamed(_ name: String, _ lowered: String) -> Bool {
+        var ascii = true
+        let equal = name.utf8.elementsEqual(lowered.utf8) { byte, other in
+            if byte >= 0x80 { ascii = false }
+            let folded = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+            return folded == other
+        }
+        return ascii ? equal : lowercased(name) == lowered
     }
 
     /// A field's value with the whitespace around its list items removed, so
