@@ -90,7 +90,9 @@ public struct NamedParams: Sendable {
         }
     }
 
-    /// A string param whose value must be one of `choices`.
+    /// A string param whose value must be one of `choices`. Inlinable, so
+    /// that each caller's specialization asks for no generic metadata.
+    @inlinable
     public func optionalChoice<Choice: RawRepresentable<String>>(_ name: String, as type: Choice.Type) throws(RPCError) -> Choice? {
         guard let text = try optionalString(name) else { return nil }
         guard let choice = Choice(rawValue: text) else {
