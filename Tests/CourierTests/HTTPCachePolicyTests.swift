@@ -69,6 +69,8 @@ struct HTTPCachePolicyTests {
             ("Keep-Alive", "5"), ("Location", "/b"),
         ])
         #expect(alike.map(\.name) == ["expires", "location"])
+        let single = HTTPCachePolicy.storableHeaders([("Connection", " X-Single "), ("X-Single", "1"), ("", "empty")])
+        #expect(single.map(\.name) == [""])
     }
 
     @Test func fieldsAreFoundWithoutCaseAndJoined() {

@@ -57,9 +57,14 @@ enum HTTPCachePolicy {
     /// `headers` without the hop-by-hop fields and those `Connection` names,
     /// names in lower case.
     static func storableHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        // `Connection` lists a name or two: compared one by one, not hashed.
-        let listed = (field("connection", in: headers) ?? "").split(separator: ",").map {
-            lowercased(String($0.trimmingBlanks))
+        // `Connection` lists a name or two: compared one by one, not hashed,
+        // and split only when it lists more than one.
+        let connection = field("connection", in: headers) ?? ""
+        var listed: [String] = []
+        if connection.utf8.contains(UInt8(ascii: ",")) {
+            listed = connection.split(separator: ",").map { lowercased(String($0.trimmingBlanks)) }
+        } else if !connection.isEmpty {
+            listed = [lowercased(connection.trimmingBlanks)]
         }
         var stored: [(name: String, value: String)] = []
         stored.reserveCapacity(headers.count)
@@ -83,7 +88,11 @@ enum HTTPCachePolicy {
     /// letter and nothing but ASCII, as the names a transfer read do (it
     /// lowers them as it reads them), so they are not made anew.
     static func lowercased(_ name: String) -> String {
-        name.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? name : name.lowercased()
+        var name = name
+        let lower = name.withUTF8 { bytes in
+            bytes.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        }
+        return lower ? name : name.lowercased()
     }
 
     // MARK: - Freshness
@@ -247,13 +256,21 @@ enum HTTPCachePolicy {
     /// same length) compared without case: byte by byte for an ASCII name,
     /// with no lower-case copy made.
     private static func isNamed(_ name: String, _ lowered: String) -> Bool {
-        var ascii = true
-        let equal = name.utf8.elementsEqual(lowered.utf8) { byte, other in
-            if byte >= 0x80 { ascii = false }
-            let folded = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
-            return folded == other
+        var name = name
+        var lowered = lowered
+        // Nil when a byte of `name` is not ASCII: then it is lowered whole.
+        let equal: Bool? = name.withUTF8 { bytes in
+            lowered.withUTF8 { expected in
+                guard bytes.count == expected.count else { return false }
+                for (byte, other) in zip(bytes, expected) {
+                    if byte >= 0x80 { return nil }
+                    let folded = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+                    if folded != other { return false }
+                }
+                return true
+            }
         }
-        return ascii ? equal : lowercased(name) == lowered
+        return equal ?? (lowercased(name) == lowered)
     }
 
     /// A field's value with the whitespace around its list items removed, so
