@@ -35,9 +35,9 @@ public struct NamedParams: Sendable {
 
     public init(_ members: [String: JSON]) { self.members = members }
 
-    /// The param named `name`. A request gives a few params at most, and a
-    /// method reads each it takes: comparing `name` with each given one
-    /// costs less than hashing it.
+    /// The param named `name`. A request gives few params, and a method
+    /// reads each it takes: comparing `name` with each given one costs less
+    /// than hashing it. More than `scanLimit` are hashed.
     public subscript(name: String) -> JSON? {
         guard members.count <= Self.scanLimit else { return members[name] }
         for (given, value) in members where given == name { return value }
