@@ -155,17 +155,20 @@ enum Incoming {
             self = .invalid(id: .null, .invalidRequest("Invalid Request: a message must be an object, not \(message.typeName)"))
             return
         }
+        // Each member is looked up once: every request costs these.
+        let givenID = members["id"]
         var id = JSON.null
-        if let given = members["id"] {
-            switch given {
+        if let givenID {
+            switch givenID {
             case .string, .integer, .double, .null:
-                id = given
+                id = givenID
             default:
-                self = .invalid(id: .null, .invalidRequest("Invalid Request: id must be a string, a number or null, not \(given.typeName)"))
+                self = .invalid(id: .null, .invalidRequest("Invalid Request: id must be a string, a number or null, not \(givenID.typeName)"))
                 return
             }
         }
-        if members["method"] == nil, members["result"] != nil || members["error"] != nil {
+        let givenMethod = members["method"]
+        if givenMethod == nil, members["result"] != nil || members["error"] != nil {
             self = .response(message)
             return
         }
@@ -173,19 +176,20 @@ enum Incoming {
             self = .invalid(id: id, .invalidRequest("Invalid Request: \"jsonrpc\" must be \"2.0\""))
             return
         }
-        guard case .string(let method)? = members["method"] else {
+        guard case .string(let method)? = givenMethod else {
             self = .invalid(id: id, .invalidRequest("Invalid Request: \"method\" must be a string"))
             return
         }
+        let givenParams = members["params"]
         var params: JSON?
-        switch members["params"] {
+        switch givenParams {
         case nil, .null?: params = nil
-        case .array?, .object?: params = members["params"]
+        case .array?, .object?: params = givenParams
         case let other?:
             self = .invalid(id: id, .invalidRequest("Invalid Request: \"params\" must be an object or an array, not \(other.typeName)"))
             return
         }
-        self = members["id"] == nil ? .notification(method: method, params: params) : .request(id: id, method: method, params: params)
+        self = givenID == nil ? .notification(method: method, params: params) : .request(id: id, method: method, params: params)
     }
 
     var expectsResponse: Bool {

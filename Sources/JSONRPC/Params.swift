@@ -35,11 +35,21 @@ public struct NamedParams: Sendable {
 
     public init(_ members: [String: JSON]) { self.members = members }
 
-    public subscript(name: String) -> JSON? { members[name] }
+    /// The param named `name`. A request gives few params, and a method
+    /// reads each it takes: comparing `name` with each given one costs less
+    /// than hashing it. More than `scanLimit` are hashed.
+    public subscript(name: String) -> JSON? {
+        guard members.count <= Self.scanLimit else { return members[name] }
+        for (given, value) in members where given == name { return value }
+        return nil
+    }
+
+    /// Up to how many params a look-up compares names rather than hashes.
+    static let scanLimit = 8
 
     /// True when the param is present and not null.
     public func has(_ name: String) -> Bool {
-        guard let value = members[name] else { return false }
+        guard let value = self[name] else { return false }
         return !value.isNull
     }
 
@@ -80,7 +90,9 @@ public struct NamedParams: Sendable {
         }
     }
 
-    /// A string param whose value must be one of `choices`.
+    /// A string param whose value must be one of `choices`. Inlinable, so
+    /// that each caller's specialization asks for no generic metadata.
+    @inlinable
     public func optionalChoice<Choice: RawRepresentable<String>>(_ name: String, as type: Choice.Type) throws(RPCError) -> Choice? {
         guard let text = try optionalString(name) else { return nil }
         guard let choice = Choice(rawValue: text) else {
@@ -90,7 +102,7 @@ public struct NamedParams: Sendable {
     }
 
     private func read<T>(_ name: String, _ expected: @autoclosure () -> String, _ convert: (JSON) -> T?) throws(RPCError) -> T? {
-        guard let value = members[name], !value.isNull else { return nil }
+        guard let value = self[name], !value.isNull else { return nil }
         guard let converted = convert(value) else {
             throw .invalidParams("param '\(name)' must be \(expected()), not \(value.typeName == "integer" || value.typeName == "number" ? "\(value)" : value.typeName)", param: name)
         }

@@ -63,6 +63,24 @@ struct HTTPCachePolicyTests {
             ("ETag", "\"a\""), ("Content-Length", "3"),
         ])
         #expect(kept.map(\.name) == ["etag", "content-length"])
+        // Names as long as hop-by-hop ones are kept unless they are one.
+        let alike = HTTPCachePolicy.storableHeaders([
+            ("Expires", "0"), ("Upgrade", "h2"), ("TE", "trailers"), ("Trailer", "x"), ("Connection", "keep-alive"),
+            ("Keep-Alive", "5"), ("Location", "/b"),
+        ])
+        #expect(alike.map(\.name) == ["expires", "location"])
+        let single = HTTPCachePolicy.storableHeaders([("Connection", " X-Single "), ("X-Single", "1"), ("", "empty")])
+        #expect(single.map(\.name) == [""])
+    }
+
+    @Test func fieldsAreFoundWithoutCaseAndJoined() {
+        let headers = [
+            ("ETag", "\"a\""), ("etag", "\"b\""), ("ETags", "x"), ("Cache-Control", "max-age=1"), ("\u{C9}tag", "y"),
+        ]
+        #expect(HTTPCachePolicy.field("etag", in: headers) == "\"a\", \"b\"")
+        #expect(HTTPCachePolicy.field("CACHE-control", in: headers) == "max-age=1")
+        #expect(HTTPCachePolicy.field("vary", in: headers) == nil)
+        #expect(HTTPCachePolicy.field("\u{E9}tag", in: headers) == "y")
     }
 
     // MARK: - Freshness

@@ -817,3 +817,24 @@ struct ParamsTests {
 private enum Priority: String {
     case high, normal, low
 }
+
+/// `NamedParams` finds a param by name whether it compares the names given
+/// (a few) or hashes the one asked for (many).
+@Suite(.timeLimit(.minutes(1)))
+struct NamedParamsTests {
+    @Test(arguments: [1, 2, 8, 9, 40])
+    func everyGivenParamIsFoundAndNoOther(count: Int) {
+        let members = Dictionary(uniqueKeysWithValues: (0..<count).map { ("p\($0)", JSON.integer(Int64($0))) })
+        let named = NamedParams(members)
+        for index in 0..<count { #expect(named["p\(index)"] == .integer(Int64(index))) }
+        #expect(named["p\(count)"] == nil)
+        #expect(named["P0"] == nil)
+        #expect(!named.has("absent"))
+    }
+
+    @Test func namesAreComparedAsStringsAre() {
+        // "é" precomposed and decomposed are one name to a dictionary.
+        let named = NamedParams(["caf\u{E9}": .bool(true)])
+        #expect(named["cafe\u{301}"] == .bool(true))
+    }
+}

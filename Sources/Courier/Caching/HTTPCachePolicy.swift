@@ -57,21 +57,42 @@ enum HTTPCachePolicy {
     /// `headers` without the hop-by-hop fields and those `Connection` names,
     /// names in lower case.
     static func storableHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        let listed = Set(
-            (field("connection", in: headers) ?? "").split(separator: ",").map {
-                lowercased(String($0.trimmingBlanks))
-            })
-        return headers.compactMap { name, value in
-            let name = lowercased(name)
-            return hopByHopFields.contains(name) || listed.contains(name) ? nil : (name, value)
+        // `Connection` lists a name or two: compared one by one, not hashed,
+        // and split only when it lists more than one.
+        let connection = field("connection", in: headers) ?? ""
+        var listed: [String] = []
+        if connection.utf8.contains(UInt8(ascii: ",")) {
+            listed = connection.split(separator: ",").map { lowercased(String($0.trimmingBlanks)) }
+        } else if !connection.isEmpty {
+            listed = [lowercased(connection.trimmingBlanks)]
         }
+        var stored: [(name: String, value: String)] = []
+        stored.reserveCapacity(headers.count)
+        for (name, value) in headers {
+            let name = lowercased(name)
+            if isHopByHop(name) || listed.contains(name) { continue }
+            stored.append((name, value))
+        }
+        return stored
     }
+
+    /// Whether the lower-case `name` is one of `hopByHopFields`: hashed
+    /// only when its length is one of theirs, which most names' is not.
+    private static func isHopByHop(_ name: String) -> Bool {
+        hopByHopLengths.contains(name.utf8.count) && hopByHopFields.contains(name)
+    }
+
+    private static let hopByHopLengths = Set(hopByHopFields.map(\.utf8.count))
 
     /// A field name in lower case: `name` itself when it holds no upper-case
     /// letter and nothing but ASCII, as the names a transfer read do (it
     /// lowers them as it reads them), so they are not made anew.
     static func lowercased(_ name: String) -> String {
-        name.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? name : name.lowercased()
+        var name = name
+        let lower = name.withUTF8 { bytes in
+            bytes.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        }
+        return lower ? name : name.lowercased()
     }
 
     // MARK: - Freshness
@@ -225,10 +246,31 @@ enum HTTPCachePolicy {
     static func field(_ name: String, in headers: [(name: String, value: String)]) -> String? {
         let name = lowercased(name)
         var result: String?
-        for header in headers where header.name.utf8.count == name.utf8.count && lowercased(header.name) == name {
+        for header in headers where header.name.utf8.count == name.utf8.count && isNamed(header.name, name) {
             result = result.map { $0 + ", " + header.value } ?? header.value
         }
         return result
+    }
+
+    /// Whether the field name `name` is `lowered` (in lower case, of the
+    /// same length) compared without case: byte by byte for an ASCII name,
+    /// with no lower-case copy made.
+    private static func isNamed(_ name: String, _ lowered: String) -> Bool {
+        var name = name
+        var lowered = lowered
+        // Nil when a byte of `name` is not ASCII: then it is lowered whole.
+        let equal: Bool? = name.withUTF8 { bytes in
+            lowered.withUTF8 { expected in
+                guard bytes.count == expected.count else { return false }
+                for (byte, other) in zip(bytes, expected) {
+                    if byte >= 0x80 { return nil }
+                    let folded = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+                    if folded != other { return false }
+                }
+                return true
+            }
+        }
+        return equal ?? (lowercased(name) == lowered)
     }
 
     /// A field's value with the whitespace around its list items removed, so

@@ -170,18 +170,26 @@ final class ResponseCache: Sendable {
     /// texts escape alike only when their bytes are equal, so the tiers'
     /// String-keyed maps tell apart what Unicode equivalence would merge.
     static func escaped(_ text: String) -> String {
+        // Most URLs and keys need no escape: they are kept as they are.
+        if text.utf8.allSatisfy(isKept) { return text }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
-            if byte > 0x20, byte < 0x7F, byte != UInt8(ascii: "%") {
+            if isKept(byte) {
                 bytes.append(byte)
             } else {
-                let digits = Array("0123456789ABCDEF".utf8)
-                bytes += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
+                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
             }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
+
+    /// Whether `escaped` keeps `byte` as it is.
+    private static func isKept(_ byte: UInt8) -> Bool {
+        byte > 0x20 && byte < 0x7F && byte != UInt8(ascii: "%")
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
 
     /// What the caches can do for `request` under its cache policy. For a
     /// request with `integrity`, a stored body is served only when it

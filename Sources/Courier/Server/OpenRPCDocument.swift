@@ -111,6 +111,7 @@ public enum OpenRPCDocument {
         case .object(let object)?: members = object
         default: throw .invalidParams("params must be given by name, as an object")
         }
+        if table.passes(members) { return }
         // The first unknown name in sorted order is named, whatever the
         // dictionary's order; sorting waits until there is one.
         if !members.keys.allSatisfy(table.names.contains),
@@ -131,13 +132,40 @@ public enum OpenRPCDocument {
     private struct ParamTable {
         var names: Set<String>
         var params: [(name: String, required: Bool, schema: Schema?)]
+        /// Where each name stands in `params` (OpenRPC names each param
+        /// once).
+        var positions: [String: Int]
+        var requiredCount: Int
 
         init(descriptors: [JSON]) {
-            params = descriptors.compactMap { descriptor in
+            let params: [(name: String, required: Bool, schema: Schema?)] = descriptors.compactMap { descriptor in
                 guard let name = descriptor["name"]?.stringValue else { return nil }
                 return (name, descriptor["required"]?.boolValue == true, Schema(descriptor["schema"] ?? [:]))
             }
-            names = Set(params.map(\.name))
+            let positions = Dictionary(params.indices.map { (params[$0].name, $0) }, uniquingKeysWith: { first, _ in first })
+            self.params = params
+            self.positions = positions
+            names = Set(positions.keys)
+            requiredCount = positions.values.filter { params[$0].required }.count
+        }
+
+        /// Whether `members` pass, checked one by one by their own names:
+        /// a request gives a few of a method's many params. A false answer
+        /// names no param; the check in the document's order finds which,
+        /// so a refusal does not depend on the dictionary's order.
+        func passes(_ members: [String: JSON]) -> Bool {
+            var required = 0
+            for (name, value) in members {
+                guard let position = positions[name] else { return false }
+                let param = params[position]
+                if param.required { required += 1 }
+                do throws(RPCError) {
+                    try OpenRPCDocument.check(value, against: param.schema, at: name)
+                } catch {
+                    return false
+                }
+            }
+            return required == requiredCount
         }
     }
 
