@@ -295,13 +295,13 @@ struct ResponseStoreTests {
         }
     }
 
-    @Test func aNewDatabaseHasSmallPagesAndAnOldOneKeepsItsOwn() throws {
+    @Test func aNewDatabaseHasLargePagesAndAnOldOneKeepsItsOwn() throws {
         try withDirectory { directory in
-            // Given a database of schema version 1 made with 32 KiB pages, and one made new
+            // Given a database of schema version 1 made with SQLite's default pages, and one made new
             let oldDirectory = directory + "/old"
             try FileManager.default.createDirectory(atPath: oldDirectory, withIntermediateDirectories: true)
             do {
-                let old = try Database(openingDefensively: oldDirectory + "/Cache.db", pageSize: 32 << 10)
+                let old = try Database(openingDefensively: oldDirectory + "/Cache.db")
                 try old.execute("PRAGMA application_id = \(CacheDatabase.applicationID); PRAGMA user_version = 1")
                 old.close()
             }
@@ -314,8 +314,8 @@ struct ResponseStoreTests {
                     (try database.integerPragma("page_size"), try database.integerPragma("wal_autocheckpoint"))
                 }
             }
-            #expect(pragmas(new)?.0 == 4096 && pragmas(new)?.1 == 1024)
-            #expect(pragmas(old)?.0 == 32768 && pragmas(old)?.1 == 128)
+            #expect(pragmas(new)?.0 == Int64(CacheDatabase.pageSize) && pragmas(new)?.1 == Int64((4 << 20) / CacheDatabase.pageSize))
+            #expect(pragmas(old)?.0 == 4096 && pragmas(old)?.1 == 1024)
 
             // And both store and find responses
             for store in [new, old] {
