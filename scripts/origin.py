@@ -1810,3 +1810,88 @@ def _dispatch_with_corrupt_once(self: _Handler) -> None:
 _Handler._dispatch = _dispatch_with_corrupt_once  # type: ignore[method-assign]
 
 # End of the bodies corrupted in flight block.
+
+
+# --------------------------------------------------------------------------
+# Validators that are not UTF-8, for tests that they go back byte for byte:
+#
+# /raw-etag/NAME?size=N&cut=M
+#     pattern(N, NAME) with the strong ETag "NAME-" followed by the bytes
+#     0xE9 0xFF (obs-text) and the closing quote, and Accept-Ranges; honours
+#     `Range: bytes=A-` when If-Range is absent or is exactly those bytes.
+#     With `cut`, the first response sends at most M bytes of its body and
+#     closes the connection cleanly (a body shorter than its Content-Length).
+#
+# Origin.raw_etag(NAME) is that ETag's bytes; Origin.raw_etag_log(NAME) lists
+# each request for it, oldest first: {"range": <Range or None>,
+# "if_range": <If-Range's bytes or None>, "status": S}.
+
+
+def _raw_etag(self: Origin, name: str) -> bytes:
+    return b'"' + name.encode() + b'-\xe9\xff"'
+
+
+def _raw_etag_log(self: Origin, name: str) -> list:
+    with self._lock:
+        return [dict(entry) for entry in self.__dict__.get("_raw_etag_requests", {}).get(name, [])]
+
+
+Origin.raw_etag = _raw_etag  # type: ignore[attr-defined]
+Origin.raw_etag_log = _raw_etag_log  # type: ignore[attr-defined]
+
+
+def _serve_raw_etag(self: _Handler, name: str) -> None:
+    size = self._int("size", 100_000)
+    if not 1 <= size <= 1 << 30:
+        raise ValueError("size must be within 1..2^30")
+    etag = _raw_etag(self.origin, name)
+    # http.server reads and writes header values as latin-1: one character per byte.
+    if_range = self.headers.get("If-Range")
+    if_range = None if if_range is None else if_range.encode("latin-1")
+    with self.origin._lock:
+        log = self.origin.__dict__.setdefault("_raw_etag_requests", {}).setdefault(name, [])
+        index = len(log)
+        entry = {"range": self.headers.get("Range"), "if_range": if_range, "status": None}
+        log.append(entry)
+    body = pattern(size, name)
+    asked = _asked_range(self.headers.get("Range"), size)
+    if asked is not None and if_range not in (None, etag):
+        asked = None
+    first, last = asked if asked is not None else (0, size - 1)
+    piece = body[first:last + 1]
+    headers = [("Content-Type", "application/octet-stream"), ("ETag", etag.decode("latin-1")),
+               ("Accept-Ranges", "bytes"), ("Content-Length", str(len(piece)))]
+    status = 200
+    if asked is not None:
+        status = 206
+        headers.append(("Content-Range", f"bytes {first}-{last}/{size}"))
+    limit = min(len(piece), self._int("cut", len(piece))) if index == 0 else len(piece)
+    with self.origin._lock:
+        entry["status"] = status
+    self._start(status, headers)
+    self._stream(piece[:limit])
+    if limit < len(piece):
+        self.wfile.flush()
+        self.close_connection = True
+
+
+_dispatch_without_raw_etag = _Handler._dispatch
+
+
+def _dispatch_with_raw_etag(self: _Handler) -> None:
+    parts = urlsplit(self.path)
+    prefix = "/raw-etag/"
+    if not parts.path.startswith(prefix) or len(parts.path) == len(prefix) or self.origin._resource(parts.path):
+        _dispatch_without_raw_etag(self)
+        return
+    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    self.origin._record(parts.path, self.path, self.headers)
+    try:
+        _serve_raw_etag(self, parts.path[len(prefix):])
+    except ValueError as exc:
+        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+
+_Handler._dispatch = _dispatch_with_raw_etag  # type: ignore[method-assign]
+
+# End of the validators that are not UTF-8 block.

@@ -10,7 +10,9 @@ import Darwin
 /// What a transfer asks of libcurl.
 public struct EasyOptions: Sendable {
     public var url: String
-    public var headers: [(name: String, value: String)] = []
+    /// Request header fields. A value is bytes: one an origin sent (an
+    /// entity tag) goes back as it came, whether UTF-8 or not.
+    public var headers: [(name: String, value: [UInt8])] = []
     public var timeoutMilliseconds: Int?
     public var connectTimeoutMilliseconds: Int?
     /// Bytes per second below which, for `lowSpeedTime` seconds, the
@@ -229,7 +231,8 @@ public final class EasyHandle {
         }
         var list: UnsafeMutablePointer<curl_slist>?
         for header in options.headers {
-            list = curl_slist_append(list, "\(header.name): \(header.value)")
+            let line = Array(header.name.utf8) + Array(": ".utf8) + header.value + [0]
+            list = line.withUnsafeBytes { curl_slist_append(list, $0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
         }
         if list != nil || headerList != nil {
             check(courier_easy_setopt_ptr(raw, CURLOPT_HTTPHEADER, list), CURLOPT_HTTPHEADER)

@@ -15,7 +15,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct PartialStoreTests {
     private let logger = Logger(label: "test")
-    private let validator = ResumeValidator.entityTag("\"v1\"")
+    private let validator = ResumeValidator.entityTag(Array("\"v1\"".utf8))
 
     private func withDirectory(_ body: (String) throws -> Void) rethrows {
         let directory = NSTemporaryDirectory() + "courier-partials-\(getpid())-\(UUID().uuidString)"
@@ -177,7 +177,7 @@ struct PartialStoreTests {
                 let file = try #require(store.makeFile())
                 #expect(pwrite(file.fd, bytes(10), 10, 0) == 10)
                 file.describe(
-                    key: Array("k".utf8), url: "http://a/k", validator: .lastModified("Mon, 14 Sep 2020 12:26:40 GMT"),
+                    key: Array("k".utf8), url: "http://a/k", validator: .lastModified(Array("Mon, 14 Sep 2020 12:26:40 GMT".utf8)),
                     completeLength: 20)
                 let hasher = XXH3()
                 hasher.update(bytes(10))

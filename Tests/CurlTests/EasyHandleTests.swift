@@ -49,7 +49,7 @@ struct EasyHandleTests {
         // Given a transfer that sent a header of its own and asked for
         // every content coding
         var first = EasyOptions(url: url)
-        first.headers = [("X-Probe", "1")]
+        first.headers = [("X-Probe", Array("1".utf8))]
         let handle = multi.makeEasyHandle()
         handle.configure(first)
         let firstRequest = origin.request(of: handle, on: multi)

@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from origin import pattern
+
 MIB = 1 << 20
 
 
@@ -124,6 +126,28 @@ def test_a_failed_download_asked_again_asks_only_for_the_rest(courier, origin, c
         {k: v for k, v in third.items() if k != "base64"}
     assert base64.b64decode(third["base64"]) == origin.ranged_body("failed", 6 * MIB)
     assert len(origin.ranged_log("failed")) == 2
+
+
+def test_a_resume_sends_an_entity_tag_that_is_not_utf8_back_byte_for_byte(courier, origin, cache_dir):
+    # Given a resource whose strong ETag holds the bytes 0xE9 0xFF, and whose
+    # first response ends cleanly after 1 MiB
+    session = courier()
+    url = origin.url(f"/raw-etag/obs-text?size={3 * MIB}&cut={MIB}")
+    first = session.fetch(url, retries=0)
+    assert not first["ok"] and first["error"]["code"] == "network", first
+
+    # When it is asked again
+    second = session.fetch(url)
+
+    # Then If-Range carried the entity tag's own bytes, the origin answered
+    # the rest, and the body is exact
+    log = origin.raw_etag_log("obs-text")
+    assert [entry["range"] for entry in log] == [None, f"bytes={MIB}-"]
+    assert log[1]["if_range"] == origin.raw_etag("obs-text") == b'"obs-text-\xe9\xff"'
+    assert [entry["status"] for entry in log] == [200, 206]
+    assert second["ok"] and second["resumedFrom"] == MIB, second
+    with open(second["path"], "rb") as delivered:
+        assert delivered.read() == pattern(3 * MIB, "obs-text")
 
 
 @pytest.mark.parametrize("size, kept", [(64 * 1024, False), (64 * 1024 + 1, True)])

@@ -13,9 +13,15 @@ struct CachedResponse: Sendable {
     /// In arrival order, names in lower case.
     var headers: [(name: String, value: String)] {
         didSet {
-            fields = Fields(headers)
+            fields = Fields(headers, rawValues: rawValues)
             headerObject = ResponseHead.joined(headers)
         }
+    }
+    /// The bytes of the validator fields (`Validators.fieldNames`) that
+    /// are not UTF-8, by name: `headers` holds them as text, with U+FFFD in
+    /// their place, and these go back to the origin.
+    var rawValues: [String: [UInt8]] {
+        didSet { fields = Fields(headers, rawValues: rawValues) }
     }
     /// What the caching rules read from `headers`, parsed when they are set
     /// rather than on every lookup.
@@ -46,11 +52,13 @@ struct CachedResponse: Sendable {
 
     init(
         status: Int, headers: [(name: String, value: String)], url: String, requestTime: Date, responseTime: Date,
-        storedAt: Date? = nil, varyValues: [String: String] = [:], digests: BodyDigests = BodyDigests()
+        storedAt: Date? = nil, varyValues: [String: String] = [:], digests: BodyDigests = BodyDigests(),
+        rawValues: [String: [UInt8]] = [:]
     ) {
         self.status = status
         self.headers = headers.map { (HTTPCachePolicy.lowercased($0.name), $0.value) }
-        self.fields = Fields(self.headers)
+        self.rawValues = rawValues.filter { Validators.fieldNames.contains($0.key) }
+        self.fields = Fields(self.headers, rawValues: self.rawValues)
         self.headerObject = ResponseHead.joined(self.headers)
         self.url = url
         self.fileName = Delivery.fileName(for: url)
@@ -70,7 +78,8 @@ struct CachedResponse: Sendable {
         self.init(
             status: head.status, headers: HTTPCachePolicy.storableHeaders(head.headers), url: head.finalURL ?? requestURL,
             requestTime: requestTime, responseTime: responseTime,
-            varyValues: HTTPCachePolicy.varyValues(requestHeaders: requestHeaders, responseHeaders: head.headers))
+            varyValues: HTTPCachePolicy.varyValues(requestHeaders: requestHeaders, responseHeaders: head.headers),
+            rawValues: head.rawValues)
     }
 
     /// The fields of `headers` that decide freshness, validation and `Vary`.
@@ -88,8 +97,9 @@ struct CachedResponse: Sendable {
         /// What `Vary` names: nil for `*`.
         var varyNames: [String]?
 
-        init(_ headers: [(name: String, value: String)]) {
+        init(_ headers: [(name: String, value: String)], rawValues: [String: [UInt8]]) {
             func field(_ name: String) -> String? { HTTPCachePolicy.field(name, in: headers) }
+            func bytes(_ name: String) -> [UInt8]? { rawValues[name] ?? field(name).map { Array($0.utf8) } }
             cacheControl = CacheControl(headers)
             date = field("date").flatMap(HTTPDate.parse)
             expires = field("expires").map(HTTPDate.parse)
@@ -98,12 +108,12 @@ struct CachedResponse: Sendable {
             age = field("age").flatMap { value in
                 CacheControl.deltaSeconds(value.split(separator: ",").first.map { $0.trimmingBlanks } ?? "")
             }
-            validators = Validators(etag: field("etag"), lastModified: lastModifiedText)
+            validators = Validators(etag: bytes("etag"), lastModified: bytes("last-modified"))
             varyNames = HTTPCachePolicy.varyNames(headers)
         }
     }
 
-    var head: ResponseHead { ResponseHead(status: status, headers: headers, finalURL: url) }
+    var head: ResponseHead { ResponseHead(status: status, headers: headers, finalURL: url, rawValues: rawValues) }
 
     /// Every line of the field `name` joined with ", ", or nil without one.
     func header(_ name: String) -> String? {
@@ -115,7 +125,7 @@ extension CachedResponse: Equatable {
     static func == (lhs: CachedResponse, rhs: CachedResponse) -> Bool {
         lhs.status == rhs.status && lhs.url == rhs.url && lhs.requestTime == rhs.requestTime
             && lhs.responseTime == rhs.responseTime && lhs.storedAt == rhs.storedAt && lhs.varyValues == rhs.varyValues
-            && lhs.digests == rhs.digests
+            && lhs.digests == rhs.digests && lhs.rawValues == rhs.rawValues
             && lhs.headers.elementsEqual(rhs.headers, by: { $0.name == $1.name && $0.value == $1.value })
     }
 }

@@ -16,6 +16,11 @@ import JSON
 /// `sha384` or `sha512` to the body's digest in base64, for the algorithms
 /// taken when it was stored or when a read proved it since (the row's
 /// digest columns, which content addressing looks up, hold the same).
+/// JSON strings are UTF-8, so a validator field (`ETag`, `Last-Modified`)
+/// whose value is not keeps its bytes in `bytes`, an object from the
+/// field's name to its value in base64, beside the lossy text in
+/// `headers`; the member is left out when there are none, and an entry
+/// without it reads as it did.
 struct DiskCacheEntry: Sendable, Equatable {
     var key: String
     var response: CachedResponse
@@ -30,6 +35,9 @@ struct DiskCacheEntry: Sendable, Equatable {
     static func metadata(key: String, response: CachedResponse) -> [UInt8] {
         var text: [UInt8] = []
         JSONCodec.encodeObject(into: &text, sizeHint: metadataLength(key: key, response: response)) { object in
+            if !response.rawValues.isEmpty {
+                object.set("bytes", strings: response.rawValues.mapValues { Data($0).base64EncodedString() })
+            }
             object.set("digests", strings: Self.base64(response.digests))
             object.set("headers", .array(response.headers.map { .array([.string($0.name), .string($0.value)]) }))
             object.set("key", key)
@@ -49,6 +57,7 @@ struct DiskCacheEntry: Sendable, Equatable {
         var length = 200 + key.utf8.count + response.url.utf8.count + response.digests.algorithms.count * 100
         for (name, value) in response.headers { length += name.utf8.count + value.utf8.count + 8 }
         for (name, value) in response.varyValues { length += name.utf8.count + value.utf8.count + 6 }
+        for (name, value) in response.rawValues { length += name.utf8.count + value.count * 4 / 3 + 10 }
         return length
     }
 
@@ -63,8 +72,9 @@ struct DiskCacheEntry: Sendable, Equatable {
     /// directory, so every field is checked before it is believed. The
     /// status must be within 100...999, the times finite and within 1970
     /// through 9999, field names tokens and field values free of CR, LF and
-    /// NUL (RFC 9110 §5.1, §5.5), and each digest the canonical base64 of
-    /// one of its algorithm's length.
+    /// NUL (RFC 9110 §5.1, §5.5), each digest the canonical base64 of
+    /// one of its algorithm's length, and the bytes of a validator a value
+    /// `HTTPField.isSendableValidator` accepts.
     static func parseMetadata(_ bytes: [UInt8]) -> (key: String, response: CachedResponse)? {
         guard let object = try? JSONCodec.decode(bytes), let key = object["key"]?.stringValue,
             let url = object["url"]?.stringValue, let status = object["status"]?.integerValue,
@@ -84,6 +94,16 @@ struct DiskCacheEntry: Sendable, Equatable {
             guard let value = value.stringValue, isFieldName(name), isFieldValue(value) else { return nil }
             varyValues[name] = value
         }
+        var rawValues: [String: [UInt8]] = [:]
+        if let stored = object["bytes"] {
+            guard let stored = stored.objectValue else { return nil }
+            for (name, value) in stored {
+                guard Validators.fieldNames.contains(name), let text = value.stringValue,
+                    let bytes = Data(base64Encoded: text).map(Array.init), HTTPField.isSendableValidator(bytes)
+                else { return nil }
+                rawValues[name] = bytes
+            }
+        }
         var digests = BodyDigests()
         if let stored = object["digests"] {
             guard let stored = stored.objectValue else { return nil }
@@ -96,7 +116,7 @@ struct DiskCacheEntry: Sendable, Equatable {
         }
         let response = CachedResponse(
             status: Int(status), headers: headers, url: url, requestTime: requestTime, responseTime: responseTime,
-            storedAt: storedAt, varyValues: varyValues, digests: digests)
+            storedAt: storedAt, varyValues: varyValues, digests: digests, rawValues: rawValues)
         return (key, response)
     }
 

@@ -164,7 +164,7 @@ enum HTTPCachePolicy {
     }
 
     /// The conditional request headers that revalidate `response`.
-    static func conditionalHeaders(for response: CachedResponse) -> [(name: String, value: String)] {
+    static func conditionalHeaders(for response: CachedResponse) -> [(name: String, value: [UInt8])] {
         validators(of: response).requestHeaders
     }
 
@@ -219,12 +219,11 @@ enum HTTPCachePolicy {
     /// or without one its Last-Modified, differs from the stored one): fetch
     /// it again.
     static func merging(
-        notModified headers: [(name: String, value: String)], into stored: CachedResponse, requestTime: Date,
-        responseTime: Date
+        notModified headers: [(name: String, value: String)], rawValues: [String: [UInt8]] = [:], into stored: CachedResponse,
+        requestTime: Date, responseTime: Date
     ) -> CachedResponse? {
-        if let etag = field("etag", in: headers) {
-            guard let storedTag = stored.header("etag"), opaqueTag(storedTag).utf8.elementsEqual(opaqueTag(etag).utf8)
-            else { return nil }
+        if let etag = rawValues["etag"] ?? field("etag", in: headers).map({ Array($0.utf8) }) {
+            guard let storedTag = stored.fields.validators.etag, opaqueTag(storedTag) == opaqueTag(etag) else { return nil }
         } else if let lastModified = field("last-modified", in: headers), let storedDate = stored.header("last-modified"),
             HTTPDate.parse(lastModified) != HTTPDate.parse(storedDate)
         {
@@ -234,6 +233,8 @@ enum HTTPCachePolicy {
         let replaced = Set(incoming.map(\.name))
         var merged = stored
         merged.headers = stored.headers.filter { !replaced.contains($0.name) } + incoming
+        merged.rawValues = stored.rawValues.filter { !replaced.contains($0.key) }
+            .merging(rawValues.filter { replaced.contains($0.key) && Validators.fieldNames.contains($0.key) }) { $1 }
         merged.requestTime = requestTime
         merged.responseTime = responseTime
         return merged
@@ -288,8 +289,8 @@ enum HTTPCachePolicy {
     }
 
     /// An entity tag without its weakness marker, for the weak comparison.
-    private static func opaqueTag(_ tag: String) -> String {
-        let trimmed = tag.trimmingBlanks
-        return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
+    private static func opaqueTag(_ tag: [UInt8]) -> ArraySlice<UInt8> {
+        let trimmed = HTTPField.trimmingBlanks(tag)
+        return trimmed.starts(with: "W/".utf8) ? trimmed.dropFirst(2) : trimmed
     }
 }

@@ -382,7 +382,7 @@ final class PartialStore: Sendable {
 
 /// A row of `partial_bodies`, read as hostile input: every field of the
 /// type and within the range courier writes, the file one of courier's
-/// names, the URL and the validator text that could go back into a request.
+/// names, the URL and the validator bytes that could go back into a request.
 struct PartialRecord: Equatable, Sendable {
     var key: [UInt8]
     var file: String
@@ -403,8 +403,7 @@ struct PartialRecord: Equatable, Sendable {
     init?(row: [SQLiteValue]) {
         guard row.count == 8, let key = row[0].blob, let file = row[1].blob, PartialStore.isFileName(file),
             let url = row[2].blob.flatMap({ String(validating: $0, as: UTF8.self) }),
-            let kind = row[3].integer, let value = row[4].blob.flatMap({ String(validating: $0, as: UTF8.self) }),
-            HTTPField.isValidValue(value), !value.isEmpty,
+            let kind = row[3].integer, let value = row[4].blob, HTTPField.isSendableValidator(value),
             let complete = row[5].integer, let length = row[6].integer, let checksum = row[7].integer,
             complete > 0, (1..<complete).contains(length)
         else { return nil }
@@ -427,7 +426,7 @@ struct PartialRecord: Equatable, Sendable {
         case .lastModified: kind = 2
         }
         return [
-            .blob(key), .blob(Array(file.utf8)), .blob(Array(url.utf8)), .integer(kind), .blob(Array(kept.validator.value.utf8)),
+            .blob(key), .blob(Array(file.utf8)), .blob(Array(url.utf8)), .integer(kind), .blob(kept.validator.value),
             .integer(kept.completeLength), .integer(kept.offset), .integer(Int64(bitPattern: checksum)),
         ]
     }

@@ -40,7 +40,7 @@ final class ResponseCache: Sendable {
     struct Stale: Sendable {
         var key: String
         var response: CachedResponse
-        var conditionalHeaders: [(name: String, value: String)]
+        var conditionalHeaders: [(name: String, value: [UInt8])]
     }
 
     enum Lookup: Sendable {
@@ -221,8 +221,9 @@ final class ResponseCache: Sendable {
                 return .hit(Hit(key: key, response: loaded.response, body: loaded.body, tier: tier))
             }
             // Validators come from the origin or from a file another process
-            // wrote: one that could end the header line is never replayed.
-            let conditions = HTTPCachePolicy.conditionalHeaders(for: response).filter { HTTPField.isValidValue($0.value) }
+            // wrote: one that could end the header line is never replayed
+            // (`Validators.requestHeaders` leaves it out).
+            let conditions = HTTPCachePolicy.conditionalHeaders(for: response)
             return conditions.isEmpty ? nil : .stale(Stale(key: key, response: response, conditionalHeaders: conditions))
         }
 
@@ -388,7 +389,7 @@ final class ResponseCache: Sendable {
     /// 304 names another representation or the stored body is gone.
     func revalidated(_ stale: Stale, notModified head: ResponseHead, requestTime: Date, responseTime: Date) -> Hit? {
         guard let merged = HTTPCachePolicy.merging(
-            notModified: head.headers, into: stale.response, requestTime: requestTime, responseTime: responseTime)
+            notModified: head.headers, rawValues: head.rawValues, into: stale.response, requestTime: requestTime, responseTime: responseTime)
         else { return nil }
         let body: CachedBody
         // The memory tier keeps only digests taken from the bytes it holds.

@@ -376,7 +376,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     private func start(_ order: TransferOrder) {
         var options = transferDefaults
         options.url = order.url
-        options.headers = order.request.headers + (order.revalidation?.conditionalHeaders ?? [])
+        options.headers = order.request.headers.map { ($0.name, Array($0.value.utf8)) } + (order.revalidation?.conditionalHeaders ?? [])
         options.timeoutMilliseconds = Int(order.request.timeout * 1000)
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         options.lowSpeedLimit = settings.lowSpeedLimit

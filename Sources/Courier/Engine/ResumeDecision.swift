@@ -1,21 +1,23 @@
 /// What a kept body was taken under, and what `If-Range` sends back: the
-/// response's strong entity tag, else its `Last-Modified`.
+/// response's strong entity tag, else its `Last-Modified`, as the bytes the
+/// origin sent (an entity tag is opaque and need not be UTF-8).
 enum ResumeValidator: Equatable, Sendable {
     /// A strong entity tag, with its quotes.
-    case entityTag(String)
+    case entityTag([UInt8])
     /// An HTTP date.
-    case lastModified(String)
+    case lastModified([UInt8])
 
     /// The validator of `response`: its `ETag` when that is a strong one
     /// (`"…"` of the bytes RFC 9110 allows, never `W/`), else its
     /// `Last-Modified` when that is a date courier can read; nil when it has
     /// neither. Either goes back to the origin in a header line, so one
-    /// holding a byte a field value may not is not taken.
+    /// holding a byte a field value may not, or longer than
+    /// `HTTPField.maximumValidatorLength`, is not taken.
     init?(of response: ResponseHead) {
-        if let tag = response.header("etag").map({ $0.trimmingBlanks }), Self.isStrongEntityTag(tag) {
+        if let tag = response.headerBytes("etag").map({ Array(HTTPField.trimmingBlanks($0)) }), Self.isStrongEntityTag(tag) {
             self = .entityTag(tag)
-        } else if let date = response.header("last-modified").map({ $0.trimmingBlanks }), !date.isEmpty,
-            HTTPField.isValidValue(date), HTTPDate.parse(date) != nil
+        } else if let date = response.headerBytes("last-modified").map({ Array(HTTPField.trimmingBlanks($0)) }),
+            HTTPField.isSendableValidator(date), HTTPDate.parse(String(decoding: date, as: UTF8.self)) != nil
         {
             self = .lastModified(date)
         } else {
@@ -24,17 +26,19 @@ enum ResumeValidator: Equatable, Sendable {
     }
 
     /// The value `If-Range` carries.
-    var value: String {
+    var value: [UInt8] {
         switch self {
         case .entityTag(let tag): tag
         case .lastModified(let date): date
         }
     }
 
-    /// `"` *etagc `"`, etagc being `!`, `#` to `~`, or a byte past ASCII.
-    static func isStrongEntityTag(_ tag: String) -> Bool {
-        let bytes = Array(tag.utf8)
-        guard bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else { return false }
+    /// `"` *etagc `"`, etagc being `!`, `#` to `~`, or a byte past ASCII; no
+    /// longer than `HTTPField.maximumValidatorLength`.
+    static func isStrongEntityTag(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 2, bytes.count <= HTTPField.maximumValidatorLength, bytes.first == UInt8(ascii: "\""),
+            bytes.last == UInt8(ascii: "\"")
+        else { return false }
         return bytes.dropFirst().dropLast().allSatisfy { $0 == 0x21 || (0x23...0x7E).contains($0) || $0 >= 0x80 }
     }
 }
@@ -48,8 +52,8 @@ struct KeptBody: Equatable, Sendable {
 
     /// The request headers that ask for the rest, and only if it is still
     /// the same representation.
-    var rangeHeaders: [(name: String, value: String)] {
-        [("Range", "bytes=\(offset)-"), ("If-Range", validator.value)]
+    var rangeHeaders: [(name: String, value: [UInt8])] {
+        [("Range", Array("bytes=\(offset)-".utf8)), ("If-Range", validator.value)]
     }
 }
 
@@ -124,16 +128,16 @@ enum ResumeDecision: Equatable, Sendable {
         }
         switch kept.validator {
         case .entityTag(let tag):
-            let sent = response.header("etag").map { $0.trimmingBlanks }
-            if let sent, !sent.isExactly(tag) {
-                return .reject("the origin's entity tag \(shown(sent)) is not the \(tag) the kept bytes came with")
+            let sent = response.headerBytes("etag").map { HTTPField.trimmingBlanks($0) }
+            if let sent, !sent.elementsEqual(tag) {
+                return .reject("the origin's entity tag \(shown(sent)) is not the \(shown(tag[...])) the kept bytes came with")
             }
             if sent == nil, sameEntityTagRequired {
                 return .reject("the origin sent no entity tag to prove its range continues the kept bytes")
             }
         case .lastModified(let date):
-            if let sent = response.header("last-modified").map({ $0.trimmingBlanks }), !sent.isExactly(date) {
-                return .reject("the origin's Last-Modified (\(shown(sent))) is not the \(date) the kept bytes came with")
+            if let sent = response.headerBytes("last-modified").map({ HTTPField.trimmingBlanks($0) }), !sent.elementsEqual(date) {
+                return .reject("the origin's Last-Modified (\(shown(sent))) is not the \(shown(date[...])) the kept bytes came with")
             }
         }
         return .resume(offset: kept.offset, end: range.last + 1, completeLength: kept.completeLength)
@@ -142,5 +146,11 @@ enum ResumeDecision: Equatable, Sendable {
     /// An origin's text as a message quotes it: at most 100 characters.
     private static func shown(_ text: String) -> String {
         text.count > 100 ? String(text.prefix(100)) + "…" : text
+    }
+
+    /// A validator's bytes as a message quotes them: as text, at most 100
+    /// characters.
+    private static func shown(_ bytes: ArraySlice<UInt8>) -> String {
+        shown(String(decoding: bytes, as: UTF8.self))
     }
 }

@@ -9,7 +9,32 @@ enum HTTPField {
     /// A field value: visible characters, obs-text, spaces and tabs; never
     /// CR, LF, NUL or another control (RFC 9110 §5.5).
     static func isValidValue(_ value: String) -> Bool {
-        value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+        isValidValue(value.utf8)
+    }
+
+    static func isValidValue(_ bytes: some Sequence<UInt8>) -> Bool {
+        bytes.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+    }
+
+    /// The most bytes of a validator courier sends back to an origin: a
+    /// longer one (curl takes header lines of up to 100 KiB) is not worth a
+    /// conditional request.
+    static let maximumValidatorLength = 8192
+
+    /// Whether `bytes`, read from an origin or from the cache directory, may
+    /// go back to an origin as a validator (`If-None-Match`, `If-Range`,
+    /// `If-Modified-Since`): a field value of at most
+    /// `maximumValidatorLength` bytes, never CR, LF or NUL.
+    static func isSendableValidator(_ bytes: [UInt8]) -> Bool {
+        !bytes.isEmpty && bytes.count <= maximumValidatorLength && isValidValue(bytes)
+    }
+
+    /// `bytes` without the spaces and tabs around them.
+    static func trimmingBlanks(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
+        var slice = bytes[...]
+        while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
+        while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }
+        return slice
     }
 
     static func isTokenByte(_ byte: UInt8) -> Bool {

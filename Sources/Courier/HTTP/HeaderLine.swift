@@ -3,14 +3,18 @@
 /// the field before it (obsolete line folding), or the blank line that ends
 /// the head. The three digits of a status line are read the way curl reads
 /// them; a field's name must be a token (RFC 9110 §5.6.2) and is lowered;
-/// blanks around names, values and continuations go.
+/// blanks around names, values and continuations go. A value that is not
+/// UTF-8 (obs-text, RFC 9110 §5.5) is text with U+FFFD in place of each
+/// such sequence, and keeps its bytes beside it: an entity tag is opaque,
+/// and goes back to the origin as it came.
 enum HeaderLine: Equatable {
     /// `HTTP/1.1 200 OK`: status 0 when the code is not three digits.
     case status(Int, version: String)
-    case field(name: String, value: String)
+    /// `bytes` is nil when the value is UTF-8 (its bytes are `value.utf8`).
+    case field(name: String, value: String, bytes: [UInt8]? = nil)
     /// A line that starts with a space or a tab, to be joined to the field
     /// before it with one space.
-    case continuation(String)
+    case continuation(String, bytes: [UInt8]? = nil)
     /// The blank line after the fields.
     case end
     /// Neither: a line without a colon, or a name that is no token.
@@ -31,18 +35,25 @@ enum HeaderLine: Equatable {
                 ? digits.reduce(0) { $0 * 10 + Int($1 - 0x30) } : 0
             self = .status(status, version: String(decoding: fields[0].dropFirst(5), as: UTF8.self))
         } else if let first = text.first, first == 0x20 || first == 0x09 {
-            self = .continuation(String(decoding: Self.trimmingBlanks(text), as: UTF8.self))
+            let (value, bytes) = Self.decoded(Self.trimmingBlanks(text))
+            self = .continuation(value, bytes: bytes)
         } else if let colon = text.firstIndex(of: UInt8(ascii: ":")) {
             let name = Self.trimmingBlanks(text[..<colon])
             guard !name.isEmpty, name.allSatisfy(HTTPField.isTokenByte) else {
                 self = .ignored
                 return
             }
-            let value = String(decoding: Self.trimmingBlanks(text[(colon + 1)...]), as: UTF8.self)
-            self = .field(name: Self.lowercasedName(name), value: value)
+            let (value, bytes) = Self.decoded(Self.trimmingBlanks(text[(colon + 1)...]))
+            self = .field(name: Self.lowercasedName(name), value: value, bytes: bytes)
         } else {
             self = .ignored
         }
+    }
+
+    /// A value as text, and its bytes when they are not UTF-8.
+    private static func decoded(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> (String, [UInt8]?) {
+        if let text = String(validating: bytes, as: UTF8.self) { return (text, nil) }
+        return (String(decoding: bytes, as: UTF8.self), Array(bytes))
     }
 
     private static func trimmingBlanks(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
@@ -72,11 +83,16 @@ extension ResponseHead {
         switch line {
         case .status(let status, let version):
             self = ResponseHead(status: status, headers: [], httpVersion: version)
-        case .field(let name, let value):
+        case .field(let name, let value, let bytes):
             headers.append((name, value))
-        case .continuation(let text):
-            guard !headers.isEmpty else { break }
-            headers[headers.count - 1].value += " " + text
+            rawValues[name] = bytes
+        case .continuation(let text, let bytes):
+            guard let last = headers.indices.last else { break }
+            let name = headers[last].name
+            if bytes != nil || rawValues[name] != nil {
+                rawValues[name] = (rawValues[name] ?? Array(headers[last].value.utf8)) + [0x20] + (bytes ?? Array(text.utf8))
+            }
+            headers[last].value += " " + text
         case .end:
             return true
         case .ignored:

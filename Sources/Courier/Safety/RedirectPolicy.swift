@@ -27,9 +27,9 @@ struct RedirectPolicy: Sendable {
 
     /// The request headers of the next hop: credential headers stay behind
     /// when the target is another origin (scheme, host or port).
-    static func headers(
-        _ headers: [(name: String, value: String)], from current: CurlURL?, to target: CurlURL
-    ) -> [(name: String, value: String)] {
+    static func headers<Value>(
+        _ headers: [(name: String, value: Value)], from current: CurlURL?, to target: CurlURL
+    ) -> [(name: String, value: Value)] {
         guard current?.origin != target.origin else { return headers }
         return headers.filter { !DownloadRequest.credentialHeaders.contains($0.name.lowercased()) }
     }
