@@ -307,6 +307,15 @@ struct HTTPCachePolicyTests {
         #expect(HTTPCachePolicy.merging(notModified: sameBytes, into: stored, requestTime: t0, responseTime: t0) != nil)
         #expect(HTTPCachePolicy.merging(notModified: otherBytes, into: stored, requestTime: t0, responseTime: t0) == nil)
 
+        // And a 304 whose entity tag shows the same U+FFFD text in other bytes names another representation
+        var rawHead = ResponseHead(status: 200, headers: [("etag", "\"\u{FFFD}\""), ("cache-control", "no-cache")])
+        rawHead.rawValues = ["etag": [0x22, 0xE9, 0x22]]
+        let raw = CachedResponse(head: rawHead, requestURL: "http://o/r", requestHeaders: [], requestTime: t0, responseTime: t0)
+        let lossy = [(name: "etag", value: "\"\u{FFFD}\"")]
+        #expect(HTTPCachePolicy.merging(notModified: lossy, rawValues: ["etag": [0x22, 0xE9, 0x22]], into: raw, requestTime: t0, responseTime: t0) != nil)
+        #expect(HTTPCachePolicy.merging(notModified: lossy, rawValues: ["etag": [0x22, 0xE8, 0x22]], into: raw, requestTime: t0, responseTime: t0) == nil)
+        #expect(HTTPCachePolicy.merging(notModified: lossy, into: raw, requestTime: t0, responseTime: t0) == nil)
+
         // And the validator replayed is the stored bytes
         let replayed = try #require(HTTPCachePolicy.conditionalHeaders(for: stored).first { $0.name == "If-None-Match" })
         #expect(replayed.value == Array("\"\(precomposed)\"".utf8))

@@ -68,6 +68,24 @@ struct HeaderLineTests {
         #expect(second.header("content-length") == "3")
     }
 
+    /// A value that is not UTF-8 is text with U+FFFD, and keeps its bytes;
+    /// a UTF-8 one keeps none, and a later field of the name replaces them.
+    @Test func valuesThatAreNotUTF8KeepTheirBytes() {
+        let raw: [UInt8] = Array("ETag: \"caf".utf8) + [0xE9, 0x2D, 0xFF] + Array("\"\r\n".utf8)
+        let tag: [UInt8] = Array("\"caf".utf8) + [0xE9, 0x2D, 0xFF, 0x22]
+        #expect(line(raw) == .field(name: "etag", value: "\"caf\u{FFFD}-\u{FFFD}\"", bytes: tag))
+        #expect(line("ETag: \"caf\u{E9}\"\r\n") == .field(name: "etag", value: "\"caf\u{E9}\"", bytes: nil))
+
+        var head = ResponseHead(status: 200, headers: [])
+        _ = head.read(line(raw))
+        _ = head.read(line([0x20, 0xE9, 0x0D, 0x0A]))
+        #expect(head.header("etag") == "\"caf\u{FFFD}-\u{FFFD}\" \u{FFFD}")
+        #expect(head.headerBytes("etag") == tag + [0x20, 0xE9])
+        _ = head.read(line("ETag: \"v2\"\r\n"))
+        #expect(head.headerBytes("etag") == Array("\"v2\"".utf8))
+        #expect(head.rawValues.isEmpty)
+    }
+
     /// RFC 9112 §2.2: whitespace before the first field is no continuation
     /// of anything; the line is left out.
     @Test func continuationBeforeAnyFieldIsLeftOut() {

@@ -159,6 +159,8 @@ struct HostileNumberTests {
         ]
         if let field, let index = fields.firstIndex(where: { $0.0 == field }) {
             if let value { fields[index].1 = value } else { fields.remove(at: index) }
+        } else if let field, let value {
+            fields.append((field, value))
         }
         return Array(("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}").utf8)
     }
@@ -206,6 +208,14 @@ struct HostileNumberTests {
         MetadataCase(field: "vary", value: #"{"a b":"c"}"#),
         MetadataCase(field: "vary", value: #"{"accept":"a\r\nb"}"#),
         MetadataCase(field: "vary", value: "[]"),
+        MetadataCase(field: "bytes", value: "[]"),
+        MetadataCase(field: "bytes", value: #"{"etag":1}"#),
+        MetadataCase(field: "bytes", value: #"{"etag":"!!"}"#),
+        MetadataCase(field: "bytes", value: #"{"etag":""}"#),
+        MetadataCase(field: "bytes", value: #"{"etag":"Ig0KIg=="}"#),
+        MetadataCase(field: "bytes", value: #"{"etag":"IgAi"}"#),
+        MetadataCase(field: "bytes", value: #"{"x-other":"YQ=="}"#),
+        MetadataCase(field: "bytes", value: "{\"etag\":\"\(Data(repeating: 0x61, count: 8193).base64EncodedString())\"}"),
         MetadataCase(field: "digests", value: "[]"),
         MetadataCase(field: "digests", value: #"{"sha256":1}"#),
         MetadataCase(field: "digests", value: #"{"md5":"1B2M2Y8AsgTpgAmY7PhCfg=="}"#),
@@ -248,6 +258,24 @@ struct HostileNumberTests {
         // Then it is the same response
         #expect(parsed.key == "k")
         #expect(parsed.response == response)
+    }
+
+    @Test func validatorBytesThatAreNotUTF8ReadBack() throws {
+        // Given a response whose ETag holds bytes that are not UTF-8
+        var head = ResponseHead(status: 200, headers: [("etag", "\"caf\u{FFFD}\""), ("content-type", "text/plain")])
+        head.rawValues = ["etag": Array("\"caf".utf8) + [0xE9, 0x22]]
+        let response = CachedResponse(
+            head: head, requestURL: "http://o/x", requestHeaders: [], requestTime: Self.t0, responseTime: Self.t0)
+        // When its metadata is written and read
+        let metadata = DiskCacheEntry.metadata(key: "k", response: response)
+        let parsed = try #require(DiskCacheEntry.parseMetadata(metadata))
+        // Then the bytes are kept in base64 beside the lossy text, and go back as they came
+        #expect(String(decoding: metadata, as: UTF8.self).hasPrefix(#"{"bytes":{"etag":"ImNhZuki"},"#))
+        #expect(parsed.response == response)
+        #expect(parsed.response.header("etag") == "\"caf\u{FFFD}\"")
+        let sent = HTTPCachePolicy.conditionalHeaders(for: parsed.response)
+        #expect(sent.map(\.name) == ["If-None-Match"])
+        #expect(sent.first?.value == Array("\"caf".utf8) + [0xE9, 0x22])
     }
 
     @Test func metadataIsTheTextEarlierCouriersWroteAndRead() throws {

@@ -53,6 +53,33 @@ struct ResumeDecisionTests {
         #expect(ResumeValidator(of: response(200, [])) == nil)
     }
 
+    /// An entity tag is opaque: bytes that are not UTF-8 are taken as they
+    /// came, a tag too long to send back is not, and a 206 continues only
+    /// under the same bytes (two tags that show the same U+FFFD text differ).
+    @Test func entityTagsAreTheirBytes() {
+        func tagged(_ bytes: [UInt8], _ status: Int = 200) -> ResponseHead {
+            var head = rest()
+            head.status = status
+            head.headers[0].value = String(decoding: bytes, as: UTF8.self)
+            head.rawValues = ["etag": bytes]
+            return head
+        }
+        let e9: [UInt8] = [0x22, 0x61, 0xE9, 0x22]
+        let e8: [UInt8] = [0x22, 0x61, 0xE8, 0x22]
+        #expect(ResumeValidator(of: tagged(e9)) == .entityTag(e9))
+        let long = [0x22] + [UInt8](repeating: 0x61, count: HTTPField.maximumValidatorLength - 1) + [0x22]
+        #expect(ResumeValidator(of: tagged(long)) == nil)
+        let longest = [0x22] + [UInt8](repeating: 0x61, count: HTTPField.maximumValidatorLength - 2) + [0x22]
+        #expect(ResumeValidator(of: tagged(longest)) == .entityTag(longest))
+        let keptRaw = KeptBody(offset: 1000, completeLength: 5000, validator: .entityTag(e9))
+        #expect(keptRaw.rangeHeaders.last?.value == e9)
+        #expect(ResumeDecision.decide(kept: keptRaw, response: tagged(e9, 206)) == .resume(offset: 1000, end: 5000, completeLength: 5000))
+        guard case .reject = ResumeDecision.decide(kept: keptRaw, response: tagged(e8, 206)) else {
+            Issue.record("a 206 under other bytes continued the kept body")
+            return
+        }
+    }
+
     // MARK: - Decisions
 
     @Test func onlyTheExactRestContinues() {
