@@ -85,7 +85,12 @@ extension ResponseHead {
             self = ResponseHead(status: status, headers: [], httpVersion: version)
         case .field(let name, let value, let bytes):
             headers.append((name, value))
-            rawValues[name] = bytes
+            // The bytes of the last field of each name: most heads have none to keep.
+            if let bytes {
+                rawValues[name] = bytes
+            } else if !rawValues.isEmpty {
+                rawValues[name] = nil
+            }
         case .continuation(let text, let bytes):
             guard let last = headers.indices.last else { break }
             let name = headers[last].name
