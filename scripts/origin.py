@@ -983,6 +983,31 @@ class Origin:
             return self._resources.get(path)
 
 
+def _add_route(prefix: str, serve: Callable[[_Handler, str], None], *, exact: bool = False,
+               named: bool = True) -> None:
+    """Serves `prefix` itself (`exact`), or the paths under it (with a name
+    after it when `named`), with serve(handler, the rest of the path), ahead
+    of every route added before it; a resource set at the path wins. `q` holds
+    the query, the request is recorded, and a ValueError is a 400."""
+    previous = _Handler._dispatch
+
+    def dispatch(self: _Handler) -> None:
+        parts = urlsplit(self.path)
+        path = parts.path
+        matches = path == prefix if exact else path.startswith(prefix) and (len(path) > len(prefix) or not named)
+        if not matches or self.origin._resource(path) is not None:
+            previous(self)
+            return
+        self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        self.origin._record(path, self.path, self.headers)
+        try:
+            serve(self, path[len(prefix):])
+        except ValueError as exc:
+            self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
+
+    _Handler._dispatch = dispatch  # type: ignore[method-assign]
+
+
 # --------------------------------------------------------------------------
 # Command line
 
@@ -1247,27 +1272,8 @@ def _redirect_bytes(self: _Handler) -> None:
     self._send(302, b"", None, [("Location", location)])
 
 
-_dispatch_without_bytes_routes = _Handler._dispatch
-
-
-def _dispatch_with_bytes_routes(self: _Handler) -> None:
-    path = urlsplit(self.path).path
-    if path == "/redirect-bytes" or (path.startswith("/hold/") and len(path) > len("/hold/")):
-        if self.origin._resource(path) is None:
-            self.q = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query, keep_blank_values=True).items()}
-            self.origin._record(path, self.path, self.headers)
-            try:
-                if path == "/redirect-bytes":
-                    _redirect_bytes(self)
-                else:
-                    _hold(self, path[len("/hold/"):])
-            except ValueError as exc:
-                self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-            return
-    _dispatch_without_bytes_routes(self)
-
-
-_Handler._dispatch = _dispatch_with_bytes_routes  # type: ignore[method-assign]
+_add_route("/redirect-bytes", lambda self, _: _redirect_bytes(self), exact=True)
+_add_route("/hold/", _hold)
 
 
 # --------------------------------------------------------------------------
@@ -1289,23 +1295,7 @@ def _gzip_fill(self: _Handler) -> None:
     self._send(200, _gzip_fill_body(size, byte), "text/plain", [("Content-Encoding", "gzip")])
 
 
-_dispatch_without_gzip_fill = _Handler._dispatch
-
-
-def _dispatch_with_gzip_fill(self: _Handler) -> None:
-    parts = urlsplit(self.path)
-    if parts.path != "/gzip-fill" or self.origin._resource("/gzip-fill") is not None:
-        _dispatch_without_gzip_fill(self)
-        return
-    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    self.origin._record(parts.path, self.path, self.headers)
-    try:
-        _gzip_fill(self)
-    except ValueError as exc:
-        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-
-
-_Handler._dispatch = _dispatch_with_gzip_fill  # type: ignore[method-assign]
+_add_route("/gzip-fill", lambda self, _: _gzip_fill(self), exact=True)
 
 
 # --------------------------------------------------------------------------
@@ -1363,24 +1353,8 @@ def _cut(self: _Handler, key: str) -> None:
     self._write(body[:send])
 
 
-_dispatch_without_flaky = _Handler._dispatch
-
-
-def _dispatch_with_flaky(self: _Handler) -> None:
-    parts = urlsplit(self.path)
-    for prefix, route in (("/flaky/", _flaky), ("/cut/", _cut)):
-        if parts.path.startswith(prefix) and len(parts.path) > len(prefix) and self.origin._resource(parts.path) is None:
-            self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            self.origin._record(parts.path, self.path, self.headers)
-            try:
-                route(self, parts.path[len(prefix):])
-            except ValueError as exc:
-                self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-            return
-    _dispatch_without_flaky(self)
-
-
-_Handler._dispatch = _dispatch_with_flaky  # type: ignore[method-assign]
+_add_route("/flaky/", _flaky)
+_add_route("/cut/", _cut)
 
 
 # --------------------------------------------------------------------------
@@ -1402,23 +1376,7 @@ def _files(self: _Handler) -> None:
     self._send(200, pattern(size, raw_path), "application/octet-stream", headers)
 
 
-_dispatch_without_files = _Handler._dispatch
-
-
-def _dispatch_with_files(self: _Handler) -> None:
-    parts = urlsplit(self.path)
-    if not parts.path.startswith("/files/") or self.origin._resource(parts.path) is not None:
-        _dispatch_without_files(self)
-        return
-    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    self.origin._record(parts.path, self.path, self.headers)
-    try:
-        _files(self)
-    except ValueError as exc:
-        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-
-
-_Handler._dispatch = _dispatch_with_files  # type: ignore[method-assign]
+_add_route("/files/", lambda self, _: _files(self), named=False)
 
 
 # --------------------------------------------------------------------------
@@ -1639,24 +1597,7 @@ def _serve_ranged(self: _Handler, name: str) -> None:
         self.rfile = io.BytesIO()
 
 
-_dispatch_without_ranged = _Handler._dispatch
-
-
-def _dispatch_with_ranged(self: _Handler) -> None:
-    parts = urlsplit(self.path)
-    prefix = "/ranged/"
-    if not parts.path.startswith(prefix) or len(parts.path) == len(prefix) or self.origin._resource(parts.path):
-        _dispatch_without_ranged(self)
-        return
-    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    self.origin._record(parts.path, self.path, self.headers)
-    try:
-        _serve_ranged(self, parts.path[len(prefix):])
-    except ValueError as exc:
-        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-
-
-_Handler._dispatch = _dispatch_with_ranged  # type: ignore[method-assign]
+_add_route("/ranged/", _serve_ranged)
 
 # End of the ranges and resumes block.
 
@@ -1691,24 +1632,7 @@ def _tampered(self: _Handler, size: int) -> None:
     self._send(200, bytes(body), "application/octet-stream")
 
 
-_dispatch_without_tampered = _Handler._dispatch
-
-
-def _dispatch_with_tampered(self: _Handler) -> None:
-    parts = urlsplit(self.path)
-    prefix = "/tampered/"
-    if not parts.path.startswith(prefix) or self.origin._resource(parts.path) is not None:
-        _dispatch_without_tampered(self)
-        return
-    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    self.origin._record(parts.path, self.path, self.headers)
-    try:
-        _tampered(self, int(parts.path[len(prefix):]))
-    except ValueError as exc:
-        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-
-
-_Handler._dispatch = _dispatch_with_tampered  # type: ignore[method-assign]
+_add_route("/tampered/", lambda self, size: _tampered(self, int(size)), named=False)
 
 
 # --------------------------------------------------------------------------
@@ -1766,23 +1690,42 @@ def _corrupt_once(self: _Handler, key: str) -> None:
             holds.changed.wait_for(lambda: f"corrupt-once/{key}" in holds.released or stopping.is_set(), 60)
     body = bytearray(pattern(size, self.q.get("seed", key)))
     etag = f'"{key}"'
-    asked = _asked_range(self.headers.get("Range"), size)
-    if asked is not None and self.headers.get("If-Range") not in (None, etag):
-        asked = None
-    first, last = asked if asked is not None else (0, size - 1)
+    status, first, last = _honoured_range(self, size, etag)
     corrupt = index < self._int("times", 1) and first <= flip <= last
     if corrupt:
         body[flip] ^= 0xFF
     piece = bytes(body[first:last + 1])
-    headers = [("Content-Type", "application/octet-stream"), ("ETag", etag), ("Accept-Ranges", "bytes"),
-               ("Content-Length", str(len(piece)))]
-    status = 200
-    if asked is not None:
-        status = 206
-        headers.append(("Content-Range", f"bytes {first}-{last}/{size}"))
-    limit = min(len(piece), self._int("cut", len(piece))) if index == 0 else len(piece)
+    limit = _sent_length(self, index, len(piece))
     with self.origin._lock:
         entry["status"], entry["corrupt"] = status, corrupt and flip - first < limit
+    _send_piece(self, status, (first, last, size), etag, piece, limit)
+
+
+def _honoured_range(self: _Handler, size: int, etag: str) -> tuple[int, int, int]:
+    """The status, first and last byte of the answer to the request's
+    `Range: bytes=A-B`, honoured when If-Range is absent or is `etag` (header
+    values are latin-1 text: one character per byte)."""
+    asked = _asked_range(self.headers.get("Range"), size)
+    if asked is None or self.headers.get("If-Range") not in (None, etag):
+        return 200, 0, size - 1
+    return 206, asked[0], asked[1]
+
+
+def _sent_length(self: _Handler, index: int, length: int) -> int:
+    """How much of a body of `length` bytes the `index`th request gets: at
+    most `cut` bytes for the first, all of it for the others."""
+    return min(length, self._int("cut", length)) if index == 0 else length
+
+
+def _send_piece(self: _Handler, status: int, span: tuple[int, int, int], etag: str, piece: bytes, limit: int) -> None:
+    """Answers with `piece`, bytes first..last of `size` (`span`), as a 200
+    or 206 with `etag`, sending its first `limit` bytes; a shorter body than
+    announced ends with the connection closed cleanly."""
+    first, last, size = span
+    headers = [("Content-Type", "application/octet-stream"), ("ETag", etag), ("Accept-Ranges", "bytes"),
+               ("Content-Length", str(len(piece)))]
+    if status == 206:
+        headers.append(("Content-Range", f"bytes {first}-{last}/{size}"))
     self._start(status, headers)
     self._stream(piece[:limit])
     if limit < len(piece):
@@ -1790,24 +1733,7 @@ def _corrupt_once(self: _Handler, key: str) -> None:
         self.close_connection = True
 
 
-_dispatch_without_corrupt_once = _Handler._dispatch
-
-
-def _dispatch_with_corrupt_once(self: _Handler) -> None:
-    parts = urlsplit(self.path)
-    prefix = "/corrupt-once/"
-    if not parts.path.startswith(prefix) or len(parts.path) == len(prefix) or self.origin._resource(parts.path):
-        _dispatch_without_corrupt_once(self)
-        return
-    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    self.origin._record(parts.path, self.path, self.headers)
-    try:
-        _corrupt_once(self, parts.path[len(prefix):])
-    except ValueError as exc:
-        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-
-
-_Handler._dispatch = _dispatch_with_corrupt_once  # type: ignore[method-assign]
+_add_route("/corrupt-once/", _corrupt_once)
 
 # End of the bodies corrupted in flight block.
 
@@ -1853,45 +1779,15 @@ def _serve_raw_etag(self: _Handler, name: str) -> None:
         index = len(log)
         entry = {"range": self.headers.get("Range"), "if_range": if_range, "status": None}
         log.append(entry)
-    body = pattern(size, name)
-    asked = _asked_range(self.headers.get("Range"), size)
-    if asked is not None and if_range not in (None, etag):
-        asked = None
-    first, last = asked if asked is not None else (0, size - 1)
-    piece = body[first:last + 1]
-    headers = [("Content-Type", "application/octet-stream"), ("ETag", etag.decode("latin-1")),
-               ("Accept-Ranges", "bytes"), ("Content-Length", str(len(piece)))]
-    status = 200
-    if asked is not None:
-        status = 206
-        headers.append(("Content-Range", f"bytes {first}-{last}/{size}"))
-    limit = min(len(piece), self._int("cut", len(piece))) if index == 0 else len(piece)
+    shown = etag.decode("latin-1")
+    status, first, last = _honoured_range(self, size, shown)
+    piece = pattern(size, name)[first:last + 1]
+    limit = _sent_length(self, index, len(piece))
     with self.origin._lock:
         entry["status"] = status
-    self._start(status, headers)
-    self._stream(piece[:limit])
-    if limit < len(piece):
-        self.wfile.flush()
-        self.close_connection = True
+    _send_piece(self, status, (first, last, size), shown, piece, limit)
 
 
-_dispatch_without_raw_etag = _Handler._dispatch
-
-
-def _dispatch_with_raw_etag(self: _Handler) -> None:
-    parts = urlsplit(self.path)
-    prefix = "/raw-etag/"
-    if not parts.path.startswith(prefix) or len(parts.path) == len(prefix) or self.origin._resource(parts.path):
-        _dispatch_without_raw_etag(self)
-        return
-    self.q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    self.origin._record(parts.path, self.path, self.headers)
-    try:
-        _serve_raw_etag(self, parts.path[len(prefix):])
-    except ValueError as exc:
-        self._send(400, f"bad request: {exc}\n".encode(), "text/plain; charset=utf-8")
-
-
-_Handler._dispatch = _dispatch_with_raw_etag  # type: ignore[method-assign]
+_add_route("/raw-etag/", _serve_raw_etag)
 
 # End of the validators that are not UTF-8 block.
