@@ -30,7 +30,7 @@ enum HTTPField {
     }
 
     /// `bytes` without the spaces and tabs around them.
-    static func trimmingBlanks(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
+    static func trimmingBlanks<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> Bytes.SubSequence {
         var slice = bytes[...]
         while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
         while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }

@@ -35,15 +35,15 @@ enum HeaderLine: Equatable {
                 ? digits.reduce(0) { $0 * 10 + Int($1 - 0x30) } : 0
             self = .status(status, version: String(decoding: fields[0].dropFirst(5), as: UTF8.self))
         } else if let first = text.first, first == 0x20 || first == 0x09 {
-            let (value, bytes) = Self.decoded(Self.trimmingBlanks(text))
+            let (value, bytes) = Self.decoded(HTTPField.trimmingBlanks(text))
             self = .continuation(value, bytes: bytes)
         } else if let colon = text.firstIndex(of: UInt8(ascii: ":")) {
-            let name = Self.trimmingBlanks(text[..<colon])
+            let name = HTTPField.trimmingBlanks(text[..<colon])
             guard !name.isEmpty, name.allSatisfy(HTTPField.isTokenByte) else {
                 self = .ignored
                 return
             }
-            let (value, bytes) = Self.decoded(Self.trimmingBlanks(text[(colon + 1)...]))
+            let (value, bytes) = Self.decoded(HTTPField.trimmingBlanks(text[(colon + 1)...]))
             self = .field(name: Self.lowercasedName(name), value: value, bytes: bytes)
         } else {
             self = .ignored
@@ -54,13 +54,6 @@ enum HeaderLine: Equatable {
     private static func decoded(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> (String, [UInt8]?) {
         if let text = String(validating: bytes, as: UTF8.self) { return (text, nil) }
         return (String(decoding: bytes, as: UTF8.self), Array(bytes))
-    }
-
-    private static func trimmingBlanks(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
-        var slice = bytes
-        while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
-        while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }
-        return slice
     }
 
     /// A token (ASCII) in lower case, made in the string's own storage.
@@ -85,8 +78,9 @@ extension ResponseHead {
             self = ResponseHead(status: status, headers: [], httpVersion: version)
         case .field(let name, let value, let bytes):
             headers.append((name, value))
-            // The bytes of the last field of each name: most heads have none to keep.
-            if let bytes {
+            // Only validators go back to the origin, and most heads have
+            // none whose bytes are not UTF-8.
+            if let bytes, Validators.fieldNames.contains(name) {
                 rawValues[name] = bytes
             } else if !rawValues.isEmpty {
                 rawValues[name] = nil
@@ -94,7 +88,7 @@ extension ResponseHead {
         case .continuation(let text, let bytes):
             guard let last = headers.indices.last else { break }
             let name = headers[last].name
-            if bytes != nil || rawValues[name] != nil {
+            if (bytes != nil && Validators.fieldNames.contains(name)) || rawValues[name] != nil {
                 rawValues[name] = (rawValues[name] ?? Array(headers[last].value.utf8)) + [0x20] + (bytes ?? Array(text.utf8))
             }
             headers[last].value += " " + text

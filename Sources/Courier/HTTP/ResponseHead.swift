@@ -6,8 +6,9 @@ struct ResponseHead: Sendable {
     var finalURL: String?
     /// The protocol version of the status line: "1.0", "1.1", "2" or "3".
     var httpVersion: String?
-    /// The bytes of the last field of a name (lower case) when they are not
-    /// UTF-8: `headers` holds them as text, with U+FFFD in their place.
+    /// The bytes of the last validator field of a name
+    /// (`Validators.fieldNames`) when they are not UTF-8: `headers` holds
+    /// them as text, with U+FFFD in their place.
     var rawValues: [String: [UInt8]] = [:]
 
     func header(_ name: String) -> String? {
@@ -40,8 +41,6 @@ struct ResponseHead: Sendable {
         whole.status = 200
         whole.headers = headers.filter { $0.name != "content-range" && $0.name != "content-length" }
         whole.headers.append(("content-length", String(length)))
-        whole.rawValues["content-range"] = nil
-        whole.rawValues["content-length"] = nil
         return whole
     }
 
