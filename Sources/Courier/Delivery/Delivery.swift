@@ -227,10 +227,10 @@ struct Delivery {
 
     /// The path of an `http` or `https` URL that libcurl's parse would
     /// give as it is written, read from the text: printable ASCII without
-    /// `\`, `%`, `@` or a dot segment, the scheme in lower case. Nil for
-    /// any other URL, which is left to libcurl. Most URLs are plain, and
-    /// libcurl's parse, which copies out every part of the URL, is most of
-    /// what a name costs.
+    /// `\`, `%`, `@` or a dot segment, the scheme in lower case, a host
+    /// named. Nil for any other URL, which is left to libcurl. Most URLs
+    /// are plain, and libcurl's parse, which copies out every part of the
+    /// URL, is most of what a name costs.
     private static func plainPath(of url: String) -> Substring? {
         let http = "http://".utf8, https = "https://".utf8
         let bytes = url.utf8
@@ -242,7 +242,7 @@ struct Delivery {
         let rest = bytes.dropFirst(schemeLength)
         let isPathEnd = { (byte: UInt8) in byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") }
         let pathStart = rest.firstIndex { $0 == UInt8(ascii: "/") || isPathEnd($0) } ?? rest.endIndex
-        guard !rest[..<pathStart].contains(UInt8(ascii: "@")) else { return nil }
+        guard pathStart > rest.startIndex, !rest[..<pathStart].contains(UInt8(ascii: "@")) else { return nil }
         let pathEnd = rest[pathStart...].firstIndex(where: isPathEnd) ?? rest.endIndex
         let path = Substring(url.utf8[pathStart..<pathEnd])
         var previous = UInt8(ascii: "/")
