@@ -150,10 +150,11 @@ final class ResponseCache: Sendable {
     /// the final URL carries a user or password; the keys asked for when
     /// every hop may be stored on its own (a 301 or 308, or one with
     /// explicit freshness) or is named by a `cacheKey`; else the final URL's
-    /// own key, since a temporary redirect must be asked again.
+    /// own key, since a temporary redirect must be asked again. Each key
+    /// once.
     static func storageKeys(
         for requests: [DownloadRequest], redirects: [ResponseHead], finalURL: String?
-    ) -> Set<String> {
+    ) -> [String] {
         if redirects.contains(where: { CacheControl($0.headers).noStore }) { return [] }
         // Without a redirect the final URL is the one each request asked,
         // whose user information the request knows without a parse.
@@ -165,10 +166,12 @@ final class ResponseCache: Sendable {
         let permanent = redirects.allSatisfy {
             HTTPCachePolicy.isStorable(status: $0.status, requestHeaders: [], responseHeaders: $0.headers)
         }
-        return Set(requests.map { request in
+        let keys = requests.map { request in
             if permanent || request.cacheKey != nil { return key(for: request) }
             return key(url: finalURL ?? request.url)
-        })
+        }
+        // Most transfers have one receipt: no set to build for it.
+        return keys.count > 1 ? Array(Set(keys)) : keys
     }
 
     static func key(for request: DownloadRequest) -> String {
@@ -326,7 +329,7 @@ final class ResponseCache: Sendable {
     /// read from the file now. Both tiers record the digests `body` gives.
     /// A response that may not be stored removes what was stored before.
     func store(
-        keys: Set<String>, request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
+        keys: [String], request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
         body: CacheBodyFile
     ) -> [UInt8]? {
         guard Self.applies(to: request) else { return nil }
