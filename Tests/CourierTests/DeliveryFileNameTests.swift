@@ -32,6 +32,17 @@ struct DeliveryFileNameTests {
         Case(url: "http://o/e\u{301}t\u{e9}", name: "e\u{301}t\u{e9}"),
         Case(url: "http://o/\u{1F600}.png", name: "_.png"),
         Case(url: "not a url", name: "body"),
+        // Read from the text, and through libcurl where the text could
+        // say otherwise than its parse.
+        Case(url: "https://o:8443/w1/17", name: "17"),
+        Case(url: "http://o?q=/x.txt", name: "body"),
+        Case(url: "http://o#/x.txt", name: "body"),
+        Case(url: "http://o/a?q=/x.txt", name: "a"),
+        Case(url: "http://o/a/./b.txt", name: "b.txt"),
+        Case(url: "http://o/a/b/.", name: "b"),
+        Case(url: "http://user:pw@o/a/b.txt", name: "b.txt"),
+        Case(url: "HTTP://o/a/B.txt", name: "B.txt"),
+        Case(url: "ftp://o/a/b.txt", name: "b.txt"),
     ]
 
     @Test(arguments: cases) func nameComesFromTheLastPathComponent(_ example: Case) {

@@ -542,6 +542,30 @@ def test_disk_capacity_evicts_least_recently_used(courier, origin, cache_dir):
         assert outcome["source"] == "disk" and outcome["bytes"] == bodies[name]
 
 
+def test_a_courier_without_a_disk_tier_leaves_what_another_stored(courier, origin, cache_dir):
+    # --disk-capacity 0: nothing is stored on disk, and the entries another
+    # courier on the same cache directory stored are neither read (a hit,
+    # cache/lookup) nor removed, not even when the response fetched again
+    # may not be stored.
+    url, body = resource(origin, "kept-by-another", 20 * KIB)
+    storing = courier(*NO_MEMORY)
+    assert fetch(storing, url)["source"] == "network"
+    assert storing.cache_lookup(url)["tier"] == "disk"
+
+    without = courier("--disk-capacity", "0", *NO_MEMORY)
+    assert without.cache_lookup(url)["cached"] is False
+    again = fetch(without, url)
+    assert again["source"] == "network" and again["bytes"] == body
+    origin.set_resource("kept-by-another", b"changed", {"Cache-Control": "no-store"})
+    changed = fetch(without, url)
+    assert changed["source"] == "network" and changed["bytes"] == b"changed"
+    assert origin.hits("/res/kept-by-another") == 3
+
+    served = fetch(storing, url)
+    assert served["source"] == "disk" and served["bytes"] == body
+    assert origin.hits("/res/kept-by-another") == 3
+
+
 def test_body_over_an_eighth_of_disk_capacity_is_not_stored_but_lands(courier, origin, cache_dir, tmp_path):
     c = courier("--disk-capacity", "64KiB", *NO_MEMORY)
     small_url, _ = resource(origin, "fits", 8 * KIB - 100)

@@ -63,6 +63,8 @@ final class ResponseCache: Sendable {
     /// Whether the disk tier is still being opened, and then the tier (nil
     /// for good when it could not be opened).
     private let diskTier = Monitor<DiskTier>(.opening)
+    /// Whether downloads use the disk tier: not with `--disk-capacity 0`.
+    private let storesOnDisk: Bool
     private let counters = Locked(Counters())
     /// Writes the digests reads of stored bodies took into their entries.
     private let recorder = DispatchQueue(label: "courier.cache.digests", qos: .utility)
@@ -76,6 +78,7 @@ final class ResponseCache: Sendable {
         self.logger = logger
         memory = MemoryCache(capacity: configuration.memoryCapacity, afterPurge: configuration.memoryAfterPurge)
         let capacity = Int64(configuration.diskCapacity)
+        storesOnDisk = capacity > 0
         let tier = diskTier
         startThread(named: "courier.cache.open") {
             let disk: DiskCache?
@@ -101,6 +104,18 @@ final class ResponseCache: Sendable {
         }
     }
 
+    /// The disk tier as downloads use it: none with `--disk-capacity 0`.
+    /// Such a courier stores nothing there, and it owes nothing to what
+    /// other processes on the cache directory stored: it does not read
+    /// their entries (every body is over its bound of 0 bytes, so a read
+    /// would delete the entry as one it may not believe), and it does not
+    /// remove them when a response it fetched may not be stored (RFC 9111
+    /// §4.4 asks a cache to invalidate only after an unsafe method, and
+    /// courier's requests are GETs); `cache/lookup` does not read them
+    /// either. `cache/stats`, `cache/remove` and `cache/clear` still act on
+    /// the directory when asked.
+    private var downloadTier: DiskCache? { storesOnDisk ? disk : nil }
+
     var memoryEntryLimit: Int { memory.capacity / Self.memoryEntryShare }
 
     /// Runs `body`, in which every store, update and removal made on this
@@ -109,6 +124,7 @@ final class ResponseCache: Sendable {
     /// outcome sent after it describes responses that are stored. While
     /// the disk tier is still being opened, each write is its own.
     func batch<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        guard storesOnDisk else { return try body() }
         let opened = diskTier.withLock(wake: false) { tier -> DiskCache? in
             if case .open(let disk?) = tier { disk } else { nil }
         }
@@ -134,10 +150,11 @@ final class ResponseCache: Sendable {
     /// the final URL carries a user or password; the keys asked for when
     /// every hop may be stored on its own (a 301 or 308, or one with
     /// explicit freshness) or is named by a `cacheKey`; else the final URL's
-    /// own key, since a temporary redirect must be asked again.
+    /// own key, since a temporary redirect must be asked again. Each key
+    /// once.
     static func storageKeys(
         for requests: [DownloadRequest], redirects: [ResponseHead], finalURL: String?
-    ) -> Set<String> {
+    ) -> [String] {
         if redirects.contains(where: { CacheControl($0.headers).noStore }) { return [] }
         // Without a redirect the final URL is the one each request asked,
         // whose user information the request knows without a parse.
@@ -149,10 +166,12 @@ final class ResponseCache: Sendable {
         let permanent = redirects.allSatisfy {
             HTTPCachePolicy.isStorable(status: $0.status, requestHeaders: [], responseHeaders: $0.headers)
         }
-        return Set(requests.map { request in
+        let keys = requests.map { request in
             if permanent || request.cacheKey != nil { return key(for: request) }
             return key(url: finalURL ?? request.url)
-        })
+        }
+        // Most transfers have one receipt: no set to build for it.
+        return keys.count > 1 ? Array(Set(keys)) : keys
     }
 
     static func key(for request: DownloadRequest) -> String {
@@ -238,7 +257,7 @@ final class ResponseCache: Sendable {
         // too large for the memory tier is left in its file. Its digest is
         // taken as it is read for its check, and only such digests go to
         // the memory tier with it.
-        let fromDisk = disk?.withEntry(key: key) { entry, load in
+        let fromDisk = downloadTier?.withEntry(key: key) { entry, load in
             decide(entry.response, body: {
                 guard let loaded = load(Int64(memoryEntryLimit), digesting: integrity?.algorithm) else { return nil }
                 var response = entry.response
@@ -266,7 +285,8 @@ final class ResponseCache: Sendable {
     /// holds by the digest taken from them, those read from the disk as
     /// they are read.
     func lookup(content request: DownloadRequest) -> Hit? {
-        guard let integrity = request.integrity, request.cachePolicy != .reload, Self.applies(to: request), let disk
+        guard let integrity = request.integrity, request.cachePolicy != .reload, Self.applies(to: request),
+            let disk = downloadTier
         else { return nil }
         let algorithm = integrity.algorithm
         for digest in integrity.digests {
@@ -309,16 +329,24 @@ final class ResponseCache: Sendable {
     /// read from the file now. Both tiers record the digests `body` gives.
     /// A response that may not be stored removes what was stored before.
     func store(
-        keys: Set<String>, request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
+        keys: [String], request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
         body: CacheBodyFile
     ) -> [UInt8]? {
         guard Self.applies(to: request) else { return nil }
         guard HTTPCachePolicy.isStorable(status: head.status, requestHeaders: request.headers, responseHeaders: head.headers)
         else {
-            for key in keys { remove(key: key) }
+            for key in keys {
+                memory.remove(key)
+                downloadTier?.remove(key: key)
+            }
             return nil
         }
         let inMemory = body.length <= Int64(memoryEntryLimit)
+        let disk = downloadTier
+        guard inMemory || disk != nil else {
+            for key in keys { memory.remove(key) }
+            return nil
+        }
         var bytes = body.bytes
         var unreadable = false
         let onDisk = disk.map { body.length <= $0.maximumBodyLength } ?? false
@@ -397,7 +425,7 @@ final class ResponseCache: Sendable {
         if let entry = memory.peek(stale.key), let bytes = self.body(of: entry, key: stale.key) {
             body = .bytes(bytes)
             held.digests = entry.response.digests
-        } else if let loaded = disk?.withEntry(key: stale.key, { _, load in load(Int64(memoryEntryLimit)) }), let loaded {
+        } else if let loaded = downloadTier?.withEntry(key: stale.key, { _, load in load(Int64(memoryEntryLimit)) }), let loaded {
             body = loaded
             held.digests = BodyDigests()
         } else {
@@ -406,7 +434,7 @@ final class ResponseCache: Sendable {
         if case .bytes(let bytes) = body, bytes.count <= memoryEntryLimit {
             memory.set(MemoryCache.Entry(response: held, body: bytes), for: stale.key)
         }
-        if let disk, disk.update(key: stale.key, response: merged) == false, disk.lookup(key: stale.key) == nil,
+        if let disk = downloadTier, disk.update(key: stale.key, response: merged) == false, disk.lookup(key: stale.key) == nil,
             case .bytes(let bytes) = body
         {
             disk.store(key: stale.key, response: merged, body: bytes)
@@ -438,7 +466,7 @@ final class ResponseCache: Sendable {
         let size: Int64
         if let entry = memory.peek(key) {
             (tier, response, size) = (.memory, entry.response, Int64(entry.bodyLength))
-        } else if let entry = disk?.lookup(key: key) {
+        } else if let entry = downloadTier?.lookup(key: key) {
             (tier, response, size) = (.disk, entry.response, entry.bodyLength)
         } else {
             return nil

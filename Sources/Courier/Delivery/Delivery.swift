@@ -201,10 +201,10 @@ struct Delivery {
     /// digits, `.`, `_` and `-`, every other character as `_`, at most 80
     /// characters, and `body` when that leaves nothing but dots.
     static func fileName(for url: String) -> String {
-        let path = CurlURL(url)?.path ?? ""
+        let path = plainPath(of: url) ?? Substring(CurlURL(url)?.path ?? "")
         // In ASCII without CR (which pairs with LF into one character), a
         // byte is a character: the usual path, done on bytes.
-        guard path.utf8.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "\r") }) else { return unicodeFileName(path) }
+        guard path.utf8.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "\r") }) else { return unicodeFileName(String(path)) }
         let slash = UInt8(ascii: "/")
         let bytes = Array(path.utf8)
         var end = bytes.endIndex
@@ -223,6 +223,34 @@ struct Delivery {
             }
         }
         return safe.allSatisfy({ $0 == UInt8(ascii: ".") }) ? "body" : String(decoding: safe, as: UTF8.self)
+    }
+
+    /// The path of an `http` or `https` URL that libcurl's parse would
+    /// give as it is written, read from the text: printable ASCII without
+    /// `\`, `%`, `@` or a dot segment, the scheme in lower case, a host
+    /// named. Nil for any other URL, which is left to libcurl. Most URLs
+    /// are plain, and libcurl's parse, which copies out every part of the
+    /// URL, is most of what a name costs.
+    private static func plainPath(of url: String) -> Substring? {
+        let http = "http://".utf8, https = "https://".utf8
+        let bytes = url.utf8
+        let schemeLength =
+            bytes.starts(with: http) ? http.count : bytes.starts(with: https) ? https.count : nil
+        guard let schemeLength,
+            bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") && $0 != UInt8(ascii: "%") })
+        else { return nil }
+        let rest = bytes.dropFirst(schemeLength)
+        let isPathEnd = { (byte: UInt8) in byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") }
+        let pathStart = rest.firstIndex { $0 == UInt8(ascii: "/") || isPathEnd($0) } ?? rest.endIndex
+        guard pathStart > rest.startIndex, !rest[..<pathStart].contains(UInt8(ascii: "@")) else { return nil }
+        let pathEnd = rest[pathStart...].firstIndex(where: isPathEnd) ?? rest.endIndex
+        let path = Substring(url.utf8[pathStart..<pathEnd])
+        var previous = UInt8(ascii: "/")
+        for byte in path.utf8 {
+            if previous == UInt8(ascii: "/"), byte == UInt8(ascii: ".") { return nil }
+            previous = byte
+        }
+        return path
     }
 
     private static func unicodeFileName(_ path: String) -> String {

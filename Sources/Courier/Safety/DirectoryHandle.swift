@@ -82,15 +82,19 @@ final class DirectoryHandle: Sendable {
     /// that is refused, through `/proc/self/fd`, which needs no privilege
     /// but costs a walk of `/proc` on every link, and from then on only so.
     func link(_ file: Int32, as name: String) -> Int32? {
-        if Self.linksByDescriptor.load(ordering: .relaxed) {
-            if linkat(file, "", fd, name, Self.emptyPath) == 0 { return nil }
-            let refused = errno
-            guard refused == ENOENT || refused == EPERM else { return refused }
-            guard linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 else { return errno }
-            Self.linksByDescriptor.store(false, ordering: .relaxed)
-            return nil
+        // A short name (most are) is read from the stack here; passed as a
+        // C string, it would be copied to the heap first.
+        name.withCString { name -> Int32? in
+            if Self.linksByDescriptor.load(ordering: .relaxed) {
+                if linkat(file, "", fd, name, Self.emptyPath) == 0 { return nil }
+                let refused = errno
+                guard refused == ENOENT || refused == EPERM else { return refused }
+                guard linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 else { return errno }
+                Self.linksByDescriptor.store(false, ordering: .relaxed)
+                return nil
+            }
+            return linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 ? nil : errno
         }
-        return linkat(AT_FDCWD, "/proc/self/fd/\(file)", fd, name, AT_SYMLINK_FOLLOW) == 0 ? nil : errno
     }
 
     /// Whether `link` still tries `AT_EMPTY_PATH` first.
