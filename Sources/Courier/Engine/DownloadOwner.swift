@@ -286,7 +286,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     @_specialize(where Waiter == Reply)
     @_specialize(where Waiter == Int)
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool {
-        let retryAfter = response.header("retry-after").flatMap { RetryAfter.seconds($0, now: Date()) }
+        // Only a status the scheduler may retry (outside 200–299) waits as
+        // long as `Retry-After` asks.
+        let mayRetry = !(200...299).contains(response.status)
+        let retryAfter = mayRetry ? response.header("retry-after").flatMap { RetryAfter.seconds($0, now: Date()) } : nil
         return step { scheduler, now in scheduler.responseArrived(transfer.id, response, retryAfter: retryAfter, now: now) }
     }
 
