@@ -162,6 +162,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// due and libcurl's work, then hands the deliveries that became due to
     /// the delivery queue.
     private func turn() {
+        parents.checkAgain()
         for command in inbox.take() {
             handle(command)
             carryOutActions()
