@@ -29,6 +29,28 @@ struct PreparedFileTests {
         }
     }
 
+    @Test func filesAskedForWhileTheirQueueIsBusyAreAllMade() throws {
+        try withDirectory { directory in
+            // Given files asked for on two queues while both are busy
+            let queues = [DispatchQueue(label: "files-a"), DispatchQueue(label: "files-b")]
+            let gate = DispatchSemaphore(value: 0)
+            for queue in queues { queue.async { gate.wait() } }
+            let files = (0..<6).map { _ in PreparedFile() }
+            for (index, file) in files.enumerated() { file.make(in: directory, mode: 0o600, on: queues[index % 2]) }
+
+            // When the queues are free
+            for _ in queues { gate.signal() }
+
+            // Then each file is made, on its own queue, and taken once
+            for file in files {
+                let fd = try #require(file.take())
+                close(fd)
+                #expect(file.take() == nil)
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+        }
+    }
+
     @Test func theLimitLeavesMostDescriptorsToOthers() {
         var limits = rlimit()
         #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limits) == 0)

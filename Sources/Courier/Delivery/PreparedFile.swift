@@ -12,11 +12,14 @@ import Synchronization
 /// on most file systems the costliest step of placing a small body, and
 /// on ext4 creations in one directory contend and scan the inode table
 /// again when run at once; so every such file is made by one thread, in
-/// order, while delivery does everything else on another. Made at most
-/// once and taken at most once: a file made after it was taken, or never
-/// taken, is closed (and so vanishes). At most `limit` are open in the
-/// process at a time; past that, none is made and whoever places the body
-/// creates its file.
+/// order, while delivery does everything else on another. The files asked
+/// for on a queue while it has not yet begun making the last ones asked
+/// for there join them, so a run of bodies finished together costs that
+/// queue one hand-over (and its thread one wake-up), not one each. Made
+/// at most once and taken at most once: a file made after it was taken,
+/// or never taken, is closed (and so vanishes). At most `limit` are open
+/// in the process at a time; past that, none is made and whoever places
+/// the body creates its file.
 final class PreparedFile: Sendable {
     private enum State {
         /// Nobody asked for it.
@@ -29,8 +32,19 @@ final class PreparedFile: Sendable {
         case none
     }
 
+    /// A file asked for and not made yet.
+    private struct Request: Sendable {
+        let file: PreparedFile
+        let directory: DirectoryHandle
+        let mode: mode_t
+    }
+
     private let state = Monitor(State.unasked)
     private static let open = Atomic(0)
+    /// The files asked for and not made yet, by the queue that makes them,
+    /// oldest first; a queue is listed only while one hand-over to it is
+    /// pending, which makes them all.
+    private static let requests = Locked<[ObjectIdentifier: [Request]]>([:])
     /// An eighth of the descriptors the process may open
     /// (`RLIMIT_NOFILE`), between 64 and 1,024. Bodies finish ahead of
     /// their delivery when the engine outpaces the delivery queue (W1:
@@ -60,19 +74,33 @@ final class PreparedFile: Sendable {
             return true
         }
         guard asked else { return }
-        queue.async { [self] in
-            var fd: Int32?
-            if Self.open.add(1, ordering: .relaxed).newValue <= Self.limit {
-                fd = directory.makeUnnamedFile(mode: mode)
-            }
-            if fd == nil { Self.open.subtract(1, ordering: .relaxed) }
-            let late = state.withLock { state -> Bool in
-                guard case .pending = state else { return true }
-                state = fd.map { .made($0) } ?? .none
-                return false
-            }
-            if late, let fd { Self.release(fd) }
+        let key = ObjectIdentifier(queue)
+        let request = Request(file: self, directory: directory, mode: mode)
+        let isFirst = Self.requests.withLock { requests -> Bool in
+            requests[key, default: []].append(request)
+            return requests[key]?.count == 1
         }
+        guard isFirst else { return }
+        queue.async {
+            for request in Self.requests.withLock({ $0.removeValue(forKey: key) ?? [] }) {
+                request.file.makeFile(in: request.directory, mode: request.mode)
+            }
+        }
+    }
+
+    /// Makes the file asked for, on the queue it was asked for on.
+    private func makeFile(in directory: DirectoryHandle, mode: mode_t) {
+        var fd: Int32?
+        if Self.open.add(1, ordering: .relaxed).newValue <= Self.limit {
+            fd = directory.makeUnnamedFile(mode: mode)
+        }
+        if fd == nil { Self.open.subtract(1, ordering: .relaxed) }
+        let late = state.withLock { state -> Bool in
+            guard case .pending = state else { return true }
+            state = fd.map { .made($0) } ?? .none
+            return false
+        }
+        if late, let fd { Self.release(fd) }
     }
 
     /// The file, once made, when it was asked for and could be made; the

@@ -7,10 +7,13 @@ import Darwin
 /// The directory the last destinations lay in, kept open with what was
 /// found of it, so that a run of downloads into one directory opens and
 /// checks it once rather than per body (open, `faccessat`, `fstat`,
-/// close). Each use checks, with one `stat` of its path, that the path
-/// still names that directory with the same owner and mode; else it is
-/// opened and checked anew. Only for destinations the client is trusted
-/// with (no download root): under a root each body's walk is made anew.
+/// close). The first use in each turn of the engine (`checkAgain`) checks,
+/// with one `stat` of its path, that the path still names that directory
+/// with the same owner and mode; else it is opened and checked anew. The
+/// bodies a turn starts (several when many downloads run) share that
+/// check: a directory replaced within a turn is found at the next one.
+/// Only for destinations the client is trusted with (no download root):
+/// under a root each body's walk is made anew.
 /// The owner closes them (`closeAll`) whenever no transfer runs, so an
 /// idle courier holds no directory open (one that would keep its file
 /// system from being unmounted). Used on the engine's thread alone.
@@ -28,6 +31,8 @@ final class DestinationParents {
         let path: String
         let parent: Parent
         let identity: Identity
+        /// The turn in which `identity` was last found at `path`.
+        var checkedIn: Int
     }
 
     /// What tells a directory apart, and what decides who may write in it.
@@ -47,19 +52,31 @@ final class DestinationParents {
     private var entries: [Entry] = []
     /// How many directories are kept open.
     static let limit = 4
+    /// Counts the calls to `checkAgain`.
+    private var turn = 0
 
     init() {}
+
+    /// Has each directory kept checked again at its next use: called at
+    /// each turn of the engine.
+    func checkAgain() {
+        turn &+= 1
+    }
 
     /// The directory at `path` (a path from the client, symbolic links
     /// followed), open; nil when it cannot be opened.
     func parent(at path: String) -> Parent? {
+        let known = entries.lastIndex(where: { $0.path.isExactly(path) })
+        if let known, entries[known].checkedIn == turn { return entries[known].parent }
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         let identity = Identity(info)
-        if let index = entries.lastIndex(where: { $0.path.isExactly(path) }) {
-            let entry = entries[index]
-            if entry.identity == identity { return entry.parent }
-            entries.remove(at: index)
+        if let known {
+            if entries[known].identity == identity {
+                entries[known].checkedIn = turn
+                return entries[known].parent
+            }
+            entries.remove(at: known)
         }
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
@@ -67,7 +84,7 @@ final class DestinationParents {
         guard fstat(fd, &info) == 0 else { return nil }
         let parent = Parent(directory: directory, isWritable: faccessat(fd, ".", W_OK, 0) == 0, device: info.st_dev)
         if entries.count == Self.limit { entries.removeFirst() }
-        entries.append(Entry(path: path, parent: parent, identity: Identity(info)))
+        entries.append(Entry(path: path, parent: parent, identity: Identity(info), checkedIn: turn))
         return parent
     }
 

@@ -96,6 +96,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     private let transferDefaults: EasyOptions
     /// The directories destinations lay in lately, kept open.
     private let parents = DestinationParents()
+    /// What the partial store's `mayHoldBodies` answered since libcurl last
+    /// ran, nil until asked: a transfer makes its file there only while
+    /// libcurl runs, so the starts between two runs share one look.
+    private var partialsMayHoldBodies: Bool?
 
     /// What the steps so far asked for and was not carried out yet, oldest
     /// first.
@@ -162,6 +166,8 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// due and libcurl's work, then hands the deliveries that became due to
     /// the delivery queue.
     private func turn() {
+        parents.checkAgain()
+        partialsMayHoldBodies = nil
         for command in inbox.take() {
             handle(command)
             carryOutActions()
@@ -172,6 +178,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             carryOutActions()
         }
         engine.turn()
+        partialsMayHoldBodies = nil
         carryOutActions()
         if engine.isIdle { parents.closeAll() }
         guard !dueDeliveries.isEmpty || !dueHits.isEmpty else { return }
@@ -286,7 +293,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     @_specialize(where Waiter == Reply)
     @_specialize(where Waiter == Int)
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool {
-        let retryAfter = response.header("retry-after").flatMap { RetryAfter.seconds($0, now: Date()) }
+        // Only a status the scheduler may retry (outside 200–299) waits as
+        // long as `Retry-After` asks.
+        let mayRetry = !(200...299).contains(response.status)
+        let retryAfter = mayRetry ? response.header("retry-after").flatMap { RetryAfter.seconds($0, now: Date()) } : nil
         return step { scheduler, now in scheduler.responseArrived(transfer.id, response, retryAfter: retryAfter, now: now) }
     }
 
@@ -388,7 +398,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
             partials: plan, digesting: order.digestAlgorithms, maxRate: order.maxRate, observer: self)
         engine.add(transfer)
-        guard let plan, order.revalidation == nil, plan.store.mayHoldBodies() else {
+        guard let plan, order.revalidation == nil, mayHoldBodies(plan.store) else {
             engine.begin(order.id)
             return
         }
@@ -398,6 +408,15 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         plan.store.take(key: plan.key, url: plan.url, proven: plan.proven) { resume in
             inbox.send(.resumeFound(order.id, resume))
         }
+    }
+
+    /// Whether `store` may hold a kept body, looked at once between two
+    /// runs of libcurl.
+    private func mayHoldBodies(_ store: PartialStore) -> Bool {
+        if let known = partialsMayHoldBodies { return known }
+        let holds = store.mayHoldBodies()
+        partialsMayHoldBodies = holds
+        return holds
     }
 
     /// What a task's transfer may do with the partial store: nothing for a

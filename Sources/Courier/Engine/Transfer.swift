@@ -165,6 +165,8 @@ final class Transfer: EasyHandleDelegate {
     private var pending: [UInt8] = []
     private var head = ResponseHead(status: 0, headers: [])
     private var announced = false
+    /// The final response's `announcedLength`, read once it is announced.
+    private var announcedLength: Int64?
     private var received: Int64 = 0
     /// Bytes have arrived since the observer last heard of them.
     private var unreported = false
@@ -371,7 +373,7 @@ final class Transfer: EasyHandleDelegate {
         unreported = false
         reported = received
         if !observer.transferDidReceiveData(
-            self, received: received, textLength: textLength?.completeCount, expected: head.announcedLength)
+            self, received: received, textLength: textLength?.completeCount, expected: announcedLength)
         {
             stopReason = stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
         }
@@ -493,6 +495,7 @@ final class Transfer: EasyHandleDelegate {
         case .startAnew:
             break
         }
+        announcedLength = head.announcedLength
         guard observer.transferDidReceiveResponse(self, head) else {
             return stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
         }
@@ -548,7 +551,7 @@ final class Transfer: EasyHandleDelegate {
             keeping = true
             return
         }
-        if copyLimit > 0, let length = head.announcedLength, length <= Int64(copyLimit) {
+        if copyLimit > 0, let length = announcedLength, length <= Int64(copyLimit) {
             heldInMemory = true
             return
         }
@@ -655,12 +658,12 @@ final class Transfer: EasyHandleDelegate {
         if stopReason != nil { return .abort }
         if !announced {
             if let failure = announce(finalURL: handle.effectiveURL) { return stop(failure) }
-            let announcedLength = head.announcedLength ?? 0
-            if copyLimit > 0, resumedFrom == nil, announcedLength <= Int64(copyLimit) {
+            let length = announcedLength ?? 0
+            if copyLimit > 0, resumedFrom == nil, length <= Int64(copyLimit) {
                 copy = []
-                copy?.reserveCapacity(Int(announcedLength))
+                copy?.reserveCapacity(Int(length))
             }
-            if announcedLength > BodyWriter.directLimit { handOverFile() }
+            if length > BodyWriter.directLimit { handOverFile() }
         }
         if let rangeEnd, received + Int64(data.count) > rangeEnd {
             keeping = false
