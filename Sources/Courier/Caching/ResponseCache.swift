@@ -1,6 +1,7 @@
 import Curl
 import Dispatch
 import FoundationEssentials
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -25,6 +26,8 @@ final class ResponseCache: Sendable {
         var response: CachedResponse
         var body: CachedBody
         var tier: Tier
+        /// The memory tier's tree of the response's headers, for the outcome.
+        var sharedHeaders: SharedJSON? = nil
 
         /// Names this stored response (key and the time it was fetched or
         /// last revalidated), for files several hits may share.
@@ -232,7 +235,9 @@ final class ResponseCache: Sendable {
                 entry.response, body: { body(of: entry, key: key, matching: integrity).map { (.bytes($0), entry.response) } },
                 tier: .memory)
         {
-            return found
+            guard case .hit(var hit) = found else { return found }
+            hit.sharedHeaders = entry.sharedHeaders
+            return .hit(hit)
         }
         // One opening of the entry serves the decision and the body; a body
         // too large for the memory tier is left in its file. Its digest is

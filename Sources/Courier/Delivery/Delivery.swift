@@ -1,5 +1,6 @@
 import Curl
 import FoundationEssentials
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -33,6 +34,8 @@ struct Delivery {
     var fileName: String? = nil
     /// The response's `headerObject`, when the caller knows it already.
     var headerObject: [String: String]? = nil
+    /// `headerObject` as a tree the outcomes share, when the caller has one.
+    var sharedHeaders: SharedJSON? = nil
     /// The byte the transfer went on from, when it continued a kept body.
     var resumedFrom: Int64? = nil
 
@@ -88,6 +91,7 @@ struct Delivery {
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
             var outcome = Outcome(url: request.url, response: response, headers: headers)
+            outcome.sharedHeaders = sharedHeaders
             outcome.size = size
             outcome.source = source
             outcome.resumedFrom = resumedFrom

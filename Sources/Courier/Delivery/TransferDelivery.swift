@@ -183,6 +183,7 @@ final class TransferDelivery: Sendable {
         served.sharedName = hit.sharedName
         served.fileName = hit.response.fileName
         served.headerObject = hit.response.headerObject
+        served.sharedHeaders = hit.sharedHeaders
         let outcome = served.deliver(to: [(order.receipt, order.request)])[0]
         return .served(receipt: order.receipt, outcome)
     }
