@@ -213,7 +213,10 @@ final class ResponseCache: Sendable {
         let anyAge = request.cachePolicy == .cacheElseLoad || request.cachePolicy == .cacheOnly
         let integrity = request.integrity
 
-        func decide(_ response: CachedResponse, body: () -> (body: CachedBody, response: CachedResponse)?, tier: Tier) -> Lookup? {
+        func decide(
+            _ response: CachedResponse, body: () -> (body: CachedBody, response: CachedResponse)?, tier: Tier,
+            sharedHeaders: SharedJSON? = nil
+        ) -> Lookup? {
             guard HTTPCachePolicy.matches(response, requestHeaders: request.headers) else { return nil }
             if let integrity, let recorded = response.digests[integrity.algorithm], !integrity.matches(recorded) {
                 return nil
@@ -221,7 +224,7 @@ final class ResponseCache: Sendable {
             let freshness = HTTPCachePolicy.freshness(of: response, requestHeaders: request.headers, now: now)
             if anyAge || freshness.isFresh {
                 guard let loaded = body() else { return nil }
-                return .hit(Hit(key: key, response: loaded.response, body: loaded.body, tier: tier))
+                return .hit(Hit(key: key, response: loaded.response, body: loaded.body, tier: tier, sharedHeaders: sharedHeaders))
             }
             // Validators come from the origin or from a file another process
             // wrote: one that could end the header line is never replayed
@@ -233,11 +236,9 @@ final class ResponseCache: Sendable {
         if let entry = memory.get(key),
             let found = decide(
                 entry.response, body: { body(of: entry, key: key, matching: integrity).map { (.bytes($0), entry.response) } },
-                tier: .memory)
+                tier: .memory, sharedHeaders: entry.sharedHeaders)
         {
-            guard case .hit(var hit) = found else { return found }
-            hit.sharedHeaders = entry.sharedHeaders
-            return .hit(hit)
+            return found
         }
         // One opening of the entry serves the decision and the body; a body
         // too large for the memory tier is left in its file. Its digest is
