@@ -23,6 +23,9 @@ final class MemoryCache: Sendable {
         /// The response's headers as the outcome of every hit writes them:
         /// made by the first `get`, and shared by the outcomes after it.
         var sharedHeaders: SharedJSON?
+        /// `response.pathFileName` under the entry's key: found by the
+        /// first `get`, for every hit after it.
+        var pathFileName: String?
 
         init(response: CachedResponse, body: [UInt8]) {
             self.response = response
@@ -39,7 +42,8 @@ final class MemoryCache: Sendable {
         /// The body's length, whether it is held or stored.
         var bodyLength: Int { stored?.length ?? body.count }
 
-        /// `sharedHeaders` is made from `response`: it tells nothing more.
+        /// `sharedHeaders` and `pathFileName` are made from `response`: they
+        /// tell nothing more.
         static func == (lhs: Entry, rhs: Entry) -> Bool {
             lhs.response == rhs.response && lhs.body == rhs.body && lhs.stored == rhs.stored
         }
@@ -79,7 +83,7 @@ final class MemoryCache: Sendable {
     var count: Int { state.withLock { $0.index.count } }
 
     /// The entry for `key`, now the most recently accessed, with its
-    /// `sharedHeaders`.
+    /// `sharedHeaders` and `pathFileName`.
     func get(_ key: String) -> Entry? {
         state.withLock { state in
             guard let node = state.index[key], var entry = state.nodes[node].entry else { return nil }
@@ -87,6 +91,7 @@ final class MemoryCache: Sendable {
             state.linkAtHead(node)
             if entry.sharedHeaders == nil {
                 entry.sharedHeaders = SharedJSON(strings: entry.response.headerObject)
+                entry.pathFileName = entry.response.pathFileName(key: key)
                 state.nodes[node].entry = entry
             }
             return entry

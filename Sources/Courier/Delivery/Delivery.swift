@@ -27,11 +27,9 @@ struct Delivery {
     /// `--max-memory-body`: the limit of receipts asking for `text` or `base64`.
     let memoryBodyLimit: Int64
     let logger: Logger
-    /// For a stored body: a name that stays the same while the stored
-    /// response does, so repeated hits share one `path` file.
-    var sharedName: String? = nil
-    /// The body's file name, when the caller knows it already.
-    var fileName: String? = nil
+    /// For a stored body: the `path` file's name, the same while the stored
+    /// response is, so repeated hits share one file.
+    var sharedFileName: String? = nil
     /// The response's `headerObject`, when the caller knows it already.
     var headerObject: [String: String]? = nil
     /// `headerObject` as a tree the outcomes share, when the caller has one.
@@ -149,9 +147,8 @@ struct Delivery {
                     }
                     outcome.path = destination
                 } else if request.body == .none {
-                    let name =
-                        "\(sharedName ?? receipt.id.description)-\(fileName ?? Self.fileName(for: response.finalURL ?? request.url))"
-                    if sharedName == nil || !isKept(name) {
+                    let name = sharedFileName ?? "\(receipt.id)-\(Self.fileName(for: response.finalURL ?? request.url))"
+                    if sharedFileName == nil || !isKept(name) {
                         try place(body.file(in: downloads), as: name, move: isLastConsumer)
                     }
                     outcome.path = downloads.path(of: name)
