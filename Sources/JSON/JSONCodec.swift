@@ -85,6 +85,22 @@ public enum JSONCodec {
         dump(root, precision: precision, into: &text, sizeHint: sizeHint)
     }
 
+    /// `encodeObject(into:sizeHint:_:)` under `shared`'s lock, so that
+    /// `members` may write its tree by reference (`JSONObjectWriter.set(_:shared:or:)`).
+    public static func encodeObject(
+        into text: inout [UInt8], sizeHint: Int = 1024, sharing shared: SharedJSON,
+        _ members: @Sendable (JSONObjectWriter) -> Void
+    ) {
+        shared.withTree { tree in
+            var precision = 1
+            let root = json_object()!
+            withUnsafeMutablePointer(to: &precision) { precision in
+                members(JSONObjectWriter(object: root, precision: precision, shared: (ObjectIdentifier(shared), tree)))
+            }
+            dump(root, precision: precision, into: &text, sizeHint: sizeHint)
+        }
+    }
+
     /// Room made at the end of a buffer for a text to be dumped into:
     /// appended by copying, so making it is one `memcpy` in any build.
     private static let zeros = [UInt8](repeating: 0, count: 16 << 10)

@@ -19,6 +19,13 @@ public struct JSONMessage: Sendable {
         write = { JSONCodec.encodeObject(into: &$0, sizeHint: estimate, members) }
     }
 
+    /// The object `members` writes, made under `shared`'s lock, so that it
+    /// may write `shared` by reference (see `JSONCodec.encodeObject(into:sizeHint:sharing:_:)`).
+    public init(estimate: Int, sharing shared: SharedJSON, object members: @escaping @Sendable (JSONObjectWriter) -> Void) {
+        self.estimate = estimate
+        write = { JSONCodec.encodeObject(into: &$0, sizeHint: estimate, sharing: shared, members) }
+    }
+
     /// Appends the text to `text`.
     public func encode(into text: inout [UInt8]) {
         write(&text)

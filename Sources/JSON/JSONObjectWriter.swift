@@ -13,10 +13,16 @@ public struct JSONObjectWriter {
     private let object: UnsafeMutablePointer<json_t>
     /// The significant digits the reals written so far need.
     private let precision: UnsafeMutablePointer<Int>
+    /// The tree of the `SharedJSON` whose lock the message is made under.
+    private let shared: (owner: ObjectIdentifier, tree: UnsafeMutablePointer<json_t>)?
 
-    init(object: UnsafeMutablePointer<json_t>, precision: UnsafeMutablePointer<Int>) {
+    init(
+        object: UnsafeMutablePointer<json_t>, precision: UnsafeMutablePointer<Int>,
+        shared: (owner: ObjectIdentifier, tree: UnsafeMutablePointer<json_t>)? = nil
+    ) {
         self.object = object
         self.precision = precision
+        self.shared = shared
     }
 
     public func set(_ key: StaticString, _ value: String) {
@@ -61,7 +67,7 @@ public struct JSONObjectWriter {
     /// An object whose members `members` writes, keys in byte order.
     public func set(_ key: StaticString, object members: (JSONObjectWriter) -> Void) {
         let child = json_object()!
-        members(JSONObjectWriter(object: child, precision: precision))
+        members(JSONObjectWriter(object: child, precision: precision, shared: shared))
         put(key, child)
     }
 
@@ -74,12 +80,27 @@ public struct JSONObjectWriter {
 
     /// An object of string members, whatever order `members` has.
     public func set(_ key: StaticString, strings members: [String: String]) {
-        let child = json_object()!
-        for (name, value) in members.sorted(by: { JSONCodec.precedes($0.key, $1.key) }) {
-            let member = string(value)
-            JSONCodec.withChars(name) { chars, count in _ = json_object_setn_new_nocheck(child, chars, count, member) }
+        put(key, Self.stringObject(members))
+    }
+
+    /// The object of `shared` by reference when the message is made under
+    /// its lock (see `JSONMessage(estimate:sharing:object:)`), else the
+    /// object of string members `members`, the same members.
+    public func set(_ key: StaticString, shared: SharedJSON?, or members: [String: String]) {
+        guard let tree = self.shared, let shared, tree.owner == ObjectIdentifier(shared) else {
+            return set(key, strings: members)
         }
-        put(key, child)
+        put(key, courier_json_incref(tree.tree))
+    }
+
+    /// A new object of string members, keys in byte order.
+    static func stringObject(_ members: [String: String]) -> UnsafeMutablePointer<json_t> {
+        let object = json_object()!
+        for (name, value) in members.sorted(by: { JSONCodec.precedes($0.key, $1.key) }) {
+            let member = JSONCodec.withChars(value) { chars, count in json_stringn_nocheck(chars, count) }
+            JSONCodec.withChars(name) { chars, count in _ = json_object_setn_new_nocheck(object, chars, count, member) }
+        }
+        return object
     }
 
     /// Sets `key` to `value`, whose reference the object takes; a value

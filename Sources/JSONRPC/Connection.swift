@@ -102,12 +102,14 @@ public final class Connection: AnswerSink {
 
     /// Sends a notification whose params are the object `params` writes
     /// (see `JSONObjectWriter`), about `estimate` bytes long, from values it
-    /// holds: no `JSON` value is made for them. `coalescingKey` as above.
+    /// holds: no `JSON` value is made for them. `coalescingKey` as above;
+    /// with `sharing`, the message is made under its lock, so `params` may
+    /// write it by reference (`JSONObjectWriter.set(_:shared:or:)`).
     public func send(
-        notification method: String, estimate: Int, coalescingKey: String? = nil,
+        notification method: String, estimate: Int, coalescingKey: String? = nil, sharing: SharedJSON? = nil,
         params: @escaping @Sendable (JSONObjectWriter) -> Void
     ) {
-        send(notificationOf: method, estimate: estimate, coalescingKey: coalescingKey) { object in
+        send(notificationOf: method, estimate: estimate, coalescingKey: coalescingKey, sharing: sharing) { object in
             object.set("params", object: params)
         }
     }
@@ -115,14 +117,18 @@ public final class Connection: AnswerSink {
     /// `{"jsonrpc", "method", "params"}`, in the order the text sorts them:
     /// `params` writes the last member.
     private func send(
-        notificationOf method: String, estimate: Int, coalescingKey: String?,
+        notificationOf method: String, estimate: Int, coalescingKey: String?, sharing: SharedJSON? = nil,
         _ params: @escaping @Sendable (JSONObjectWriter) -> Void
     ) {
-        let message = JSONMessage(estimate: estimate + method.utf8.count + 40) { object in
+        let members: @Sendable (JSONObjectWriter) -> Void = { object in
             object.set("jsonrpc", "2.0")
             object.set("method", method)
             params(object)
         }
+        let estimate = estimate + method.utf8.count + 40
+        let message =
+            sharing.map { JSONMessage(estimate: estimate, sharing: $0, object: members) }
+            ?? JSONMessage(estimate: estimate, object: members)
         send(message, coalescingKey: coalescingKey)
     }
 

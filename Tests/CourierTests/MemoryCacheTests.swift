@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Testing
 
 @testable import Courier
@@ -20,6 +21,32 @@ struct MemoryCacheTests {
             requestTime: Date(), responseTime: Date(), varyValues: ["accept": "image/*"])
         let entry = MemoryCache.Entry(response: response, body: [UInt8](repeating: 0, count: 1000))
         #expect(MemoryCache.cost(of: entry, key: "k") == 1000 + 512 + 1 + 10 + 12 + 9 + 6 + 7)
+    }
+
+    @Test func getSharesTheHeadersOfAnEntryAndKeepsThemForTheNextHit() throws {
+        // Given an entry with repeated and mixed-case headers
+        let response = CachedResponse(
+            status: 200, headers: [("Vary", "a"), ("vary", "b"), ("content-type", "text/plain")], url: "http://a/b",
+            requestTime: Date(), responseTime: Date())
+        let stored = MemoryCache.Entry(response: response, body: [1, 2])
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 10_000)
+        cache.set(stored, for: "k")
+        #expect(cache.peek("k")?.sharedHeaders == nil)
+
+        // When it is read twice
+        let first = cache.get("k")
+        let second = cache.get("k")
+
+        // Then both hits have one tree, which writes the outcome's headers,
+        // and the entry is still the entry stored
+        let shared = try #require(first?.sharedHeaders)
+        #expect(second?.sharedHeaders === shared)
+        var text: [UInt8] = []
+        JSONMessage(estimate: 64, sharing: shared) { $0.set("h", shared: shared, or: [:]) }.encode(into: &text)
+        #expect(String(decoding: text, as: UTF8.self) == #"{"h":{"content-type":"text/plain","vary":"a, b"}}"#)
+        #expect(first == stored)
+        cache.remove("k", ifStill: stored)
+        #expect(cache.count == 0)
     }
 
     @Test func insertOverCapacityPurgesLeastRecentDownToAfterPurge() {

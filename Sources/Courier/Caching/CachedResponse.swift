@@ -113,6 +113,17 @@ struct CachedResponse: Sendable {
         }
     }
 
+    /// The name of the `path` file the hits of this response, stored under
+    /// `key`, share: the key and the time the response was fetched or last
+    /// revalidated, hashed (another response gets another file), then the
+    /// file name of its URL.
+    func pathFileName(key: String) -> String {
+        var bytes = Array(key.utf8)
+        bytes.append(UInt8(ascii: "\n"))
+        withUnsafeBytes(of: responseTime.timeIntervalSince1970.bitPattern.littleEndian) { bytes += $0 }
+        return String(XXH3.hash(bytes), radix: 16) + "-" + fileName
+    }
+
     var head: ResponseHead { ResponseHead(status: status, headers: headers, finalURL: url, rawValues: rawValues) }
 
     /// Every line of the field `name` joined with ", ", or nil without one.

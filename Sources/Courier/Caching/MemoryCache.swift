@@ -1,3 +1,4 @@
+import JSON
 import Locking
 
 /// The memory tier, with AFAutoPurgingImageCache's rules: when an insert
@@ -19,6 +20,12 @@ final class MemoryCache: Sendable {
         /// streamed in: read (and checked) on its first hit rather than when
         /// it is stored, since most large bodies are never asked for again.
         var stored: StoredBody?
+        /// The response's headers as the outcome of every hit writes them:
+        /// made by the first `get`, and shared by the outcomes after it.
+        var sharedHeaders: SharedJSON?
+        /// `response.pathFileName` under the entry's key: found by the
+        /// first `get`, for every hit after it.
+        var pathFileName: String?
 
         init(response: CachedResponse, body: [UInt8]) {
             self.response = response
@@ -34,6 +41,12 @@ final class MemoryCache: Sendable {
 
         /// The body's length, whether it is held or stored.
         var bodyLength: Int { stored?.length ?? body.count }
+
+        /// `sharedHeaders` and `pathFileName` are made from `response`: they
+        /// tell nothing more.
+        static func == (lhs: Entry, rhs: Entry) -> Bool {
+            lhs.response == rhs.response && lhs.body == rhs.body && lhs.stored == rhs.stored
+        }
     }
 
     /// A body file of the disk tier that an entry stands for: its name in
@@ -69,13 +82,19 @@ final class MemoryCache: Sendable {
     var usage: Int { state.withLock { $0.usage } }
     var count: Int { state.withLock { $0.index.count } }
 
-    /// The entry for `key`, now the most recently accessed.
+    /// The entry for `key`, now the most recently accessed, with its
+    /// `sharedHeaders` and `pathFileName`.
     func get(_ key: String) -> Entry? {
         state.withLock { state in
-            guard let node = state.index[key] else { return nil }
+            guard let node = state.index[key], var entry = state.nodes[node].entry else { return nil }
             state.unlink(node)
             state.linkAtHead(node)
-            return state.nodes[node].entry
+            if entry.sharedHeaders == nil {
+                entry.sharedHeaders = SharedJSON(strings: entry.response.headerObject)
+                entry.pathFileName = entry.response.pathFileName(key: key)
+                state.nodes[node].entry = entry
+            }
+            return entry
         }
     }
 

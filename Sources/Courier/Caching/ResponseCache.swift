@@ -1,6 +1,7 @@
 import Curl
 import Dispatch
 import FoundationEssentials
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -25,15 +26,13 @@ final class ResponseCache: Sendable {
         var response: CachedResponse
         var body: CachedBody
         var tier: Tier
+        /// The memory tier's tree of the response's headers, for the outcome.
+        var sharedHeaders: SharedJSON? = nil
+        /// The memory tier's `pathFileName`, found once for its entry.
+        var knownFileName: String? = nil
 
-        /// Names this stored response (key and the time it was fetched or
-        /// last revalidated), for files several hits may share.
-        var sharedName: String {
-            var bytes = Array(key.utf8)
-            bytes.append(UInt8(ascii: "\n"))
-            withUnsafeBytes(of: response.responseTime.timeIntervalSince1970.bitPattern.littleEndian) { bytes += $0 }
-            return String(XXH3.hash(bytes), radix: 16)
-        }
+        /// The name of the `path` file the hits of this stored response share.
+        var pathFileName: String { knownFileName ?? response.pathFileName(key: key) }
     }
 
     /// A stored response that must be revalidated before it is served.
@@ -229,7 +228,10 @@ final class ResponseCache: Sendable {
         let anyAge = request.cachePolicy == .cacheElseLoad || request.cachePolicy == .cacheOnly
         let integrity = request.integrity
 
-        func decide(_ response: CachedResponse, body: () -> (body: CachedBody, response: CachedResponse)?, tier: Tier) -> Lookup? {
+        func decide(
+            _ response: CachedResponse, body: () -> (body: CachedBody, response: CachedResponse)?, tier: Tier,
+            sharedHeaders: SharedJSON? = nil, knownFileName: String? = nil
+        ) -> Lookup? {
             guard HTTPCachePolicy.matches(response, requestHeaders: request.headers) else { return nil }
             if let integrity, let recorded = response.digests[integrity.algorithm], !integrity.matches(recorded) {
                 return nil
@@ -237,7 +239,10 @@ final class ResponseCache: Sendable {
             let freshness = HTTPCachePolicy.freshness(of: response, requestHeaders: request.headers, now: now)
             if anyAge || freshness.isFresh {
                 guard let loaded = body() else { return nil }
-                return .hit(Hit(key: key, response: loaded.response, body: loaded.body, tier: tier))
+                return .hit(
+                    Hit(
+                        key: key, response: loaded.response, body: loaded.body, tier: tier, sharedHeaders: sharedHeaders,
+                        knownFileName: knownFileName))
             }
             // Validators come from the origin or from a file another process
             // wrote: one that could end the header line is never replayed
@@ -249,7 +254,7 @@ final class ResponseCache: Sendable {
         if let entry = memory.get(key),
             let found = decide(
                 entry.response, body: { body(of: entry, key: key, matching: integrity).map { (.bytes($0), entry.response) } },
-                tier: .memory)
+                tier: .memory, sharedHeaders: entry.sharedHeaders, knownFileName: entry.pathFileName)
         {
             return found
         }

@@ -1,5 +1,6 @@
 import Curl
 import FoundationEssentials
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -26,13 +27,13 @@ struct Delivery {
     /// `--max-memory-body`: the limit of receipts asking for `text` or `base64`.
     let memoryBodyLimit: Int64
     let logger: Logger
-    /// For a stored body: a name that stays the same while the stored
-    /// response does, so repeated hits share one `path` file.
-    var sharedName: String? = nil
-    /// The body's file name, when the caller knows it already.
-    var fileName: String? = nil
+    /// For a stored body: the `path` file's name, the same while the stored
+    /// response is, so repeated hits share one file.
+    var sharedFileName: String? = nil
     /// The response's `headerObject`, when the caller knows it already.
     var headerObject: [String: String]? = nil
+    /// `headerObject` as a tree the outcomes share, when the caller has one.
+    var sharedHeaders: SharedJSON? = nil
     /// The byte the transfer went on from, when it continued a kept body.
     var resumedFrom: Int64? = nil
 
@@ -88,6 +89,7 @@ struct Delivery {
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
             var outcome = Outcome(url: request.url, response: response, headers: headers)
+            outcome.sharedHeaders = sharedHeaders
             outcome.size = size
             outcome.source = source
             outcome.resumedFrom = resumedFrom
@@ -145,9 +147,8 @@ struct Delivery {
                     }
                     outcome.path = destination
                 } else if request.body == .none {
-                    let name =
-                        "\(sharedName ?? receipt.id.description)-\(fileName ?? Self.fileName(for: response.finalURL ?? request.url))"
-                    if sharedName == nil || !isKept(name) {
+                    let name = sharedFileName ?? "\(receipt.id)-\(Self.fileName(for: response.finalURL ?? request.url))"
+                    if sharedFileName == nil || !isKept(name) {
                         try place(body.file(in: downloads), as: name, move: isLastConsumer)
                     }
                     outcome.path = downloads.path(of: name)

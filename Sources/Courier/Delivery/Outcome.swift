@@ -1,3 +1,5 @@
+import JSON
+
 /// Where an outcome's body came from.
 enum OutcomeSource: String, Sendable {
     case network
@@ -13,6 +15,9 @@ struct Outcome: Sendable {
     var status: Int?
     var httpVersion: String?
     var headers: [String: String] = [:]
+    /// `headers` as a tree made once for a stored response, which the
+    /// `download/finished` of its hits writes by reference.
+    var sharedHeaders: SharedJSON?
     var contentType: String?
     var size: Int64 = 0
     var path: String?

@@ -180,9 +180,9 @@ final class TransferDelivery: Sendable {
         var served = delivery(
             response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),
             source: hit.tier == .memory ? .memory : .disk, memoryBodyLimit: memoryBodyLimit)
-        served.sharedName = hit.sharedName
-        served.fileName = hit.response.fileName
+        served.sharedFileName = hit.pathFileName
         served.headerObject = hit.response.headerObject
+        served.sharedHeaders = hit.sharedHeaders
         let outcome = served.deliver(to: [(order.receipt, order.request)])[0]
         return .served(receipt: order.receipt, outcome)
     }

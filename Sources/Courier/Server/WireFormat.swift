@@ -47,7 +47,9 @@ extension CourierServer {
             }
             return
         case .finished(let receipt, let task, let outcome):
-            connection.send(notification: "download/finished", estimate: outcome.estimatedEncodedCount + 40) { params in
+            connection.send(
+                notification: "download/finished", estimate: outcome.estimatedEncodedCount + 40, sharing: outcome.sharedHeaders
+            ) { params in
                 params.set("outcome", object: outcome.write)
                 params.set("receipt", receipt.description)
                 params.set("task", task.description)
@@ -217,7 +219,7 @@ extension Outcome {
             object.set("error", object: { error.write(to: $0, httpStatus: status, retryAfter: retryAfter) })
         }
         object.set("finalUrl", finalURL)
-        object.set("headers", strings: headers)
+        object.set("headers", shared: sharedHeaders, or: headers)
         object.set("httpVersion", httpVersion)
         if let image { object.set("image", object: image.write) }
         object.set("ok", ok)
