@@ -92,6 +92,24 @@ def _framer_seeds(bodies: list[bytes]) -> list[bytes]:
     return seeds
 
 
+def binary_head(key: str, url: str, status: int, headers: list[tuple[str, str]], vary: dict[str, str],
+                times: tuple[float, float, float], raw: dict[str, bytes] | None = None,
+                digests: dict[str, bytes] | None = None) -> bytes:
+    """A disk cache entry's head in the binary form `StoredHead` reads
+    (times in seconds since 1970, stored as seconds since 2001)."""
+    def string(value: str | bytes) -> bytes:
+        data = value.encode() if isinstance(value, str) else value
+        return struct.pack("<I", len(data)) + data
+
+    def pairs(items) -> bytes:
+        return struct.pack("<I", len(items)) + b"".join(string(name) + string(value) for name, value in items)
+
+    head = b"\x00CH\x01" + struct.pack("<H", status)
+    head += b"".join(struct.pack("<d", time - 978307200) for time in times)
+    head += string(key) + string(url) + pairs(headers) + pairs(list(vary.items()))
+    return head + pairs(list((raw or {}).items())) + pairs(list((digests or {}).items()))
+
+
 def _http_seeds() -> list[bytes]:
     texts = [item for path in HTTP_SOURCES for item in literals(path)]
     metadata = json.dumps({
@@ -102,7 +120,11 @@ def _http_seeds() -> list[bytes]:
     }, separators=(",", ":")).encode()
     header = b"CRCH\r\n\x1a\n" + struct.pack("<IIQQQ", 1, len(metadata), 5, 0x1234, 0x5678)
     policy_prefix = struct.pack(">IIII", 200, 784111777, 784111778, 784111900)
-    seeds = [b"\x00" + header, b"\x01" + metadata, b"\x04" + policy_prefix + b"\n".join(
+    binary = binary_head(
+        "GET https://example.org/a", "https://example.org/a", 200,
+        [("cache-control", "max-age=60"), ("etag", '"v1"'), ("date", "Sun, 06 Nov 1994 08:49:37 GMT")],
+        {"accept": "image/*"}, (784111777.5, 784111778.25, 784111778.25), {"etag": b'"\xe9"'}, {"sha256": bytes(32)})
+    seeds = [b"\x00" + header, b"\x01" + metadata, b"\x01" + binary, b"\x04" + policy_prefix + b"\n".join(
         [b"Cache-Control: max-age=60, must-revalidate", b"Date: Sun, 06 Nov 1994 08:49:37 GMT",
          b"Authorization: x", b"Vary: Accept", b"ETag: W/\"x\"", b"Accept: a"])]
     for text in texts:
@@ -133,10 +155,13 @@ def _cache_directory_seeds() -> list[bytes]:
         "key": "k", "url": "https://example.org/k", "status": 200, "headers": [["cache-control", "max-age=60"]],
         "vary": {}, "requestTime": 784111777.5, "responseTime": 784111778.25, "storedAt": 784111778.25,
     }, separators=(",", ":")).encode()
+    binary = binary_head("k", "https://example.org/k", 200, [("cache-control", "max-age=60")], {},
+                         (784111777.5, 784111778.25, 784111778.25))
     seeds = [b"\x00" + journal, b"\x02" + journal, b"\x02"]
     for kind in range(6):
         for claimed, bound in ((16, 10), (1 << 20, 23), (1 << 20, 4), (512 << 30, 23), (2 ** 63, 0)):
-            seeds.append(b"\x01" + bytes([kind << 2]) + struct.pack("<Q", claimed) + bytes([bound]) + metadata)
+            for head in (metadata, binary):
+                seeds.append(b"\x01" + bytes([kind << 2]) + struct.pack("<Q", claimed) + bytes([bound]) + head)
     return seeds
 
 

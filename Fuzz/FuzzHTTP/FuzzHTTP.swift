@@ -7,7 +7,8 @@ import SQLite
 /// A libFuzzer harness for the response path's pure parsers; the first byte
 /// picks one. Properties besides not crashing:
 /// - a disk cache entry header that reads writes back to the same bytes;
-/// - metadata that reads writes back to metadata that reads the same;
+/// - metadata that reads writes back to metadata that reads the same (a
+///   binary head exactly, a JSON one with times within a rounding step);
 /// - an HTTP date that parses formats to one that parses to the same instant;
 /// - Cache-Control directives are lower case, trimmed and never empty, and
 ///   their delta-seconds within 0...2^31;
@@ -73,7 +74,11 @@ private func metadata(_ bytes: [UInt8]) {
     guard let (key2, response2) = DiskCacheEntry.parseMetadata(written) else {
         fatalError("metadata \(String(decoding: bytes, as: UTF8.self)) wrote back unreadable")
     }
-    // Times go through Date, whose reference is 2001: allow a rounding step.
+    // A binary head holds Date's own form: it reads back exactly.
+    if StoredHead.isBinary(bytes), key2 != key || response2 != response {
+        fatalError("binary head \(bytes) read back differently")
+    }
+    // JSON times go through Date, whose reference is 2001: allow a rounding step.
     func close(_ a: Date, _ b: Date) -> Bool { abs(a.timeIntervalSince(b)) <= 1e-6 * max(1, abs(a.timeIntervalSince1970)) }
     guard key2 == key, response2.status == response.status, response2.url == response.url,
         response2.varyValues == response.varyValues,

@@ -11,3 +11,7 @@ int courier_sqlite_bind_blob_copy(sqlite3_stmt *statement, int index, const void
 int courier_sqlite_bind_text_copy(sqlite3_stmt *statement, int index, const char *text, int count) {
     return sqlite3_bind_text(statement, index, text, count, SQLITE_TRANSIENT);
 }
+
+int courier_sqlite_disable_memory_statistics(void) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}

@@ -211,14 +211,15 @@ struct DiskCacheBodyFileTests {
 
     @Test func evictionDeletesTheBodyWithItsEntry() throws {
         try withDirectory { directory in
+            // Given 13 stores of a head and a 66,536-byte body each, past a capacity of 12 bodies
             let cache = try DiskCache(cacheDirectory: directory, capacity: 800_000)
-            for index in 0..<12 {
+            for index in 0..<13 {
                 cache.store(key: "k\(index)", response: response(), body: bytes(size, seed: UInt8(index)))
             }
             // Then no body file outlives its row, and usage is within the capacity
             #expect(names(cache).count == cache.count)
             #expect(cache.usage <= 800_000)
-            #expect(cache.lookup(key: "k11") != nil && cache.lookup(key: "k0") == nil)
+            #expect(cache.lookup(key: "k12") != nil && cache.lookup(key: "k0") == nil)
         }
     }
 

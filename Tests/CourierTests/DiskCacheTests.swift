@@ -119,6 +119,37 @@ struct DiskCacheTests {
         }
     }
 
+    @Test func anEntryWhoseHeadIsTheJSONEarlierCouriersWroteIsServed() throws {
+        try withDirectory { directory in
+            // Given an entry whose head an earlier courier wrote as JSON text
+            let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
+            let body = bytes(5_000, seed: 4)
+            cache.store(key: "k", response: response(), body: body)
+            let text = Array(
+                (#"{"digests":{},"headers":[["content-type","application/octet-stream"]],"key":"k","requestTime":1714564800.25,"#
+                    + #""responseTime":1714564801.5,"status":200,"storedAt":1714564801.5,"url":"http://o/x","vary":{"accept":"*/*"}}"#).utf8)
+            let database = try CacheRoot(testing: directory).database
+            database.use { database throws(SQLiteError) in
+                try database.run(
+                    "UPDATE responses SET head = ?, head_checksum = ? WHERE key = ?",
+                    [.blob(text), .integer(Int64(bitPattern: XXH3.hash(text))), .blob(Array("k".utf8))])
+            }
+            // Then it reads as the response it describes, with its body
+            let read = try #require(cache.read(key: "k"))
+            #expect(read.entry.response == response())
+            #expect(read.body == body)
+            // And a 304's update writes its head in the binary form, body kept
+            var refreshed = response(headers: [("etag", "\"v2\"")])
+            refreshed.responseTime = Date(timeIntervalSince1970: 1_800_000_000)
+            #expect(cache.update(key: "k", response: refreshed))
+            let head = database.use { database throws(SQLiteError) in
+                try database.rows("SELECT head FROM responses WHERE key = ?", [.blob(Array("k".utf8))]).first?.first?.blob
+            }
+            #expect(head??.starts(with: StoredHead.magic) == true)
+            #expect(try #require(cache.read(key: "k")).entry.response == refreshed)
+        }
+    }
+
     @Test func damagedRowsAndBodyFilesAreMissesAndRemoved() throws {
         try withDirectory { directory in
             let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)

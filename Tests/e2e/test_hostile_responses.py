@@ -247,6 +247,15 @@ HOSTILE_HEADER_ENTRIES = {
 }
 
 
+def _flipped(data: bytes, index: int) -> bytes:
+    return data[:index] + bytes([data[index] ^ 1]) + data[index + 1:]
+
+
+def _json(head: bytes) -> bytes:
+    """A binary head as the JSON text earlier couriers wrote for it."""
+    return disk_tier.json_head(disk_tier.decode_head(head))
+
+
 # Rows another program changed: ``url``'s row → the columns it sets.
 def _head(make):
     """A head of ``make(head)``'s bytes, its checksum recomputed, so the
@@ -264,15 +273,19 @@ ROW_CASES = {
     "a body file named too": lambda row: {"body_file": 1},
     "no body": lambda row: {"body": None},
     "body as text": lambda row: {"body": row["body"].decode("latin-1")},
-    "head as text": lambda row: {"head": row["head"].decode()},
+    "head as text": lambda row: {"head": row["head"].decode("latin-1")},
     "head checksum as text": lambda row: {"head_checksum": "0"},
-    "a byte of the head changed": lambda row: {"head": row["head"].replace(b'"key"', b'"kex"', 1)},
+    "a byte of the head changed": lambda row: {"head": _flipped(row["head"], len(row["head"]) // 2)},
     "head cut": _head(lambda head: head[:-1]),
+    "head a byte longer": _head(lambda head: head + b"\x00"),
     "head empty": _head(lambda head: b""),
     "head random bytes": _head(lambda head: pattern(4096, "random")),
-    "head 1e400": _head(lambda head: head.replace(b'"requestTime":', b'"requestTime":1e400,"x":')),
-    "head NaN": _head(lambda head: head.replace(b'"requestTime":', b'"requestTime":NaN,"x":')),
-    "head integer past 64 bits": _head(lambda head: head.replace(b'"status":', b'"status":99999999999999999999999,"x":')),
+    "head magic alone": _head(lambda head: disk_tier.HEAD_MAGIC),
+    "head of another version": _head(lambda head: b"\x00CH\x02" + head[4:]),
+    "head key length past the end": _head(lambda head: head[:30] + b"\xff\xff\xff\xff" + head[34:]),
+    "head 1e400": _head(lambda head: _json(head).replace(b'"requestTime":', b'"requestTime":1e400,"x":')),
+    "head NaN": _head(lambda head: _json(head).replace(b'"requestTime":', b'"requestTime":NaN,"x":')),
+    "head integer past 64 bits": _head(lambda head: _json(head).replace(b'"status":', b'"status":99999999999999999999999,"x":')),
     "head not JSON": _head(lambda head: b"{" * 1000),
 }
 
@@ -341,7 +354,18 @@ def _store_and_corrupt(courier, origin, cache_dir, name: str, change) -> tuple[s
 
 
 def _metadata_file(change):
-    return _head(lambda head: json.dumps(change(json.loads(head)), separators=(",", ":")).encode())
+    """The head as the JSON text earlier couriers wrote, changed by ``change``."""
+    def make(head: bytes) -> bytes:
+        meta = disk_tier.decode_head(head)
+        meta["bytes"] = {name: base64.b64encode(value).decode() for name, value in meta["bytes"].items()}
+        meta["digests"] = {name: base64.b64encode(value).decode() for name, value in meta["digests"].items()}
+        return json.dumps(change(meta), separators=(",", ":")).encode()
+    return _head(make)
+
+
+def _binary_head(change):
+    """The binary head, changed by ``change`` (fields as `disk_tier.decode_head` gives them)."""
+    return _head(lambda head: change(disk_tier.decode_head(head)))
 
 
 def _check_fresh_courier(courier, origin, url: str, body: bytes) -> dict:
@@ -354,12 +378,66 @@ def _check_fresh_courier(courier, origin, url: str, body: bytes) -> dict:
     return outcome
 
 
-def test_rewritten_entry_is_served(courier, origin, cache_dir):
-    # Given an entry rewritten unchanged by this file's own writer
-    url, body, hits = _store_and_corrupt(courier, origin, cache_dir, "control", _metadata_file(lambda m: m))
+@pytest.mark.parametrize("form", ["binary", "json"])
+def test_rewritten_entry_is_served(courier, origin, cache_dir, form):
+    # Given an entry rewritten unchanged by this file's own writer, in the
+    # binary form or the JSON text earlier couriers wrote
+    change = _binary_head(disk_tier.encode_head) if form == "binary" else _metadata_file(lambda m: m)
+    url, body, hits = _store_and_corrupt(courier, origin, cache_dir, "control-" + form, change)
     # Then a fresh courier serves it from disk: the format and XXH3-64 agree
     outcome = _check_fresh_courier(courier, origin, url, body)
-    assert outcome["source"] == "disk" and origin.hits("/res/control") == hits
+    assert outcome["source"] == "disk" and origin.hits("/res/control-" + form) == hits
+
+
+def _binary_set(field, value):
+    def change(meta: dict) -> bytes:
+        meta[field] = value
+        return disk_tier.encode_head(meta)
+    return change
+
+
+def _header_count(meta: dict, count: int) -> bytes:
+    """The binary head with its count of header lines set to ``count``."""
+    head = disk_tier.encode_head(meta)
+    offset = 4 + 2 + 3 * 8 + 4 + len(meta["key"].encode()) + 4 + len(meta["url"].encode())
+    return head[:offset] + count.to_bytes(4, "little") + head[offset + 4:]
+
+
+# Binary heads that are checksummed and whole, but hold values courier never writes.
+BINARY_HEAD_CASES = {
+    "status 0": _binary_set("status", 0),
+    "status 99": _binary_set("status", 99),
+    "status 1000": _binary_set("status", 1000),
+    "status 65535": _binary_set("status", 65535),
+    "requestTime NaN": _binary_set("requestTime", float("nan")),
+    "responseTime infinite": _binary_set("responseTime", float("inf")),
+    "storedAt before 1970": _binary_set("storedAt", -1.0),
+    "responseTime year 10000": _binary_set("responseTime", 253402300800.0),
+    "requestTime 1e308": _binary_set("requestTime", 1e308),
+    "url not UTF-8": _binary_set("url", b"http://o/\xff"),
+    "header value with CRLF": _binary_set("headers", [["x", "a\r\nset-cookie: y"]]),
+    "header value with NUL": _binary_set("headers", [["x", "a\u0000b"]]),
+    "header name with space": _binary_set("headers", [["a b", "c"]]),
+    "header name empty": _binary_set("headers", [["", "c"]]),
+    "vary value with LF": _binary_set("vary", {"accept": "a\nb"}),
+    "validator bytes of another field": _binary_set("bytes", {"x-other": b"a"}),
+    "validator bytes with CR": _binary_set("bytes", {"etag": b'"\r"'}),
+    "digest of another length": _binary_set("digests", {"sha256": b"\x00" * 31}),
+    "digest of an unknown algorithm": _binary_set("digests", {"md5": b"\x00" * 16}),
+    "header count past the end": lambda meta: _header_count(meta, 0x7FFFFFFF),
+    "header count one past the end": lambda meta: _header_count(meta, len(meta["headers"]) + 1),
+}
+
+
+@pytest.mark.parametrize("case", list(BINARY_HEAD_CASES), ids=list(BINARY_HEAD_CASES))
+def test_absurd_binary_head_is_a_miss(courier, origin, cache_dir, case):
+    # Given an entry whose checksummed binary head holds values courier never writes
+    name = "binary-" + str(list(BINARY_HEAD_CASES).index(case))
+    url, body, hits = _store_and_corrupt(courier, origin, cache_dir, name, _binary_head(BINARY_HEAD_CASES[case]))
+    # When a fresh courier looks it up and downloads it
+    outcome = _check_fresh_courier(courier, origin, url, body)
+    # Then the entry was not believed: the origin served the body
+    assert outcome["source"] == "network" and origin.hits("/res/" + name) == hits + 1
 
 
 @pytest.mark.parametrize("case", list(METADATA_CASES), ids=list(METADATA_CASES))

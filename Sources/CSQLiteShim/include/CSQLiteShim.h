@@ -18,4 +18,11 @@ int courier_sqlite_db_config_flag(sqlite3 *db, int option, int value);
 int courier_sqlite_bind_blob_copy(sqlite3_stmt *statement, int index, const void *bytes, int count);
 int courier_sqlite_bind_text_copy(sqlite3_stmt *statement, int index, const char *text, int count);
 
+/*
+ * sqlite3_config is variadic too, and process-wide: called before SQLite
+ * is first used, this turns off its memory statistics, which take a
+ * mutex on every allocation SQLite makes.
+ */
+int courier_sqlite_disable_memory_statistics(void);
+
 #endif
