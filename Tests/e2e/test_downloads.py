@@ -407,8 +407,13 @@ def test_progress_notifications_respect_the_interval(courier, origin, interval):
     last = notes[-1][1]
     assert last["expected"] == size and last["fraction"] == 1.0
     assert all(p["receipts"] == [result["receipt"]] for _, p in notes)
+    # Times are when the notices arrived, so a notice the output held up
+    # (a loaded machine) shortens the gap after it by what it lengthened
+    # the gap before: a short gap counts only with the one before it.
     gaps = [b - a for a, b in zip(times, times[1:-1])]
-    assert gaps and min(gaps) >= interval - 0.06, gaps
+    assert gaps and gaps[0] >= interval - 0.06, gaps
+    for before, gap in zip(gaps, gaps[1:]):
+        assert gap >= interval - 0.06 or before + gap >= 2 * interval - 0.06, gaps
     duration = out["durationMs"] / 1000
     assert len(notes) <= duration / interval + 2, (len(notes), duration)
     assert len(notes) >= 3
