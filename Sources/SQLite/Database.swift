@@ -210,6 +210,11 @@ public final class Database {
         }
     }
 
+    /// The rows changed by every `INSERT`, `UPDATE` and `DELETE` on this
+    /// connection since it was opened, undone ones too: a count that did
+    /// not move means nothing was written.
+    public var totalChanges: Int64 { handle.map { sqlite3_total_changes64($0) } ?? 0 }
+
     /// A transaction is open: SQLite left autocommit mode.
     public var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 
