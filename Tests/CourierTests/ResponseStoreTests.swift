@@ -106,7 +106,7 @@ struct ResponseStoreTests {
             let store = try store(directory)
             #expect(store.insert(insert("a", [1, 2])) == .stored(nil))
             for forged in ["UPDATE response_usage SET bytes = -5", "UPDATE response_usage SET entries = 1 << 40", "DELETE FROM response_usage"] {
-                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.totals() == (5, 1), "\(forged)")
             }
             store.database.use { database throws(SQLiteError) in try database.run("UPDATE response_usage SET bytes = 1 << 50") }
@@ -125,10 +125,10 @@ struct ResponseStoreTests {
                 "DELETE FROM response_usage",
             ]
             for forged in forgeries {
-                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.insert(insert("b", [3])) == .stored(nil), "\(forged)")
                 #expect(store.totals() == (9, 2), "\(forged)")
-                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.remove(key: Array("b".utf8)), "\(forged)")
                 #expect(store.totals() == (5, 1), "\(forged)")
             }

@@ -317,7 +317,7 @@ final class ResponseStore: Sendable {
 
     /// Deletes the rows `select` finds, then their body files.
     @discardableResult
-    private func removeRows(_ select: String, _ parameters: [SQLiteValue]) -> Int {
+    private func removeRows(_ select: SQL, _ parameters: [SQLiteValue]) -> Int {
         let removed = database.use { database throws(SQLiteError) -> (Int, [UInt64]) in
             try database.transaction { () throws(SQLiteError) -> (Int, [UInt64]) in
                 let ids = try database.rows(select, parameters).compactMap { $0.first?.integer }
