@@ -53,14 +53,79 @@ public enum SQLiteValue: Equatable, Sendable {
     }
 }
 
+/// The text of one SQL statement. A literal is found among the prepared
+/// statements by where it is in the program, without reading its text; a
+/// text made as courier runs (interpolated or built) by its text.
+public struct SQL: ExpressibleByStringInterpolation, Sendable {
+    fileprivate enum Key: Hashable {
+        /// A literal's address and length in bytes.
+        case literal(UInt, Int)
+        case text(String)
+    }
+
+    fileprivate let key: Key
+    private let literal: StaticString?
+
+    public init(stringLiteral literal: StaticString) {
+        guard literal.hasPointerRepresentation else {
+            key = .text(literal.description)
+            self.literal = nil
+            return
+        }
+        key = .literal(UInt(bitPattern: literal.utf8Start), literal.utf8CodeUnitCount)
+        self.literal = literal
+    }
+
+    public init(stringInterpolation: Interpolation) {
+        self.init(stringInterpolation.text)
+    }
+
+    /// The text of an interpolated literal.
+    public struct Interpolation: StringInterpolationProtocol {
+        fileprivate var text = ""
+
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            text.reserveCapacity(literalCapacity + 16 * interpolationCount)
+        }
+
+        public mutating func appendLiteral(_ literal: StaticString) {
+            text += literal.description
+        }
+
+        public mutating func appendInterpolation(_ value: some CustomStringConvertible) {
+            text += value.description
+        }
+    }
+
+    /// A statement made as courier runs.
+    public init(_ text: String) {
+        key = .text(text)
+        literal = nil
+    }
+
+    /// Prepares the statement on `handle`.
+    fileprivate func prepare(on handle: OpaquePointer?, _ statement: inout OpaquePointer?) -> Int32 {
+        let flags = UInt32(SQLITE_PREPARE_PERSISTENT)
+        if let literal {
+            return literal.withUTF8Buffer { text in
+                text.withMemoryRebound(to: CChar.self) {
+                    sqlite3_prepare_v3(handle, $0.baseAddress, Int32(clamping: $0.count), flags, &statement, nil)
+                }
+            }
+        }
+        guard case .text(let text) = key else { return SQLITE_MISUSE }
+        return sqlite3_prepare_v3(handle, text, -1, flags, &statement, nil)
+    }
+}
+
 /// One connection to one SQLite database file, opened as a file found in a
 /// directory that others may write should be: see `init(openingDefensively:)`.
 ///
 /// A connection is used by one thread at a time; its owner serialises the
-/// calls. Prepared statements are kept by their SQL text for reuse.
+/// calls. Prepared statements are kept for reuse, found as `SQL` says.
 public final class Database {
     private var handle: OpaquePointer?
-    private var statements: [String: OpaquePointer] = [:]
+    private var statements: [SQL.Key: OpaquePointer] = [:]
 
     /// The longest text or blob a row may hold: what a hostile file can
     /// make courier allocate for one value.
@@ -159,14 +224,14 @@ public final class Database {
     /// `execute`'s: transaction control too (`BEGIN`, `COMMIT`,
     /// `SAVEPOINT`), which a write per response would otherwise parse anew.
     @discardableResult
-    public func run(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> Int {
+    public func run(_ sql: SQL, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> Int {
         _ = try rows(sql, parameters)
         return Int(sqlite3_changes(handle))
     }
 
     /// Runs one statement with `parameters` bound in order; returns its
     /// rows, each a value per column.
-    public func rows(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
+    public func rows(_ sql: SQL, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
         let statement = try prepared(sql)
         defer {
             sqlite3_reset(statement)
@@ -210,6 +275,11 @@ public final class Database {
         }
     }
 
+    /// The rows changed by every `INSERT`, `UPDATE` and `DELETE` on this
+    /// connection since it was opened, undone ones too: a count that did
+    /// not move means nothing was written.
+    public var totalChanges: Int64 { handle.map { sqlite3_total_changes64($0) } ?? 0 }
+
     /// A transaction is open: SQLite left autocommit mode.
     public var isInTransaction: Bool { handle.map { sqlite3_get_autocommit($0) == 0 } ?? false }
 
@@ -225,12 +295,12 @@ public final class Database {
         guard code == SQLITE_OK else { throw SQLiteError(code: code, message: errorMessage) }
     }
 
-    private func prepared(_ sql: String) throws(SQLiteError) -> OpaquePointer {
-        if let statement = statements[sql] { return statement }
+    private func prepared(_ sql: SQL) throws(SQLiteError) -> OpaquePointer {
+        if let statement = statements[sql.key] { return statement }
         var statement: OpaquePointer?
-        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        let code = sql.prepare(on: handle, &statement)
         guard code == SQLITE_OK, let statement else { throw SQLiteError(code: code, message: errorMessage) }
-        statements[sql] = statement
+        statements[sql.key] = statement
         return statement
     }
 

@@ -155,7 +155,7 @@ struct DiskCacheTests {
             let cache = try DiskCache(cacheDirectory: directory, capacity: 1 << 20)
             let database = try CacheRoot(testing: directory).database
             func sql(_ statement: String, _ parameters: [SQLiteValue] = []) {
-                database.use { database throws(SQLiteError) in try database.run(statement, parameters) }
+                database.use { database throws(SQLiteError) in try database.run(SQL(statement), parameters) }
             }
             func keyBytes(_ key: String) -> SQLiteValue { .blob(Array(key.utf8)) }
 

@@ -106,7 +106,7 @@ struct ResponseStoreTests {
             let store = try store(directory)
             #expect(store.insert(insert("a", [1, 2])) == .stored(nil))
             for forged in ["UPDATE response_usage SET bytes = -5", "UPDATE response_usage SET entries = 1 << 40", "DELETE FROM response_usage"] {
-                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.totals() == (5, 1), "\(forged)")
             }
             store.database.use { database throws(SQLiteError) in try database.run("UPDATE response_usage SET bytes = 1 << 50") }
@@ -125,10 +125,10 @@ struct ResponseStoreTests {
                 "DELETE FROM response_usage",
             ]
             for forged in forgeries {
-                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.insert(insert("b", [3])) == .stored(nil), "\(forged)")
                 #expect(store.totals() == (9, 2), "\(forged)")
-                store.database.use { database throws(SQLiteError) in try database.run(forged) }
+                store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.remove(key: Array("b".utf8)), "\(forged)")
                 #expect(store.totals() == (5, 1), "\(forged)")
             }
@@ -265,6 +265,59 @@ struct ResponseStoreTests {
             store.recount()
             #expect(store.totals() == (9, 2))
             #expect(files(store).isEmpty)
+        }
+    }
+
+    /// An unnamed file in `store`'s directory holding `bytes`, as a body to link.
+    private func unnamedFile(_ store: ResponseStore, _ bytes: [UInt8]) throws -> Int32 {
+        let fd = openat(store.directory.fd, ".", 0o20_000_000 | O_DIRECTORY | O_RDWR, 0o600)
+        try #require(fd >= 0)
+        #expect(CacheFileIO.write(fd, bytes))
+        return fd
+    }
+
+    @Test func aStoreThatFailsHalfWayInABatchIsUndoneAloneAndTheOthersCommit() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            let other = try Database(openingDefensively: directory + "/Cache.db")
+            defer { other.close() }
+            #expect(store.insert(insert("kept", [9, 9, 9])) == .stored(nil))
+            let large = [UInt8](repeating: 5, count: ResponseStore.inlineLimit + 1)
+            let first = try unnamedFile(store, large)
+            defer { close(first) }
+            let second = try unnamedFile(store, large)
+            defer { close(second) }
+            var stored: UInt64?
+
+            store.database.batch {
+                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                var file = insert("large", large)
+                file.body = .unnamed(fd: first)
+                guard case .stored(let id?) = store.insert(file) else {
+                    Issue.record("not stored as a file")
+                    return
+                }
+                stored = id
+                // A store that replaces "kept" and fails after deleting its row:
+                // SQLite refuses its head, longer than a value may be
+                var failing = insert("kept", large, head: [UInt8](repeating: 0, count: Int(Database.valueLengthLimit) + 1))
+                failing.body = .unnamed(fd: second)
+                #expect(store.insert(failing) == .failed)
+                #expect(store.insert(insert("b", [2, 2])) == .stored(nil))
+            }
+
+            // Then the stores before and after it are committed, the row it
+            // replaced is intact, its body file is gone, and usage agrees with the rows
+            #expect(try rowsSeen(by: other) == 4)
+            #expect(store.find(key: Array("kept".utf8))?.body == .inline([9, 9, 9]))
+            #expect(store.find(key: Array("a".utf8))?.body == .inline([1]))
+            #expect(store.find(key: Array("b".utf8))?.body == .inline([2, 2]))
+            #expect(stored.map { store.find(key: Array("large".utf8))?.body == .file($0) } == true)
+            #expect(files(store) == stored.map { [ResponseStore.fileName($0)] })
+            let sizes: Int64 = 6 + 4 + 5 + 3 + Int64(large.count)
+            #expect(store.totals() == (sizes, 4))
+            store.recount()
+            #expect(store.totals() == (sizes, 4))
         }
     }
 

@@ -103,6 +103,15 @@ final class CacheDatabase: Sendable {
         /// What waits for the batch's transaction to end.
         var afterCommit: [@Sendable () -> Void] = []
         var afterRollback: [@Sendable () -> Void] = []
+        /// The writes the batch's transaction holds that were made without
+        /// a savepoint of their own, with what each does once committed:
+        /// when one of them fails half way, the transaction is rolled back
+        /// and these are run again, one by one.
+        var unsaved: [(write: Write, committed: @Sendable () -> Void)] = []
+        /// Each write to the batch's transaction is made in a savepoint of
+        /// its own: one that cannot be run again (made through `use`) is
+        /// in it, or one failed already.
+        var savesEachWrite = false
 
         /// The calling thread's batch is running.
         var isInCallersBatch: Bool {
@@ -132,21 +141,142 @@ final class CacheDatabase: Sendable {
         connection.withLock(wake: false) { connection in
             guard var database = connection.database else { return nil }
             if connection.batchThread != nil { begin(&connection) }
-            defer { if connection.batchThread != nil { settleIfEnded(&connection) } }
+            let changes = database.totalChanges
+            defer {
+                if connection.batchThread != nil {
+                    // What `body` wrote cannot be run again: a write that fails
+                    // later must be undone alone, not with the transaction.
+                    if database.totalChanges != changes { connection.savesEachWrite = true }
+                    settleIfEnded(&connection)
+                }
+            }
             do throws(SQLiteError) {
                 return try body(&database)
             } catch {
-                if error.isDamaged {
-                    logger.warning("\(root.path(of: Self.fileName)) is damaged (\(error.message)): dropped it and made it anew")
-                    database.close()
-                    drop()
-                    connection.database = open()
-                } else {
-                    logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
-                }
+                failed(error, &connection)
                 return nil
             }
         }
+    }
+
+    /// A write of several statements that must be made together or not at
+    /// all, which a batch may run again.
+    struct Write: Sendable {
+        /// What is done once, holding the write lock, before the statements
+        /// first run (a body file linked into place); false when it could
+        /// not be, and nothing is to be written.
+        var prepare: @Sendable () -> Bool = { true }
+        /// The statements, run in a transaction or a savepoint, or, in a
+        /// batch, bare (and again when another write of the batch fails);
+        /// they return what to do once they are committed.
+        var statements: @Sendable (Database) throws(SQLiteError) -> @Sendable () -> Void
+        /// What to do when they are rolled back or fail.
+        var rolledBack: @Sendable () -> Void
+    }
+
+    /// How a write went.
+    enum Written {
+        /// Committed, or to be with the batch.
+        case made
+        /// Its `prepare` returned false.
+        case unprepared
+        case failed
+    }
+
+    /// Makes `write`: first its `prepare`, once, holding the write lock (in
+    /// the transaction its statements join), then the statements, unless
+    /// `prepare` returned false. `write.rolledBack` runs when they fail or
+    /// are rolled back after `prepare` succeeded.
+    ///
+    /// In a batch's transaction, the statements are not wrapped in a
+    /// savepoint of their own, which would copy every page they change to
+    /// a journal: when one of them fails, the whole transaction is rolled
+    /// back and the batch's earlier writes are made again, each in a
+    /// savepoint, as is every later write of the batch. A write that fails
+    /// is thus undone alone either way.
+    func write(_ write: Write) -> Written {
+        let (written, settle) = connection.withLock(wake: false) { connection -> (Written, [@Sendable () -> Void]) in
+            guard let database = connection.database else { return (.failed, []) }
+            var prepared = false
+            func once() -> Bool {
+                prepared = write.prepare()
+                return prepared
+            }
+            let inBatch = connection.batchThread != nil
+            if inBatch { begin(&connection) }
+            if inBatch, database.isInTransaction, !connection.savesEachWrite {
+                do throws(SQLiteError) {
+                    guard once() else { return (.unprepared, []) }
+                    connection.unsaved.append((write, try write.statements(database)))
+                    return (.made, [])
+                } catch {
+                    return (.failed, recover(from: error, &connection) + [write.rolledBack])
+                }
+            }
+            defer { if inBatch { settleIfEnded(&connection) } }
+            do throws(SQLiteError) {
+                let committed = try database.transaction { () throws(SQLiteError) -> (@Sendable () -> Void)? in
+                    guard once() else { return nil }
+                    return try write.statements(database)
+                }
+                guard let committed else { return (.unprepared, []) }
+                guard inBatch, database.isInTransaction else { return (.made, [committed]) }
+                connection.afterCommit.append(committed)
+                connection.afterRollback.append(write.rolledBack)
+                return (.made, [])
+            } catch {
+                failed(error, &connection)
+                return (.failed, prepared ? [write.rolledBack] : [])
+            }
+        }
+        settle.forEach { $0() }
+        return written
+    }
+
+    /// After a write of a batch failed without a savepoint of its own:
+    /// rolls back the transaction (unless the failure ended it already)
+    /// and makes the batch's earlier writes again in another, each in a
+    /// savepoint, as every later write of the batch will be. What waits for
+    /// the writes that were lost, or made alone when the transaction could
+    /// not be begun again, to run once the lock is let go.
+    private func recover(from error: SQLiteError, _ connection: inout Connection) -> [@Sendable () -> Void] {
+        let unsaved = connection.unsaved
+        connection.unsaved = []
+        if connection.database?.isInTransaction == true { _ = try? connection.database?.run("ROLLBACK") }
+        var settle = connection.afterRollback
+        connection.afterCommit = []
+        connection.afterRollback = []
+        failed(error, &connection)
+        begin(&connection)
+        connection.savesEachWrite = true
+        guard let database = connection.database else { return settle + unsaved.map(\.write.rolledBack) }
+        for (write, _) in unsaved {
+            do throws(SQLiteError) {
+                let committed = try database.transaction { () throws(SQLiteError) in try write.statements(database) }
+                if database.isInTransaction {
+                    connection.afterCommit.append(committed)
+                    connection.afterRollback.append(write.rolledBack)
+                } else {
+                    settle.append(committed)
+                }
+            } catch {
+                logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
+                settle.append(write.rolledBack)
+            }
+        }
+        return settle
+    }
+
+    /// Logs `error`; a database it found damaged is dropped and made anew.
+    private func failed(_ error: SQLiteError, _ connection: inout Connection) {
+        guard error.isDamaged else {
+            logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
+            return
+        }
+        logger.warning("\(root.path(of: Self.fileName)) is damaged (\(error.message)): dropped it and made it anew")
+        connection.database?.close()
+        drop()
+        connection.database = open()
     }
 
     /// Runs `body`, in which every write made through `use` joins one
@@ -154,9 +284,11 @@ final class CacheDatabase: Sendable {
     /// before `batch` returns: many small writes cost one commit (one lock
     /// taken, the pages they share written once), and a batch that writes
     /// nothing costs nothing. Each write keeps its own
-    /// atomicity (a `Database.transaction` inside is a savepoint): one that
-    /// fails is undone alone. What waits for a write to be committed
-    /// (`afterCommit`) waits for the batch.
+    /// atomicity: one that fails is undone alone (a `Database.transaction`
+    /// inside is a savepoint; a `write` has none, and its failure rolls the
+    /// transaction back and makes the batch's earlier writes again, see
+    /// `write`). What waits for a write to be committed (`afterCommit`)
+    /// waits for the batch.
     ///
     /// The database stays locked against other processes' writers while
     /// `body` runs: a batch is for writes made together, not for waiting.
@@ -204,6 +336,7 @@ final class CacheDatabase: Sendable {
         guard let database = connection.database, !database.isInTransaction else { return }
         do throws(SQLiteError) {
             try database.run("BEGIN IMMEDIATE")
+            connection.savesEachWrite = false
         } catch {
             logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
         }
@@ -214,28 +347,31 @@ final class CacheDatabase: Sendable {
     /// or the database was made anew, what waited for it is settled as
     /// rolled back; the next write begins another.
     private func settleIfEnded(_ connection: inout Connection) {
-        guard connection.database?.isInTransaction != true, !connection.afterRollback.isEmpty else { return }
-        let rolledBack = connection.afterRollback
+        guard connection.database?.isInTransaction != true else { return }
+        let rolledBack = connection.afterRollback + connection.unsaved.map(\.write.rolledBack)
         connection.afterCommit = []
         connection.afterRollback = []
+        connection.unsaved = []
         rolledBack.forEach { $0() }
     }
 
     /// Commits the batch's transaction (rolls it back when that fails);
     /// what waited for it, to run once the lock is let go.
     private func finish(_ connection: inout Connection) -> (committed: [@Sendable () -> Void], rolledBack: [@Sendable () -> Void]) {
+        let unsaved = connection.unsaved
         defer {
             connection.afterCommit = []
             connection.afterRollback = []
+            connection.unsaved = []
         }
         guard let database = connection.database, database.isInTransaction else { return ([], []) }
         do throws(SQLiteError) {
             try database.run("COMMIT")
-            return (connection.afterCommit, [])
+            return (connection.afterCommit + unsaved.map(\.committed), [])
         } catch {
             logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
             _ = try? database.run("ROLLBACK")
-            return ([], connection.afterRollback)
+            return ([], connection.afterRollback + unsaved.map(\.write.rolledBack))
         }
     }
 

@@ -216,7 +216,7 @@ final class PartialStore: Sendable {
     }
 
     private func resumePoint(key: [UInt8], url: String, proven: Bool) -> ResumePoint? {
-        guard let row = run({ database throws(SQLiteError) in try database.rows(Record.select + " WHERE key = ?", [.blob(key)]) })?.first else { return nil }
+        guard let row = run({ database throws(SQLiteError) in try database.rows(SQL(Record.select + " WHERE key = ?"), [.blob(key)]) })?.first else { return nil }
         guard let record = Record(row: row) else {
             logger.warning("a kept partial body's record in Cache.db is not one courier writes: dropped it")
             deleteRow(key: key, file: row.count > 1 ? row[1].blob : nil)
@@ -594,11 +594,12 @@ final class PartialFile: Sendable {
         let changed = store.run { database throws(SQLiteError) -> Int in
             if first {
                 return try database.run(
-                    "INSERT INTO partial_bodies (\(PartialRecord.columns), created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                        + "ON CONFLICT (key) DO UPDATE SET file = excluded.file, url = excluded.url, "
-                        + "validator_kind = excluded.validator_kind, validator = excluded.validator, "
-                        + "complete_length = excluded.complete_length, kept_length = excluded.kept_length, "
-                        + "checksum = excluded.checksum, created_at = excluded.created_at, updated_at = excluded.updated_at",
+                    SQL(
+                        "INSERT INTO partial_bodies (\(PartialRecord.columns), created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                            + "ON CONFLICT (key) DO UPDATE SET file = excluded.file, url = excluded.url, "
+                            + "validator_kind = excluded.validator_kind, validator = excluded.validator, "
+                            + "complete_length = excluded.complete_length, kept_length = excluded.kept_length, "
+                            + "checksum = excluded.checksum, created_at = excluded.created_at, updated_at = excluded.updated_at"),
                     record.values + [now, now])
             }
             return try database.run(

@@ -87,7 +87,7 @@ final class ResponseStore: Sendable {
     }
 
     /// A body to store.
-    enum NewBody {
+    enum NewBody: Sendable {
         /// Kept inline: at most `inlineLimit` bytes.
         case bytes([UInt8])
         /// Hard-linked into `http/` from the file a transfer wrote.
@@ -209,62 +209,63 @@ final class ResponseStore: Sendable {
         // a system call.
         let id = if case .bytes = insert.body { UInt64(0) } else { UInt64.random(in: 1...UInt64.max) }
         let name = id == 0 ? "" : Self.fileName(id)
-        var linked = false
-        let outcome = database.use { database throws(SQLiteError) -> (Inserted, [UInt64]) in
-            try database.transaction { () throws(SQLiteError) -> (Inserted, [UInt64]) in
-                // The body file first: a link that fails changes nothing.
-                var file: SQLiteValue = .null
-                var inline: SQLiteValue = .null
-                switch insert.body {
-                case .bytes(let bytes):
-                    inline = .blob(bytes)
-                case .link(let source):
-                    guard source.link(into: directory, as: name) else { return (.notLinked, []) }
-                    linked = true
-                    file = .integer(Int64(bitPattern: id))
-                case .unnamed(let fd):
-                    guard self.directory.link(fd, as: name) == nil else {
-                        return (.failed, [])
-                    }
-                    linked = true
-                    file = .integer(Int64(bitPattern: id))
-                }
-                // The row it replaces, if any, goes first. Looked up before it
-                // is deleted: a plain read costs less than a `RETURNING`
-                // clause, and a new key needs no delete.
-                let replaced = try database.rows(
-                    "SELECT size, body_file FROM responses WHERE key = ?", [.blob(insert.key)])
-                if !replaced.isEmpty { try database.run("DELETE FROM responses WHERE key = ?", [.blob(insert.key)]) }
-                var files = replaced.compactMap { $0[1].integer.map { UInt64(bitPattern: $0) } }
-                let freed = replaced.reduce(Int64(0)) { $0 + max(0, $1[0].integer ?? 0) }
-                let size = Int64(insert.head.count) + insert.bodyLength
-                try database.run(
-                    """
-                    INSERT INTO responses (
-                        key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, head_checksum, body)
-                    VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        .blob(insert.key), .integer(size), .integer(insert.bodyLength),
-                        .integer(Int64(bitPattern: insert.checksum)), file, Self.column(insert.digests, .sha256),
-                        Self.column(insert.digests, .sha384), Self.column(insert.digests, .sha512),
-                        .blob(insert.head), .integer(Int64(bitPattern: XXH3.hash(insert.head))), inline,
-                    ])
-                let bytes = try changeUsage(bytes: size - freed, entries: 1 - replaced.count, in: database)
-                files += try evict(from: bytes, in: database)
-                return (.stored(linked ? id : nil), files)
-            }
-        }
+        let file: SQLiteValue = id == 0 ? .null : .integer(Int64(bitPattern: id))
+        let inline: SQLiteValue = if case .bytes(let bytes) = insert.body { .blob(bytes) } else { .null }
+        let key = SQLiteValue.blob(insert.key)
+        let size = Int64(insert.head.count) + insert.bodyLength
+        let values: [SQLiteValue] = [
+            key, .integer(size), .integer(insert.bodyLength), .integer(Int64(bitPattern: insert.checksum)), file,
+            Self.column(insert.digests, .sha256), Self.column(insert.digests, .sha384), Self.column(insert.digests, .sha512),
+            .blob(insert.head), .integer(Int64(bitPattern: XXH3.hash(insert.head))), inline,
+        ]
         // Rolled back, now or with the batch it is part of: the link made
         // for it names nothing.
-        let removeLink: @Sendable () -> Void = { [directory, linked, name] in if linked { directory.remove(name) } }
-        guard let (inserted, files) = outcome else {
-            removeLink()
-            return .failed
+        let removeLink: @Sendable () -> Void = { [directory] in if id != 0 { directory.remove(name) } }
+        let write = CacheDatabase.Write(
+            prepare: { [directory, body = insert.body] in
+                // The body file first, under the write lock (so that
+                // `removeUnnamedFiles` never finds it without its row): a link
+                // that fails changes nothing.
+                switch body {
+                case .bytes: true
+                case .link(let source): source.link(into: directory, as: name)
+                case .unnamed(let fd): directory.link(fd, as: name) == nil
+                }
+            },
+            statements: { [self] database throws(SQLiteError) in
+                let files = try replaceRow(key: key, values: values, size: size, in: database)
+                return { [self] in unlink(files) }
+            },
+            rolledBack: removeLink)
+        switch database.write(write) {
+        case .made: return .stored(id == 0 ? nil : id)
+        case .unprepared: if case .link = insert.body { return .notLinked } else { return .failed }
+        case .failed: return .failed
         }
-        // An inline body that replaced and evicted nothing leaves nothing to settle.
-        if linked || !files.isEmpty { database.afterCommit({ [self] in unlink(files) }, rolledBack: removeLink) }
-        return inserted
+    }
+
+    /// Inserts the row `values` hold (the columns of `insert`'s `INSERT`)
+    /// in place of `key`'s, counts it in the usage, and evicts least
+    /// recently used rows while usage is above the capacity; the body
+    /// files of the rows replaced or evicted.
+    private func replaceRow(key: SQLiteValue, values: [SQLiteValue], size: Int64, in database: Database) throws(SQLiteError)
+        -> [UInt64]
+    {
+        // The row it replaces, if any, goes first. Looked up before it is
+        // deleted: a plain read costs less than a `RETURNING` clause, and a
+        // new key needs no delete.
+        let replaced = try database.rows("SELECT size, body_file FROM responses WHERE key = ?", [key])
+        if !replaced.isEmpty { try database.run("DELETE FROM responses WHERE key = ?", [key]) }
+        let files = replaced.compactMap { $0[1].integer.map { UInt64(bitPattern: $0) } }
+        let freed = replaced.reduce(Int64(0)) { $0 + max(0, $1[0].integer ?? 0) }
+        try database.run(
+            """
+            INSERT INTO responses (
+                key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, head_checksum, body)
+            VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, values)
+        let bytes = try changeUsage(bytes: size - freed, entries: 1 - replaced.count, in: database)
+        return files + (try evict(from: bytes, in: database))
     }
 
     /// Replaces the head of `key`'s row and its recorded digests, when it
@@ -316,7 +317,7 @@ final class ResponseStore: Sendable {
 
     /// Deletes the rows `select` finds, then their body files.
     @discardableResult
-    private func removeRows(_ select: String, _ parameters: [SQLiteValue]) -> Int {
+    private func removeRows(_ select: SQL, _ parameters: [SQLiteValue]) -> Int {
         let removed = database.use { database throws(SQLiteError) -> (Int, [UInt64]) in
             try database.transaction { () throws(SQLiteError) -> (Int, [UInt64]) in
                 let ids = try database.rows(select, parameters).compactMap { $0.first?.integer }
