@@ -203,7 +203,7 @@ struct DownloadScheduler<Waiter> {
         } else {
             // Made whole before it is stored: a new task has no attempt
             // under way, nor a rate to change.
-            var task = TaskRecord(id: taskID, request: request)
+            var task = TaskRecord(id: taskID, request: request, key: key)
             if case .stale(let stale) = cache { task.revalidation = stale }
             task.receipts.append(receiptID)
             enqueue(&task)
@@ -707,10 +707,10 @@ struct DownloadScheduler<Waiter> {
         return !none
     }
 
-    /// Where attempt `attempt` of `task` goes: its `url`, then each mirror
-    /// its receipts name (in the order they were given, each once), in turn.
-    private func url(ofAttempt attempt: Int, of task: TaskRecord) -> String {
-        let mirrors = task.receipts.flatMap { receipts[$0]?.request.mirrors ?? [] }
+    /// Where attempt `attempt` of `task` goes: its `url`, then each of
+    /// `mirrors`, those its receipts name (in the order they were given,
+    /// each once), in turn.
+    private func url(ofAttempt attempt: Int, of task: TaskRecord, mirrors: [String]) -> String {
         guard !mirrors.isEmpty else { return task.request.url }
         var seen: Set<ExactString> = [ExactString(task.request.url)]
         let urls = [task.request.url] + mirrors.filter { seen.insert(ExactString($0)).inserted }
@@ -781,16 +781,27 @@ struct DownloadScheduler<Waiter> {
 
     private mutating func start(_ id: TaskID, now: Double) {
         guard var task = tasks[id] else { return }
-        let url = url(ofAttempt: task.attempt, of: task)
+        // What the transfer takes from its receipts' requests, gathered in
+        // one pass: the first one's destination, whether any counts text,
+        // the digests they check, the mirrors they name.
+        var destination: String?
+        var countsText = false
+        var digestAlgorithms: Set<HashAlgorithm> = []
+        var mirrors: [String] = []
+        for (position, receipt) in task.receipts.enumerated() {
+            guard let request = receipts[receipt]?.request else { continue }
+            if position == 0 { destination = request.destination }
+            if request.body == .text { countsText = true }
+            if let algorithm = request.integrity?.algorithm { digestAlgorithms.insert(algorithm) }
+            mirrors.append(contentsOf: request.mirrors)
+        }
+        let url = url(ofAttempt: task.attempt, of: task, mirrors: mirrors)
         let maxRate = maxRate(of: task)
         task.queueGeneration += 1
         task.begin(TaskRecord.StartedAttempt(url: url, maxRate: maxRate), now: now)
         tasks[id] = task
         running += 1
         for receipt in task.receipts { receipts[receipt]?.countAttempt(url: url, now: now) }
-        let destination = task.receipts.first.flatMap { receipts[$0]?.request.destination }
-        let countsText = task.receipts.contains { receipts[$0]?.request.body == .text }
-        let digestAlgorithms = Set(task.receipts.compactMap { receipts[$0]?.request.integrity?.algorithm })
         actions.append(
             .start(
                 TransferOrder(
@@ -821,7 +832,7 @@ struct DownloadScheduler<Waiter> {
                 }
             }
         }
-        if tasksByKey[task.key] == id { tasksByKey[task.key] = nil }
+        if let index = tasksByKey.index(forKey: task.key), tasksByKey.values[index] == id { tasksByKey.remove(at: index) }
         actions.append(.transferStopped(task: id))
         if !keepingViews {
             let received = completed ? task.figures.received : nil

@@ -129,10 +129,11 @@ struct TaskRecord: Sendable {
     var revalidation: ResponseCache.Stale?
     var figures = Figures()
 
-    init(id: TaskID, attempt: Int = 1, request: DownloadRequest) {
+    /// `key` is `request`'s, when the caller has made it already.
+    init(id: TaskID, attempt: Int = 1, request: DownloadRequest, key: TaskKey? = nil) {
         self.id = id
         self.attempt = attempt
-        self.key = TaskKey(request)
+        self.key = key ?? TaskKey(request)
         self.request = request
         self.priority = request.priority
     }

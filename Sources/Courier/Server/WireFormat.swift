@@ -41,7 +41,7 @@ extension CourierServer {
         let (method, params): (String, JSON)
         switch notice {
         case .progress(let figures, let receipts):
-            let key = "download/progress \(figures.task) \(receipts.map(\.description).joined(separator: ","))"
+            let key = progressKey(task: figures.task, receipts: receipts)
             connection.send(notification: "download/progress", estimate: 160, coalescingKey: key) { params in
                 figures.write(to: params, receipts: receipts)
             }
@@ -61,6 +61,22 @@ extension CourierServer {
             (method, params) = ("download/retrying", notice.params)
         }
         connection.send(notification: method, params: params, coalescingKey: coalescingKey(method, params))
+    }
+
+    /// `download/progress t4 r7,r9`: a newer progress replaces an older
+    /// one still waiting only when both name the same task and receipts.
+    /// Made by appending to one string, as several are made per download.
+    static func progressKey(task: TaskID, receipts: [ReceiptID]) -> String {
+        var key = "download/progress t"
+        key.reserveCapacity(32 + 12 * receipts.count)
+        key += String(task.number)
+        var separator = " r"
+        for receipt in receipts {
+            key += separator
+            key += String(receipt.number)
+            separator = ",r"
+        }
+        return key
     }
 
     static func rpcError(_ error: SchedulerError) -> RPCError {
