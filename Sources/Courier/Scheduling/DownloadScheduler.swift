@@ -369,12 +369,19 @@ struct DownloadScheduler<Waiter> {
     mutating func responseArrived(
         _ transfer: TransferID, _ response: ResponseHead, retryAfter: Int64? = nil, now: Double
     ) -> Bool {
-        guard let index = tasks.index(forKey: transfer.task), tasks.values[index].attempt == transfer.attempt else { return false }
-        if response.status == 304, tasks.values[index].revalidation != nil { return true }
+        guard let index = index(of: transfer) else { return false }
         let length = response.announcedLength
-        tasks.values[index].figures.expected = length
-        tasks.values[index].figures.contentType = response.contentType
-        var refused = tasks.values[index].receipts.compactMap { id -> (ReceiptID, Outcome)? in
+        let (revalidates, taskReceipts, isRunning) = withTask(at: index) { task in
+            var isRunning = false
+            if case .running = task.state { isRunning = true }
+            return (task.revalidation != nil, task.receipts, isRunning)
+        }
+        if response.status == 304, revalidates { return true }
+        withTask(at: index) { task in
+            task.figures.expected = length
+            task.figures.contentType = response.contentType
+        }
+        var refused = taskReceipts.compactMap { id -> (ReceiptID, Outcome)? in
             guard let request = receipts[id]?.request,
                 let failure = request.refusal(of: response, size: length, memoryBodyLimit: settings.maxMemoryBody)
             else { return nil }
@@ -383,7 +390,7 @@ struct DownloadScheduler<Waiter> {
             return (id, outcome)
         }
         // A status outside 200–299 refuses every receipt alike.
-        if case .running = tasks.values[index].state, let failure = refused.first?.1.error, failure.code == .httpStatus {
+        if isRunning, let failure = refused.first?.1.error, failure.code == .httpStatus {
             let task = tasks.values[index]
             let plan = retryPlan(for: task, after: failure, status: response.status, retryAfter: retryAfter, now: now)
             let retryAfters = Dictionary(plan.ending.map { ($0.receipt, $0.retryAfter) }, uniquingKeysWith: { first, _ in first })
@@ -402,6 +409,22 @@ struct DownloadScheduler<Waiter> {
         return end(refused, of: transfer.task, now: now)
     }
 
+    /// Where task `transfer.task` is in `tasks`, while `transfer` is its
+    /// attempt.
+    private mutating func index(of transfer: TransferID) -> [TaskID: TaskRecord].Index? {
+        guard let index = tasks.index(forKey: transfer.task), withTask(at: index, { $0.attempt }) == transfer.attempt else {
+            return nil
+        }
+        return index
+    }
+
+    /// Runs `body` on the task record at `index` where it is stored: a
+    /// record read through `tasks.values[index]` is copied whole, every
+    /// field of it, once per read, and transfer events read several.
+    private mutating func withTask<Result>(at index: [TaskID: TaskRecord].Index, _ body: (inout TaskRecord) -> Result) -> Result {
+        body(&tasks.values[index])
+    }
+
     /// `received` bytes of body have arrived, which take `textLength` bytes
     /// as a JSON string when read as UTF-8 (when the transfer counts it):
     /// receipts whose limits they pass end, and progress is told at most
@@ -409,15 +432,17 @@ struct DownloadScheduler<Waiter> {
     mutating func dataArrived(
         _ transfer: TransferID, received: Int64, textLength: Int64? = nil, expected: Int64?, now: Double
     ) -> Bool {
-        guard let index = tasks.index(forKey: transfer.task), tasks.values[index].attempt == transfer.attempt else { return false }
-        tasks.values[index].figures.received = received
-        if expected != nil { tasks.values[index].figures.expected = expected }
-        let figures = tasks.values[index].figures
+        guard let index = index(of: transfer) else { return false }
         // A running task with nothing held back yet waits for the interval's end.
-        var startsWait = false
-        if case .running(let running) = tasks.values[index].state { startsWait = running.progressDueAt == nil }
+        let (figures, taskReceipts, startsWait) = withTask(at: index) { task in
+            task.figures.received = received
+            if expected != nil { task.figures.expected = expected }
+            var startsWait = false
+            if case .running(let running) = task.state { startsWait = running.progressDueAt == nil }
+            return (task.figures, task.receipts, startsWait)
+        }
         var tooLarge: [(ReceiptID, Outcome)] = []
-        for id in tasks.values[index].receipts {
+        for id in taskReceipts {
             guard let request = receipts[id]?.request else { continue }
             // Other charsets may take fewer bytes than UTF-8 read as it is;
             // only a `text` receipt's limit counts what its text takes.
@@ -474,8 +499,7 @@ struct DownloadScheduler<Waiter> {
 
     /// `task`'s transfer ended with `result`: every receipt it has waits
     /// for its outcome, which the `deliver` action prepares.
-    private mutating func ended(_ task: TaskRecord, _ result: TransferResult, now: Double) {
-        var task = task
+    private mutating func ended(_ task: consuming TaskRecord, _ result: TransferResult, now: Double) {
         if result.failure == nil, task.figures.received != task.figures.lastProgressReceived { emitProgress(of: &task, now: now) }
         let claimed = task.receipts.compactMap { id in receipts[id].map { (id: id, request: $0.request) } }
         let checksIntegrity = result.failure == nil && task.revalidation == nil && claimed.contains { $0.request.integrity != nil }
@@ -707,23 +731,23 @@ struct DownloadScheduler<Waiter> {
         return !none
     }
 
-    /// Where attempt `attempt` of `task` goes: its `url`, then each of
+    /// Where attempt `attempt` of a task goes: its `url`, then each of
     /// `mirrors`, those its receipts name (in the order they were given,
     /// each once), in turn.
-    private func url(ofAttempt attempt: Int, of task: TaskRecord, mirrors: [String]) -> String {
-        guard !mirrors.isEmpty else { return task.request.url }
-        var seen: Set<ExactString> = [ExactString(task.request.url)]
-        let urls = [task.request.url] + mirrors.filter { seen.insert(ExactString($0)).inserted }
+    private func url(ofAttempt attempt: Int, from url: String, mirrors: [String]) -> String {
+        guard !mirrors.isEmpty else { return url }
+        var seen: Set<ExactString> = [ExactString(url)]
+        let urls = [url] + mirrors.filter { seen.insert(ExactString($0)).inserted }
         return urls[(attempt - 1) % urls.count]
     }
 
     // MARK: - Rate limits
 
-    /// The rate task `task`'s transfer may take: the largest `maxRate` of
-    /// its receipts; none when any of them has none.
-    private func maxRate(of task: TaskRecord) -> Int64? {
+    /// The rate a transfer for receipts `ids` (a task's) may take: the
+    /// largest `maxRate` of them; none when any of them has none.
+    private func maxRate(for ids: [ReceiptID]) -> Int64? {
         var largest: Int64?
-        for id in task.receipts {
+        for id in ids {
             guard let rate = receipts[id]?.request.maxRate else { return nil }
             largest = max(largest ?? rate, rate)
         }
@@ -734,7 +758,7 @@ struct DownloadScheduler<Waiter> {
     /// of a change in its rate limit.
     private mutating func updateRateLimit(of id: TaskID) {
         guard let task = tasks[id], let attempt = task.startedAttempt, !task.receipts.isEmpty else { return }
-        let rate = maxRate(of: task)
+        let rate = maxRate(for: task.receipts)
         guard rate != attempt.maxRate else { return }
         tasks[id]?.limitRate(to: rate)
         actions.append(.limit(task.transferID, maxRate: rate))
@@ -780,7 +804,10 @@ struct DownloadScheduler<Waiter> {
     }
 
     private mutating func start(_ id: TaskID, now: Double) {
-        guard var task = tasks[id] else { return }
+        guard let index = tasks.index(forKey: id) else { return }
+        let (attempt, request, revalidation, taskReceipts) = withTask(at: index) { task in
+            (task.attempt, task.request, task.revalidation, task.receipts)
+        }
         // What the transfer takes from its receipts' requests, gathered in
         // one pass: the first one's destination, whether any counts text,
         // the digests they check, the mirrors they name.
@@ -788,24 +815,26 @@ struct DownloadScheduler<Waiter> {
         var countsText = false
         var digestAlgorithms: Set<HashAlgorithm> = []
         var mirrors: [String] = []
-        for (position, receipt) in task.receipts.enumerated() {
+        for (position, receipt) in taskReceipts.enumerated() {
             guard let request = receipts[receipt]?.request else { continue }
             if position == 0 { destination = request.destination }
             if request.body == .text { countsText = true }
             if let algorithm = request.integrity?.algorithm { digestAlgorithms.insert(algorithm) }
             mirrors.append(contentsOf: request.mirrors)
         }
-        let url = url(ofAttempt: task.attempt, of: task, mirrors: mirrors)
-        let maxRate = maxRate(of: task)
-        task.queueGeneration += 1
-        task.begin(TaskRecord.StartedAttempt(url: url, maxRate: maxRate), now: now)
-        tasks[id] = task
+        let url = url(ofAttempt: attempt, from: request.url, mirrors: mirrors)
+        let maxRate = maxRate(for: taskReceipts)
+        let transferID = withTask(at: index) { task in
+            task.queueGeneration += 1
+            task.begin(TaskRecord.StartedAttempt(url: url, maxRate: maxRate), now: now)
+            return task.transferID
+        }
         running += 1
-        for receipt in task.receipts { receipts[receipt]?.countAttempt(url: url, now: now) }
+        for receipt in taskReceipts { receipts[receipt]?.countAttempt(url: url, now: now) }
         actions.append(
             .start(
                 TransferOrder(
-                    id: task.transferID, request: task.request, url: url, revalidation: task.revalidation,
+                    id: transferID, request: request, url: url, revalidation: revalidation,
                     destination: destination, countsText: countsText, digestAlgorithms: digestAlgorithms,
                     maxRate: maxRate)))
         actions.append(.transferStarted(task: id))
@@ -901,20 +930,21 @@ struct DownloadScheduler<Waiter> {
     }
 
     /// Tells task `id`'s progress, when bytes arrived since it was last told.
+    /// The record changes in place: `tasks[id]` read whole is a copy of
+    /// every field, and this runs for every download.
     private mutating func emitProgress(_ id: TaskID, now: Double) {
-        guard var task = tasks[id] else { return }
-        emitProgress(of: &task, now: now)
-        tasks[id] = task
+        guard let told = tasks[id]?.takeProgress(now: now) else { return }
+        tell(told.progress, to: told.receipts)
     }
 
     private mutating func emitProgress(of task: inout TaskRecord, now: Double) {
-        task.progressDueAt = nil
-        guard !task.receipts.isEmpty, task.figures.received > task.figures.lastProgressReceived else { return }
-        task.figures.lastProgressAt = now
-        task.figures.lastProgressReceived = task.figures.received
-        actions.append(.notify(.progress(task.progress(now: now), receipts: task.receipts)))
-        let (id, received, expected) = (task.id, task.figures.received, task.figures.expected)
-        views { $0.taskProgress(task: id, received: received, expected: expected) }
+        guard let told = task.takeProgress(now: now) else { return }
+        tell(told.progress, to: told.receipts)
+    }
+
+    private mutating func tell(_ progress: TaskProgress, to receipts: [ReceiptID]) {
+        actions.append(.notify(.progress(progress, receipts: receipts)))
+        views { $0.taskProgress(task: progress.task, received: progress.received, expected: progress.expected) }
     }
 
     /// Resolves `suspend`/`resume`'s target to a live task, or answers for

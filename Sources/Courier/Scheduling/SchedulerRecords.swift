@@ -184,6 +184,17 @@ struct TaskRecord: Sendable {
         }
     }
 
+    /// Marks what has arrived as told, and gives the progress to tell with
+    /// the receipts to tell it to: nil when nothing arrived since it was
+    /// last told, or no receipt is left. Nothing is due any more either way.
+    mutating func takeProgress(now: Double) -> (progress: TaskProgress, receipts: [ReceiptID])? {
+        progressDueAt = nil
+        guard !receipts.isEmpty, figures.received > figures.lastProgressReceived else { return nil }
+        figures.lastProgressAt = now
+        figures.lastProgressReceived = figures.received
+        return (progress(now: now), receipts)
+    }
+
     func bytesPerSecond(now: Double) -> Double {
         var seconds = figures.activeSeconds
         if case .running(let running) = state { seconds += now - running.since }
