@@ -323,12 +323,16 @@ def test_a_rate_limit_below_the_low_speed_limit_is_not_a_timeout(courier, origin
                        for i in range(2)])
     outcomes = c.wait_all([r["result"]["receipt"] for r in replies], timeout=30)
     # Then neither fails as too slow, and both take the time the limit asks:
-    # 160 KiB at 64 KiB/s all together (less a burst of 0.1 s) is at least
-    # 2.4 s, and neither can have more than all of it (80 KiB: 1.25 s)
+    # 160 KiB at 64 KiB/s all together is 2.5 s, less the one piece of at
+    # most 16 KiB (libcurl's largest) each flow may take ahead of its
+    # credit and owe afterwards: at least 2.0 s, checked as 1.9 s since the
+    # outcome's clock and the limiter's start apart. Each shares the rate
+    # while both run, so neither takes less than 80 KiB at the whole rate
+    # (1.25 s, less its piece 1.0 s) by far
     for outcome in outcomes.values():
         assert outcome["ok"] and outcome["size"] == 80 * KIB, outcome
         assert outcome["durationMs"] >= 1100, outcome
-    assert max(outcome["durationMs"] for outcome in outcomes.values()) >= 2000, outcomes
+    assert max(outcome["durationMs"] for outcome in outcomes.values()) >= 1900, outcomes
 
 
 def test_a_stalled_origin_under_a_limit_still_times_out(courier, origin):
