@@ -77,12 +77,7 @@ public enum JSONCodec {
     public static func encodeObject(
         into text: inout [UInt8], sizeHint: Int = 1024, _ members: (JSONObjectWriter) -> Void
     ) {
-        var precision = 1
-        let root = json_object()!
-        withUnsafeMutablePointer(to: &precision) { precision in
-            members(JSONObjectWriter(object: root, precision: precision))
-        }
-        dump(root, precision: precision, into: &text, sizeHint: sizeHint)
+        encodeObject(into: &text, sizeHint: sizeHint, shared: nil, members)
     }
 
     /// `encodeObject(into:sizeHint:_:)` under `shared`'s lock, so that
@@ -92,13 +87,20 @@ public enum JSONCodec {
         _ members: @Sendable (JSONObjectWriter) -> Void
     ) {
         shared.withTree { tree in
-            var precision = 1
-            let root = json_object()!
-            withUnsafeMutablePointer(to: &precision) { precision in
-                members(JSONObjectWriter(object: root, precision: precision, shared: (ObjectIdentifier(shared), tree)))
-            }
-            dump(root, precision: precision, into: &text, sizeHint: sizeHint)
+            encodeObject(into: &text, sizeHint: sizeHint, shared: (ObjectIdentifier(shared), tree), members)
         }
+    }
+
+    private static func encodeObject(
+        into text: inout [UInt8], sizeHint: Int, shared: (owner: ObjectIdentifier, tree: UnsafeMutablePointer<json_t>)?,
+        _ members: (JSONObjectWriter) -> Void
+    ) {
+        var precision = 1
+        let root = json_object()!
+        withUnsafeMutablePointer(to: &precision) { precision in
+            members(JSONObjectWriter(object: root, precision: precision, shared: shared))
+        }
+        dump(root, precision: precision, into: &text, sizeHint: sizeHint)
     }
 
     /// Room made at the end of a buffer for a text to be dumped into:
