@@ -148,8 +148,8 @@ private func policy(_ bytes: [UInt8]) {
     _ = HTTPCachePolicy.merging(notModified: response, into: cached, requestTime: now, responseTime: now)
     let metadata = DiskCacheEntry.metadata(key: "k", response: cached)
     if DiskCacheEntry.parseMetadata(metadata) == nil,
-        cached.headers.allSatisfy({ DiskCacheEntry.isFieldName($0.name) && DiskCacheEntry.isFieldValue($0.value) }),
-        cached.varyValues.allSatisfy({ DiskCacheEntry.isFieldName($0.key) && DiskCacheEntry.isFieldValue($0.value) }),
+        cached.headers.allSatisfy({ HTTPField.isValidName($0.name) && DiskCacheEntry.isFieldValue($0.value) }),
+        cached.varyValues.allSatisfy({ HTTPField.isValidName($0.key) && DiskCacheEntry.isFieldValue($0.value) }),
         (100...999).contains(status)
     {
         fatalError("a storable response's metadata does not read back: \(String(decoding: metadata, as: UTF8.self))")

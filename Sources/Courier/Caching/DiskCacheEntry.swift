@@ -57,13 +57,13 @@ struct DiskCacheEntry: Sendable, Equatable {
         var headers: [(name: String, value: String)] = []
         for item in headerList {
             guard let pair = item.arrayValue, pair.count == 2, let name = pair[0].stringValue,
-                let value = pair[1].stringValue, isFieldName(name), isFieldValue(value)
+                let value = pair[1].stringValue, HTTPField.isValidName(name), isFieldValue(value)
             else { return nil }
             headers.append((name, value))
         }
         var varyValues: [String: String] = [:]
         for (name, value) in vary {
-            guard let value = value.stringValue, isFieldName(name), isFieldValue(value) else { return nil }
+            guard let value = value.stringValue, HTTPField.isValidName(name), isFieldValue(value) else { return nil }
             varyValues[name] = value
         }
         var rawValues: [String: [UInt8]] = [:]
@@ -97,16 +97,6 @@ struct DiskCacheEntry: Sendable, Equatable {
         guard let seconds = value?.doubleValue, seconds.isFinite, (0...Double(HTTPDate.latest)).contains(seconds)
         else { return nil }
         return Date(timeIntervalSince1970: seconds)
-    }
-
-    /// Whether `name` is a token (RFC 9110 §5.6.2).
-    static func isFieldName(_ name: String) -> Bool {
-        isFieldName(name.utf8)
-    }
-
-    /// Whether `bytes` are a token (RFC 9110 §5.6.2).
-    static func isFieldName(_ bytes: some Collection<UInt8>) -> Bool {
-        !bytes.isEmpty && bytes.allSatisfy(HTTPField.isTokenByte)
     }
 
     /// Whether `value` holds no CR, LF or NUL (RFC 9110 §5.5).

@@ -181,7 +181,7 @@ enum StoredHead {
         /// A header line or `Vary` value: a token name and a value free of
         /// CR, LF and NUL.
         mutating func field() -> (name: String, value: String)? {
-            guard let name = lengthPrefixed(), DiskCacheEntry.isFieldName(name), let value = lengthPrefixed(),
+            guard let name = lengthPrefixed(), HTTPField.isValidName(name), let value = lengthPrefixed(),
                 DiskCacheEntry.isFieldValue(value), let text = String(validating: value, as: UTF8.self)
             else { return nil }
             return (String(decoding: name, as: UTF8.self), text)

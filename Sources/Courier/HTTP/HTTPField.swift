@@ -3,7 +3,11 @@
 enum HTTPField {
     /// A field name: one or more token characters (RFC 9110 §5.6.2).
     static func isValidName(_ name: String) -> Bool {
-        !name.utf8.isEmpty && name.utf8.allSatisfy(isTokenByte)
+        isValidName(name.utf8)
+    }
+
+    static func isValidName(_ bytes: some Collection<UInt8>) -> Bool {
+        !bytes.isEmpty && bytes.allSatisfy(isTokenByte)
     }
 
     /// A field value: visible characters, obs-text, spaces and tabs; never
