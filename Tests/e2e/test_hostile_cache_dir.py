@@ -14,6 +14,7 @@ import base64
 import os
 import sqlite3
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -213,6 +214,65 @@ def test_something_else_where_a_directory_should_be_does_not_stop_courier(courie
     c.close()
     lines = [line for line in c.stderr_text.splitlines() if f"/{name} " in line and "made a directory" in line]
     assert len(lines) == 1, c.stderr_text
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """Sets the immutable attribute on paths (`chattr +i`: not even root may
+    remove them) and clears it at teardown."""
+    marked: list[Path] = []
+
+    def mark(path: Path) -> None:
+        made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+        if made.returncode != 0:
+            pytest.skip(f"chattr +i is refused here: {made.stderr.strip()}")
+        marked.append(path)
+
+    yield mark
+    for path in marked:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_disk_tier_that_cannot_be_opened_is_reported_and_memory_serves_alone(courier, origin, cache_dir,
+                                                                                tmp_path, immutable):
+    # Given a file courier may not remove where the disk tier's directory belongs
+    http = cache_dir / "http"
+    http.write_bytes(b"not a directory")
+    immutable(http)
+
+    # When courier starts there and is asked for its statistics and a response twice
+    c = courier()
+    stats = c.request("cache/stats", {})
+    url = origin.set_resource("no-disk-tier", pattern(2000, "no-disk-tier"), LONG)
+    first, second = c.fetch(url, body="base64"), c.fetch(url, body="base64")
+
+    # Then the statistics say there is no disk tier (the messages are checked
+    # against protocol/openrpc.json at teardown), the memory tier serves, and
+    # the log says why
+    assert stats["disk"] == {"usage": 0, "capacity": 0, "entries": 0, "path": None}, stats
+    assert first["source"] == "network" and second["source"] == "memory"
+    assert base64.b64decode(second["base64"]) == pattern(2000, "no-disk-tier")
+    assert http.read_bytes() == b"not a directory"
+    c.close()
+    assert "disk cache unavailable" in c.stderr_text
+
+
+def test_a_database_name_courier_may_not_clear_is_logged_as_such(courier, origin, cache_dir, tmp_path, immutable):
+    # Given a directory courier may not remove where Cache.db belongs
+    database = cache_dir / "Cache.db"
+    database.mkdir()
+    (database / "kept").write_bytes(b"kept")
+    immutable(database)
+
+    # When courier starts there and works
+    c = courier()
+    do_ordinary_work(c, origin, tmp_path)
+    c.close()
+
+    # Then the directory is still there, and the log does not claim it was removed
+    assert (database / "kept").read_bytes() == b"kept"
+    lines = [line for line in c.stderr_text.splitlines() if "Cache.db was not a file of this user's" in line]
+    assert lines and all("could not remove it" in line for line in lines), c.stderr_text
 
 
 def test_a_fifo_among_the_journals_does_not_block_start_up(courier, origin, cache_dir, tmp_path):

@@ -416,8 +416,8 @@ final class CacheDatabase: Sendable {
         for name in [Self.fileName] + Self.sideFiles.map({ Self.fileName + $0 }) {
             guard let info = root.status(of: name) else { continue }
             if info.st_mode & S_IFMT != S_IFREG || info.st_uid != geteuid() {
-                root.removeTree(name)
-                logger.warning("\(root.path(of: name)) was not a file of this user's: removed it")
+                let removed = root.removeTree(name)
+                logger.warning("\(root.path(of: name)) was not a file of this user's: \(removed ? "removed it" : "could not remove it (\(Destination.errorText()))")")
             }
         }
         let fd = openat(root.fd, Self.fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)

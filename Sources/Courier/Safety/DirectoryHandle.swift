@@ -173,15 +173,14 @@ final class DirectoryHandle: Sendable {
     /// emptied with `unlinkat` relative to its own descriptor, so a symbolic
     /// link anywhere below is removed itself and never followed. Directories
     /// nested deeper than `depth` are left, with those that hold them.
-    func removeTree(_ name: some Collection<UInt8>, depth: Int = 16) {
-        guard let info = status(of: name) else { return }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            remove(name)
-            return
-        }
-        guard depth > 0, let directory = openDirectory(name) else { return }
+    /// Returns whether `name` is gone (true when nothing stood there).
+    @discardableResult
+    func removeTree(_ name: some Collection<UInt8>, depth: Int = 16) -> Bool {
+        guard let info = status(of: name) else { return true }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return remove(name) }
+        guard depth > 0, let directory = openDirectory(name) else { return false }
         directory.forEachName { directory.removeTree($0, depth: depth - 1) }
-        _ = Self.withName(name, refused: Int32(-1)) { unlinkat(fd, $0, AT_REMOVEDIR) }
+        return Self.withName(name, refused: Int32(-1)) { unlinkat(fd, $0, AT_REMOVEDIR) } == 0
     }
 
     // The same, for names courier gives.
@@ -195,7 +194,8 @@ final class DirectoryHandle: Sendable {
 
     func openDirectory(_ name: String) -> DirectoryHandle? { openDirectory(name.utf8) }
 
-    func removeTree(_ name: String) { removeTree(name.utf8) }
+    @discardableResult
+    func removeTree(_ name: String) -> Bool { removeTree(name.utf8) }
 
     /// Calls `body` with `name` as a C string when it is one name in a
     /// directory; else returns `refused`.
