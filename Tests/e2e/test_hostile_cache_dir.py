@@ -275,6 +275,24 @@ def test_a_database_name_courier_may_not_clear_is_logged_as_such(courier, origin
     assert lines and all("could not remove it" in line for line in lines), c.stderr_text
 
 
+def test_a_foreign_file_courier_may_not_remove_from_http_is_not_counted_as_removed(courier, origin, cache_dir,
+                                                                                   tmp_path, immutable):
+    # Given a file of an earlier format in http/ that courier may not remove
+    (cache_dir / "http").mkdir()
+    foreign = cache_dir / "http" / "an-earlier-entry"
+    foreign.write_bytes(b"kept")
+    immutable(foreign)
+
+    # When courier starts there, logging notices, and works
+    c = courier("--log-level", "notice")
+    do_ordinary_work(c, origin, tmp_path)
+    c.close()
+
+    # Then the file stays, and the log does not count it among the removed
+    assert foreign.read_bytes() == b"kept"
+    assert "removed them" not in c.stderr_text, c.stderr_text
+
+
 def test_a_fifo_among_the_journals_does_not_block_start_up(courier, origin, cache_dir, tmp_path):
     # Given FIFOs named like journals, live and dead, and a socket-like name
     journals = cache_dir / "journals"

@@ -341,8 +341,7 @@ final class ResponseStore: Sendable {
         directory.forEachName { name in
             if let id = Self.fileID(name) {
                 candidates[id] = name
-            } else {
-                directory.removeTree(name)
+            } else if directory.removeTree(name) {
                 foreign += 1
             }
         }
@@ -353,8 +352,7 @@ final class ResponseStore: Sendable {
                 for (id, name) in candidates {
                     let named = try database.rows(
                         "SELECT 1 FROM responses WHERE body_file = ? LIMIT 1", [.integer(Int64(bitPattern: id))])
-                    if named.isEmpty {
-                        directory.removeTree(name)
+                    if named.isEmpty, directory.removeTree(name) {
                         removed += 1
                     }
                 }
