@@ -293,6 +293,22 @@ def test_a_foreign_file_courier_may_not_remove_from_http_is_not_counted_as_remov
     assert "removed them" not in c.stderr_text, c.stderr_text
 
 
+def test_a_cache_directory_courier_may_not_write_stops_it_at_start_with_the_reason(cache_dir, immutable):
+    # Given a cache directory in which nothing may be made
+    immutable(cache_dir)
+
+    # When courier starts there
+    from conftest import COURIER
+    run = subprocess.run([COURIER, "--cache-dir", str(cache_dir), "--framing", "ndjson"], input=b"",
+                         capture_output=True, timeout=30)
+
+    # Then it exits with status 1 and says, in words, which directory it could not make
+    assert run.returncode == 1, run
+    reason = run.stderr.decode()
+    assert f"cannot create {cache_dir}/" in reason and "Operation not permitted" in reason, reason
+    assert 'io("' not in reason, reason
+
+
 def test_a_fifo_among_the_journals_does_not_block_start_up(courier, origin, cache_dir, tmp_path):
     # Given FIFOs named like journals, live and dead, and a socket-like name
     journals = cache_dir / "journals"

@@ -19,9 +19,16 @@ import SystemPackage
 /// over it, so the destination never holds a partial body and a planted
 /// symlink cannot redirect the write.
 struct Destination: Sendable {
-    enum Failure: Error, Sendable {
+    enum Failure: Error, Sendable, CustomStringConvertible {
         case notAllowed(String)
         case io(String)
+
+        /// The message alone, as logs and the command line show it.
+        var description: String {
+            switch self {
+            case .notAllowed(let message), .io(let message): message
+            }
+        }
 
         var transferFailure: TransferFailure {
             switch self {
