@@ -4,8 +4,10 @@ import JSON
 
 /// A libFuzzer harness. Properties: whatever decodes re-encodes to a text that
 /// decodes to the same value, and encoding is stable (encode ∘ decode ∘
-/// encode = encode); and a value built from the bytes (reals from raw bit
-/// patterns, strings with any code point, nesting) survives encode/decode.
+/// encode = encode); a value built from the bytes (reals from raw bit
+/// patterns, strings with any code point, nesting) survives encode/decode;
+/// and a message copying a shared object's text (string members built from
+/// the bytes) is byte for byte the one that encodes the same members.
 @main
 enum FuzzCodec {
     static func main() {
@@ -26,7 +28,31 @@ public func fuzzCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
     var reader = ByteReader(bytes: Array(bytes))
     roundTrip(reader.value(depth: 0), source: Array(bytes))
+    var strings = ByteReader(bytes: Array(bytes))
+    copiesSharedText(strings.stringMembers())
     return 0
+}
+
+/// The message copying the text is given no members of its own, so only
+/// the copied text can write them.
+private func copiesSharedText(_ members: [String: String]) {
+    let shared = SharedJSON(strings: members)
+    func message(or given: [String: String]) -> @Sendable (JSONObjectWriter) -> Void {
+        { object in
+            object.set("a", 0.5)
+            object.set("b", object: { inner in
+                inner.set("h", shared: shared, or: given)
+                inner.set("n", members.count)
+            })
+            object.set("h", shared: shared, or: given)
+        }
+    }
+    let copied = JSONMessage(estimate: 64, sharing: shared, object: message(or: [:])).encoded
+    var plain: [UInt8] = []
+    JSONCodec.encodeObject(into: &plain, message(or: members))
+    guard copied == plain, (try? JSONCodec.decode(copied)) != nil else {
+        fatalError("a message copying shared text differs: \(String(decoding: copied, as: UTF8.self)) against \(String(decoding: plain, as: UTF8.self))")
+    }
 }
 
 private func roundTrip(_ value: JSON, source: [UInt8]) {
@@ -73,6 +99,13 @@ private struct ByteReader {
             scalars.append(scalar)
         }
         return String(scalars)
+    }
+
+    /// Up to 8 members of strings, as an origin's headers might be.
+    mutating func stringMembers() -> [String: String] {
+        var members: [String: String] = [:]
+        for _ in 0..<Int(byte() ?? 0) % 9 { members[string(keySafe: true)] = string(keySafe: false) }
+        return members
     }
 
     mutating func value(depth: Int) -> JSON {

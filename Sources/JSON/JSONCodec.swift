@@ -80,19 +80,28 @@ public enum JSONCodec {
         encodeObject(into: &text, sizeHint: sizeHint, shared: nil, members)
     }
 
-    /// `encodeObject(into:sizeHint:_:)` under `shared`'s lock, so that
-    /// `members` may write its tree by reference (`JSONObjectWriter.set(_:shared:or:)`).
+    /// `encodeObject(into:sizeHint:_:)`, whose `members` may write the
+    /// text of `shared` (`JSONObjectWriter.set(_:shared:or:)`): jansson
+    /// writes a placeholder string in its place, which the text replaces.
+    /// Should the message hold that string as a value more often than
+    /// placeholders were written (a string of the client's or an origin's
+    /// equal to it), the message is written again with no text copied.
     public static func encodeObject(
         into text: inout [UInt8], sizeHint: Int = 1024, sharing shared: SharedJSON,
         _ members: @Sendable (JSONObjectWriter) -> Void
     ) {
-        shared.withTree { tree in
-            encodeObject(into: &text, sizeHint: sizeHint, shared: (ObjectIdentifier(shared), tree), members)
+        let start = text.count
+        var placeholders = 0
+        withUnsafeMutablePointer(to: &placeholders) { placeholders in
+            encodeObject(into: &text, sizeHint: sizeHint, shared: (ObjectIdentifier(shared), placeholders), members)
         }
+        guard placeholders > 0, !shared.replace(placeholders, in: &text, from: start) else { return }
+        text.removeSubrange(start...)
+        encodeObject(into: &text, sizeHint: sizeHint, shared: nil, members)
     }
 
     private static func encodeObject(
-        into text: inout [UInt8], sizeHint: Int, shared: (owner: ObjectIdentifier, tree: UnsafeMutablePointer<json_t>)?,
+        into text: inout [UInt8], sizeHint: Int, shared: (owner: ObjectIdentifier, placeholders: UnsafeMutablePointer<Int>)?,
         _ members: (JSONObjectWriter) -> Void
     ) {
         var precision = 1
@@ -113,7 +122,7 @@ public enum JSONCodec {
     /// one pass; a longer one (or one longer than expected, dumped again)
     /// through jansson's callback, which appends it piece by piece. Never
     /// into a C string that would be measured and copied.
-    private static func dump(
+    static func dump(
         _ root: UnsafeMutablePointer<json_t>, precision: Int, into text: inout [UInt8], sizeHint: Int
     ) {
         defer { courier_json_decref(root) }

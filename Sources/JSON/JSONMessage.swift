@@ -19,8 +19,8 @@ public struct JSONMessage: Sendable {
         write = { JSONCodec.encodeObject(into: &$0, sizeHint: estimate, members) }
     }
 
-    /// The object `members` writes, made under `shared`'s lock, so that it
-    /// may write `shared` by reference (see `JSONCodec.encodeObject(into:sizeHint:sharing:_:)`).
+    /// The object `members` writes, which may copy the text of `shared`
+    /// (see `JSONCodec.encodeObject(into:sizeHint:sharing:_:)`).
     public init(estimate: Int, sharing shared: SharedJSON, object members: @escaping @Sendable (JSONObjectWriter) -> Void) {
         self.estimate = estimate
         write = { JSONCodec.encodeObject(into: &$0, sizeHint: estimate, sharing: shared, members) }

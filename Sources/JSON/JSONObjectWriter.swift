@@ -13,12 +13,13 @@ public struct JSONObjectWriter {
     private let object: UnsafeMutablePointer<json_t>
     /// The significant digits the reals written so far need.
     private let precision: UnsafeMutablePointer<Int>
-    /// The tree of the `SharedJSON` whose lock the message is made under.
-    private let shared: (owner: ObjectIdentifier, tree: UnsafeMutablePointer<json_t>)?
+    /// The `SharedJSON` whose text the message copies, and how many
+    /// placeholders for it were written so far.
+    private let shared: (owner: ObjectIdentifier, placeholders: UnsafeMutablePointer<Int>)?
 
     init(
         object: UnsafeMutablePointer<json_t>, precision: UnsafeMutablePointer<Int>,
-        shared: (owner: ObjectIdentifier, tree: UnsafeMutablePointer<json_t>)? = nil
+        shared: (owner: ObjectIdentifier, placeholders: UnsafeMutablePointer<Int>)? = nil
     ) {
         self.object = object
         self.precision = precision
@@ -83,14 +84,18 @@ public struct JSONObjectWriter {
         put(key, Self.stringObject(members))
     }
 
-    /// The object of `shared` by reference when the message is made under
-    /// its lock (see `JSONMessage(estimate:sharing:object:)`), else the
+    /// The text of `shared` when the message copies it (see
+    /// `JSONMessage(estimate:sharing:object:)`): its placeholder, which
+    /// the text replaces once jansson has written the message; else the
     /// object of string members `members`, the same members.
     public func set(_ key: StaticString, shared: SharedJSON?, or members: [String: String]) {
-        guard let tree = self.shared, let shared, tree.owner == ObjectIdentifier(shared) else {
+        guard let sharing = self.shared, let shared, sharing.owner == ObjectIdentifier(shared) else {
             return set(key, strings: members)
         }
-        put(key, courier_json_incref(tree.tree))
+        sharing.placeholders.pointee += 1
+        put(key, SharedJSON.placeholder.withUnsafeBufferPointer { placeholder in
+            placeholder.withMemoryRebound(to: CChar.self) { json_stringn_nocheck($0.baseAddress, $0.count) }
+        })
     }
 
     /// A new object of string members, keys in byte order.

@@ -1,17 +1,17 @@
-import JSON
+@testable import JSON
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))
 struct SharedJSONTests {
     private let headers = ["b": "2", "B": "1", "a": "3\"", "é": "4"]
 
-    /// The text of the message `members` writes, made under `shared`'s lock.
+    /// The text of the message `members` writes, which may copy `shared`'s.
     private func written(sharing shared: SharedJSON, _ members: @escaping @Sendable (JSONObjectWriter) -> Void) -> String {
         String(decoding: JSONMessage(estimate: 64, sharing: shared, object: members).encoded, as: UTF8.self)
     }
 
     @Test func aSharedObjectIsWrittenAsItsMembersAre() {
-        // Given a shared object, and a message that writes it by reference
+        // Given a shared object, and a message that copies its text
         let shared = SharedJSON(strings: headers)
         let headers = headers
         let text = written(sharing: shared) { object in
@@ -41,16 +41,95 @@ struct SharedJSONTests {
         }
     }
 
-    @Test func withoutItsLockTheMembersGivenAreWritten() {
-        // Given a message made under no lock, or under another object's
+    @Test func aMessageNotMadeWithItWritesTheMembersGiven() {
+        // Given a message made with no shared object, or with another one
         let shared = SharedJSON(strings: ["k": "shared"])
         let other = SharedJSON(strings: ["k": "other"])
         var alone: [UInt8] = []
         JSONCodec.encodeObject(into: &alone) { $0.set("h", shared: shared, or: ["k": "given"]) }
         let underOther = written(sharing: other) { $0.set("h", shared: shared, or: ["k": "given"]) }
 
-        // Then the members given are written, never a tree it does not hold
+        // Then the members given are written, never text it was not made with
         #expect(String(decoding: alone, as: UTF8.self) == #"{"h":{"k":"given"}}"#)
         #expect(underOther == #"{"h":{"k":"given"}}"#)
+    }
+
+    /// Header names and values a hostile origin may send, and the empty ones.
+    static let hostile: [[String: String]] = [
+        [:],
+        ["": ""],
+        ["q\"uote": "a\"b\"", "back\\slash": "\\", "/": "/\\/"],
+        ["ctl\u{1}": "\u{0}\u{1}\u{1F}\u{7F}\t\r\n", "nul": "a\u{0}b"],
+        ["é": "日本語", "emoji": "😀\u{10FFFF}", "x": "\u{2028}\u{2029}"],
+        ["a": "1", "A": "2", "aa": "", "b": "{\"x\":[1]}", "z": "}"],
+    ]
+
+    /// Writes members around a shared object at each depth and place one
+    /// may stand, and after empty ones.
+    static func message(_ headers: SharedJSON, or members: [String: String], _ index: Int) -> @Sendable (JSONObjectWriter) -> Void {
+        { object in
+            object.set("a", "x\"\u{1}y")
+            object.set("b", object: { params in
+                params.set("c", object: { outcome in
+                    outcome.set("d", 0.25)
+                    outcome.set("headers", shared: headers, or: members)
+                    outcome.set("i", object: { _ in })
+                    outcome.set("j", nil as String?)
+                })
+                params.set("e", object: { $0.set("only", shared: headers, or: members) })
+                params.set("f", index)
+            })
+            object.set("first", object: { $0.set("h", shared: headers, or: members); $0.set("k", true) })
+            object.set("g", shared: headers, or: members)
+        }
+    }
+
+    @Test(arguments: hostile.indices)
+    func aMessageCopyingTheTextIsTheOneEncodingWrites(_ index: Int) throws {
+        // Given hostile headers as a shared object, and a message copying
+        // its text in many places
+        let members = Self.hostile[index]
+        let shared = SharedJSON(strings: members)
+        // (given no members of its own, so only the copied text can write them)
+        let copied = JSONMessage(estimate: 64, sharing: shared, object: Self.message(shared, or: [:], index)).encoded
+
+        // When the same members are encoded with no text copied
+        var plain: [UInt8] = []
+        JSONCodec.encodeObject(into: &plain, Self.message(shared, or: members, index))
+
+        // Then the texts are the same bytes, and parse back to the same value
+        #expect(copied == plain)
+        let value = try JSONCodec.decode(copied)
+        #expect(value == (try JSONCodec.decode(plain)))
+        let headers = JSON.object(members.mapValues(JSON.string))
+        guard case .object(let top) = value, case .object(let params)? = top["b"], case .object(let outcome)? = params["c"] else {
+            Issue.record("not the message's shape: \(value)")
+            return
+        }
+        #expect(outcome["headers"] == headers)
+        #expect(top["g"] == headers)
+        #expect(outcome["i"] == .object([:]))
+    }
+
+    @Test func aValueEqualToThePlaceholderIsWrittenAsItself() {
+        // Given messages holding a string equal to the placeholder the
+        // shared text goes in place of, or ending with it, beside the
+        // shared object (which only the copied text can write)
+        let shared = SharedJSON(strings: ["k": "v"])
+        let forged = String(decoding: SharedJSON.placeholder, as: UTF8.self)
+        let equal = written(sharing: shared) { object in
+            object.set("a", forged)
+            object.set("h", shared: shared, or: ["given": "members"])
+        }
+        let ending = written(sharing: shared) { object in
+            object.set("h", shared: shared, or: ["given": "members"])
+            object.set("z", "\"" + forged)
+        }
+
+        // Then the strings are kept: a message holding the placeholder as a
+        // value is written again with its members, one holding it after an
+        // escaped quote copies the text
+        #expect(equal == #"{"a":"\#(forged)","h":{"given":"members"}}"#)
+        #expect(ending == #"{"h":{"k":"v"},"z":"\"\#(forged)"}"#)
     }
 }

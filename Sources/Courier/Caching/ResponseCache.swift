@@ -26,7 +26,7 @@ final class ResponseCache: Sendable {
         var response: CachedResponse
         var body: CachedBody
         var tier: Tier
-        /// The memory tier's tree of the response's headers, for the outcome.
+        /// The memory tier's text of the response's headers, for the outcome.
         var sharedHeaders: SharedJSON? = nil
         /// The memory tier's `pathFileName`, found once for its entry.
         var knownFileName: String? = nil

@@ -32,7 +32,7 @@ struct Delivery {
     var sharedFileName: String? = nil
     /// The response's `headerObject`, when the caller knows it already.
     var headerObject: [String: String]? = nil
-    /// `headerObject` as a tree the outcomes share, when the caller has one.
+    /// `headerObject` as text the outcomes share, when the caller has one.
     var sharedHeaders: SharedJSON? = nil
     /// The byte the transfer went on from, when it continued a kept body.
     var resumedFrom: Int64? = nil

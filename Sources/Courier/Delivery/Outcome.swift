@@ -15,8 +15,8 @@ struct Outcome: Sendable {
     var status: Int?
     var httpVersion: String?
     var headers: [String: String] = [:]
-    /// `headers` as a tree made once for a stored response, which the
-    /// `download/finished` of its hits writes by reference.
+    /// `headers` encoded once for a stored response, which the
+    /// `download/finished` of its hits copies.
     var sharedHeaders: SharedJSON?
     var contentType: String?
     var size: Int64 = 0
