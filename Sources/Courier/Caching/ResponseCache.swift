@@ -20,16 +20,31 @@ final class ResponseCache: Sendable {
         case disk
     }
 
-    /// A stored response that may be served as it is.
-    struct Hit: Sendable {
-        var key: String
-        var response: CachedResponse
-        var body: CachedBody
-        var tier: Tier
+    /// A stored response that may be served as it is. A class: a hit goes
+    /// from the request's thread through the engine's to the delivery
+    /// queue, and a copy of a class is one reference, not one per string
+    /// and table the response holds.
+    final class Hit: Sendable {
+        let key: String
+        let response: CachedResponse
+        let body: CachedBody
+        let tier: Tier
         /// The memory tier's text of the response's headers, for the outcome.
-        var sharedHeaders: SharedJSON? = nil
+        let sharedHeaders: SharedJSON?
         /// The memory tier's `pathFileName`, found once for its entry.
-        var knownFileName: String? = nil
+        let knownFileName: String?
+
+        init(
+            key: String, response: CachedResponse, body: CachedBody, tier: Tier, sharedHeaders: SharedJSON? = nil,
+            knownFileName: String? = nil
+        ) {
+            self.key = key
+            self.response = response
+            self.body = body
+            self.tier = tier
+            self.sharedHeaders = sharedHeaders
+            self.knownFileName = knownFileName
+        }
 
         /// The name of the `path` file the hits of this stored response share.
         var pathFileName: String { knownFileName ?? response.pathFileName(key: key) }
