@@ -230,22 +230,29 @@ public final class Database {
     }
 
     /// Runs one statement with `parameters` bound in order; returns its
-    /// rows, each a value per column.
+    /// rows, each a value per column. Texts and blobs are bound where
+    /// `parameters` holds them, not copied: the statement runs, and its
+    /// bindings are cleared, while they are in reach.
     public func rows(_ sql: SQL, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
         let statement = try prepared(sql)
-        defer {
-            sqlite3_reset(statement)
+        do throws(SQLiteError) {
+            return try binding(parameters[...], at: 1, in: statement) { () throws(SQLiteError) in
+                defer {
+                    sqlite3_reset(statement)
+                    sqlite3_clear_bindings(statement)
+                }
+                var rows: [[SQLiteValue]] = []
+                while true {
+                    let code = sqlite3_step(statement)
+                    if code == SQLITE_DONE { return rows }
+                    guard code == SQLITE_ROW else { throw SQLiteError(code: code, message: errorMessage) }
+                    rows.append((0..<sqlite3_column_count(statement)).map { column(at: $0, of: statement) })
+                }
+            }
+        } catch {
+            // A parameter that could not be bound: the ones before it go too.
             sqlite3_clear_bindings(statement)
-        }
-        for (offset, value) in parameters.enumerated() {
-            try check(bind(value, at: Int32(offset + 1), in: statement))
-        }
-        var rows: [[SQLiteValue]] = []
-        while true {
-            let code = sqlite3_step(statement)
-            if code == SQLITE_DONE { return rows }
-            guard code == SQLITE_ROW else { throw SQLiteError(code: code, message: errorMessage) }
-            rows.append((0..<sqlite3_column_count(statement)).map { column(at: $0, of: statement) })
+            throw error
         }
     }
 
@@ -304,25 +311,42 @@ public final class Database {
         return statement
     }
 
-    private func bind(_ value: SQLiteValue, at index: Int32, in statement: OpaquePointer) -> Int32 {
+    /// Binds `parameters` from `index` on, then runs `body` while the bytes
+    /// of each text and blob bound stay where they were bound.
+    private func binding<Returned>(
+        _ parameters: ArraySlice<SQLiteValue>, at index: Int32, in statement: OpaquePointer,
+        _ body: () throws(SQLiteError) -> Returned
+    ) throws(SQLiteError) -> Returned {
+        guard let value = parameters.first else { return try body() }
+        let rest = parameters.dropFirst()
         switch value {
         case .null:
-            return sqlite3_bind_null(statement, index)
+            try check(sqlite3_bind_null(statement, index))
         case .integer(let number):
-            return sqlite3_bind_int64(statement, index, number)
+            try check(sqlite3_bind_int64(statement, index, number))
         case .real(let number):
-            return sqlite3_bind_double(statement, index, number)
+            try check(sqlite3_bind_double(statement, index, number))
         case .text(let text):
-            return text.utf8CString.withUnsafeBufferPointer {
-                courier_sqlite_bind_text_copy(statement, index, $0.baseAddress, Int32(clamping: $0.count - 1))
+            let bound = text.utf8CString.withUnsafeBufferPointer { text -> Result<Returned, SQLiteError> in
+                let code = courier_sqlite_bind_text_static(statement, index, text.baseAddress, Int32(clamping: text.count - 1))
+                guard code == SQLITE_OK else { return .failure(SQLiteError(code: code, message: errorMessage)) }
+                return Result { () throws(SQLiteError) in try binding(rest, at: index + 1, in: statement, body) }
             }
+            return try bound.get()
         case .blob(let bytes):
             // A blob of no bytes bound from a null pointer would be NULL.
-            guard !bytes.isEmpty else { return sqlite3_bind_zeroblob(statement, index, 0) }
-            return bytes.withUnsafeBytes {
-                courier_sqlite_bind_blob_copy(statement, index, $0.baseAddress, Int32(clamping: $0.count))
+            guard !bytes.isEmpty else {
+                try check(sqlite3_bind_zeroblob(statement, index, 0))
+                break
             }
+            let bound = bytes.withUnsafeBytes { bytes -> Result<Returned, SQLiteError> in
+                let code = courier_sqlite_bind_blob_static(statement, index, bytes.baseAddress, Int32(clamping: bytes.count))
+                guard code == SQLITE_OK else { return .failure(SQLiteError(code: code, message: errorMessage)) }
+                return Result { () throws(SQLiteError) in try binding(rest, at: index + 1, in: statement, body) }
+            }
+            return try bound.get()
         }
+        return try binding(rest, at: index + 1, in: statement, body)
     }
 
     private func column(at index: Int32, of statement: OpaquePointer) -> SQLiteValue {

@@ -11,12 +11,13 @@
 int courier_sqlite_db_config_flag(sqlite3 *db, int option, int value);
 
 /*
- * SQLITE_TRANSIENT is a macro that casts -1 to a destructor pointer, which
- * Swift does not import: these bind a copy of the caller's bytes, so the
- * caller's buffer need not outlive the call.
+ * SQLITE_STATIC is a macro for a destructor pointer, which Swift does not
+ * import: these bind the caller's bytes where they are, without a copy, so
+ * the caller keeps its buffer alive and unchanged until the statement has
+ * run and its bindings are cleared.
  */
-int courier_sqlite_bind_blob_copy(sqlite3_stmt *statement, int index, const void *bytes, int count);
-int courier_sqlite_bind_text_copy(sqlite3_stmt *statement, int index, const char *text, int count);
+int courier_sqlite_bind_blob_static(sqlite3_stmt *statement, int index, const void *bytes, int count);
+int courier_sqlite_bind_text_static(sqlite3_stmt *statement, int index, const char *text, int count);
 
 /*
  * sqlite3_config is variadic too, and process-wide: called before SQLite
