@@ -101,6 +101,48 @@ struct ResponseStoreTests {
         }
     }
 
+    @Test func aBatchOverTheCapacityEvictsLeastRecentlyUsedBeforeItCommits() throws {
+        try withDirectory { directory in
+            // Given room for 10 rows of 100 bytes, evicting down to half, and 8 rows
+            let store = try store(directory, capacity: 1_000)
+            let other = try Database(openingDefensively: directory + "/Cache.db")
+            defer { other.close() }
+            for index in 0..<8 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))) == .stored(nil)) }
+
+            // When one batch stores 4 more, taking usage to 1,200
+            store.database.batch {
+                for index in 8..<12 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))) == .stored(nil)) }
+            }
+
+            // Then what another connection sees is down to half, the least recently used gone
+            #expect(try rowsSeen(by: other) == 5)
+            let left = (0..<12).filter { store.find(key: Array("k\($0)".utf8)) != nil }
+            #expect(left == [7, 8, 9, 10, 11])
+            #expect(store.totals() == (500, 5))
+            store.recount()
+            #expect(store.totals() == (500, 5))
+        }
+    }
+
+    @Test func aBatchWritesTheUsageOnceForAllItsStores() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            #expect(store.insert(insert("a", [1])) == .stored(nil))
+            let before = store.database.use { $0.totalChanges }
+
+            // When a batch stores 5 new responses and replaces one
+            store.database.batch {
+                for index in 0..<5 { #expect(store.insert(insert("k\(index)", [1, 2])) == .stored(nil)) }
+                #expect(store.insert(insert("a", [1, 2, 3])) == .stored(nil))
+            }
+
+            // Then it changed the 6 rows it inserted, the one it replaced, and the usage once
+            let after = store.database.use { $0.totalChanges }
+            #expect(after.flatMap { after in before.map { after - $0 } } == 8)
+            #expect(store.totals() == (Int64(5 * 5 + 6), 6))
+        }
+    }
+
     @Test func aUsageCountAnotherProgramWroteIsRecounted() throws {
         try withDirectory { directory in
             let store = try store(directory)

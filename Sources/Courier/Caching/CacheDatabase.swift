@@ -112,6 +112,10 @@ final class CacheDatabase: Sendable {
         /// its own: one that cannot be run again (made through `use`) is
         /// in it, or one failed already.
         var savesEachWrite = false
+        /// The change of `response_usage` that the batch's bare writes left
+        /// to it, and what makes it: made before anything else is read or
+        /// written in the transaction, and before it commits.
+        var unsettled: (change: UsageChange, settle: Write.Settle)?
 
         /// The calling thread's batch is running.
         var isInCallersBatch: Bool {
@@ -133,14 +137,19 @@ final class CacheDatabase: Sendable {
     /// there is no database or `body` failed (logged). A database found
     /// damaged meanwhile is dropped and made anew; `body` is not run again.
     /// While a `batch` runs, `body` runs inside its transaction, whichever
-    /// thread calls. `body` gets the connection `inout sending`, so the
-    /// compiler checks that it keeps nothing of it (a reassignment is not
-    /// kept either).
+    /// thread calls, once the usage change the batch's writes left is made
+    /// (so `body` reads `response_usage` as it stands). `body` gets the
+    /// connection `inout sending`, so the compiler checks that it keeps
+    /// nothing of it (a reassignment is not kept either).
     @discardableResult
     func use<Result: Sendable>(_ body: (inout sending Database) throws(SQLiteError) -> Result) -> Result? {
-        connection.withLock(wake: false) { connection in
-            guard var database = connection.database else { return nil }
-            if connection.batchThread != nil { begin(&connection) }
+        let (result, settle) = connection.withLock(wake: false) { connection -> (Result?, [@Sendable () -> Void]) in
+            var settle: [@Sendable () -> Void] = []
+            if connection.batchThread != nil {
+                begin(&connection)
+                settle = settleUsage(&connection)
+            }
+            guard var database = connection.database else { return (nil, settle) }
             let changes = database.totalChanges
             defer {
                 if connection.batchThread != nil {
@@ -151,27 +160,57 @@ final class CacheDatabase: Sendable {
                 }
             }
             do throws(SQLiteError) {
-                return try body(&database)
+                return (try body(&database), settle)
             } catch {
                 failed(error, &connection)
-                return nil
+                return (nil, settle)
             }
+        }
+        settle.forEach { $0() }
+        return result
+    }
+
+    /// The rows and bytes a write adds to `response_usage` (frees, when
+    /// negative).
+    struct UsageChange: Equatable, Sendable {
+        var bytes: Int64 = 0
+        var entries = 0
+
+        static func + (left: UsageChange, right: UsageChange) -> UsageChange {
+            UsageChange(bytes: left.bytes + right.bytes, entries: left.entries + right.entries)
         }
     }
 
     /// A write of several statements that must be made together or not at
     /// all, which a batch may run again.
     struct Write: Sendable {
+        /// Makes a change of `response_usage`, with what follows from it
+        /// (eviction); returns what to do once it is committed.
+        typealias Settle = @Sendable (Database, UsageChange) throws(SQLiteError) -> @Sendable () -> Void
+
+        /// What the statements did.
+        struct Made: Sendable {
+            /// What to do once they are committed.
+            var committed: @Sendable () -> Void
+            /// The change of `response_usage` they left to `settle`.
+            var unsettled = UsageChange()
+        }
+
         /// What is done once, holding the write lock, before the statements
         /// first run (a body file linked into place); false when it could
         /// not be, and nothing is to be written.
         var prepare: @Sendable () -> Bool = { true }
         /// The statements, run in a transaction or a savepoint, or, in a
-        /// batch, bare (and again when another write of the batch fails);
-        /// they return what to do once they are committed.
-        var statements: @Sendable (Database) throws(SQLiteError) -> @Sendable () -> Void
+        /// batch, bare (and again when another write of the batch fails).
+        /// Run bare, they are told they may leave their change of
+        /// `response_usage` unmade (`Made.unsettled`): the batch makes the
+        /// sum of its writes' changes once, through `settle`.
+        var statements: @Sendable (Database, _ leavingUsage: Bool) throws(SQLiteError) -> Made
         /// What to do when they are rolled back or fail.
         var rolledBack: @Sendable () -> Void
+        /// What makes the usage change the statements leave; nil when they
+        /// make their own.
+        var settle: Settle?
     }
 
     /// How a write went.
@@ -193,7 +232,11 @@ final class CacheDatabase: Sendable {
     /// a journal: when one of them fails, the whole transaction is rolled
     /// back and the batch's earlier writes are made again, each in a
     /// savepoint, as is every later write of the batch. A write that fails
-    /// is thus undone alone either way.
+    /// is thus undone alone either way. Bare, they leave their change of
+    /// `response_usage` to the batch, which makes the sum once (one
+    /// statement, not one per write), before anything else reads or writes
+    /// in its transaction and before it commits; when that fails, it is
+    /// recovered from as from a failed write.
     func write(_ write: Write) -> Written {
         let (written, settle) = connection.withLock(wake: false) { connection -> (Written, [@Sendable () -> Void]) in
             guard let database = connection.database else { return (.failed, []) }
@@ -207,30 +250,49 @@ final class CacheDatabase: Sendable {
             if inBatch, database.isInTransaction, !connection.savesEachWrite {
                 do throws(SQLiteError) {
                     guard once() else { return (.unprepared, []) }
-                    connection.unsaved.append((write, try write.statements(database)))
+                    let made = try write.statements(database, write.settle != nil)
+                    connection.unsaved.append((write, made.committed))
+                    if let settle = write.settle {
+                        connection.unsettled = ((connection.unsettled?.change ?? UsageChange()) + made.unsettled, settle)
+                    }
                     return (.made, [])
                 } catch {
                     return (.failed, recover(from: error, &connection) + [write.rolledBack])
                 }
             }
+            let lost = inBatch ? settleUsage(&connection) : []
             defer { if inBatch { settleIfEnded(&connection) } }
             do throws(SQLiteError) {
                 let committed = try database.transaction { () throws(SQLiteError) -> (@Sendable () -> Void)? in
                     guard once() else { return nil }
-                    return try write.statements(database)
+                    return try write.statements(database, false).committed
                 }
-                guard let committed else { return (.unprepared, []) }
-                guard inBatch, database.isInTransaction else { return (.made, [committed]) }
+                guard let committed else { return (.unprepared, lost) }
+                guard inBatch, database.isInTransaction else { return (.made, lost + [committed]) }
                 connection.afterCommit.append(committed)
                 connection.afterRollback.append(write.rolledBack)
-                return (.made, [])
+                return (.made, lost)
             } catch {
                 failed(error, &connection)
-                return (.failed, prepared ? [write.rolledBack] : [])
+                return (.failed, lost + (prepared ? [write.rolledBack] : []))
             }
         }
         settle.forEach { $0() }
         return written
+    }
+
+    /// Makes the usage change the batch's bare writes left to it; when that
+    /// fails, recovers as from a failed write (`recover`). What waits for
+    /// the writes lost then, to run once the lock is let go.
+    private func settleUsage(_ connection: inout Connection) -> [@Sendable () -> Void] {
+        guard let (change, settle) = connection.unsettled, let database = connection.database else { return [] }
+        connection.unsettled = nil
+        do throws(SQLiteError) {
+            connection.afterCommit.append(try settle(database, change))
+            return []
+        } catch {
+            return recover(from: error, &connection)
+        }
     }
 
     /// After a write of a batch failed without a savepoint of its own:
@@ -242,6 +304,7 @@ final class CacheDatabase: Sendable {
     private func recover(from error: SQLiteError, _ connection: inout Connection) -> [@Sendable () -> Void] {
         let unsaved = connection.unsaved
         connection.unsaved = []
+        connection.unsettled = nil
         if connection.database?.isInTransaction == true { _ = try? connection.database?.run("ROLLBACK") }
         var settle = connection.afterRollback
         connection.afterCommit = []
@@ -252,7 +315,9 @@ final class CacheDatabase: Sendable {
         guard let database = connection.database else { return settle + unsaved.map(\.write.rolledBack) }
         for (write, _) in unsaved {
             do throws(SQLiteError) {
-                let committed = try database.transaction { () throws(SQLiteError) in try write.statements(database) }
+                let committed = try database.transaction { () throws(SQLiteError) in
+                    try write.statements(database, false).committed
+                }
                 if database.isInTransaction {
                     connection.afterCommit.append(committed)
                     connection.afterRollback.append(write.rolledBack)
@@ -352,26 +417,33 @@ final class CacheDatabase: Sendable {
         connection.afterCommit = []
         connection.afterRollback = []
         connection.unsaved = []
+        connection.unsettled = nil
         rolledBack.forEach { $0() }
     }
 
-    /// Commits the batch's transaction (rolls it back when that fails);
-    /// what waited for it, to run once the lock is let go.
+    /// Makes the usage change the batch's writes left, then commits the
+    /// batch's transaction (rolls it back when that fails); what waited for
+    /// it, to run once the lock is let go.
     private func finish(_ connection: inout Connection) -> (committed: [@Sendable () -> Void], rolledBack: [@Sendable () -> Void]) {
-        let unsaved = connection.unsaved
         defer {
             connection.afterCommit = []
             connection.afterRollback = []
             connection.unsaved = []
+            connection.unsettled = nil
         }
-        guard let database = connection.database, database.isInTransaction else { return ([], []) }
+        guard connection.database?.isInTransaction == true else { return ([], []) }
+        let lost = settleUsage(&connection)
+        let unsaved = connection.unsaved
+        guard let database = connection.database, database.isInTransaction else {
+            return ([], lost + connection.afterRollback + unsaved.map(\.write.rolledBack))
+        }
         do throws(SQLiteError) {
             try database.run("COMMIT")
-            return (connection.afterCommit + unsaved.map(\.committed), [])
+            return (connection.afterCommit + unsaved.map(\.committed), lost)
         } catch {
             logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
             _ = try? database.run("ROLLBACK")
-            return ([], connection.afterRollback + unsaved.map(\.write.rolledBack))
+            return ([], lost + connection.afterRollback + unsaved.map(\.write.rolledBack))
         }
     }
 

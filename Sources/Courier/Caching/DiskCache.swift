@@ -36,7 +36,8 @@ import Logging
 ///
 /// Least recently used entries go first: a write that takes usage (heads
 /// and bodies) above `capacity` deletes entries from the least recently used
-/// until usage is at most `evictionTarget` of it, in its own transaction.
+/// until usage is at most `evictionTarget` of it, in the write's
+/// transaction (for a batch's writes, once, before the batch commits).
 final class DiskCache: Sendable {
     /// Bodies larger than this share of the capacity (1/8) are not stored.
     static let largestShare: Int64 = 8

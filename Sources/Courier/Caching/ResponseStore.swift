@@ -24,7 +24,8 @@ import SQLite
 /// Rows are hostile input (the directory may be anyone's): every column is
 /// checked for its type and range as it is read (`Row.init?`), and a row
 /// that fails is deleted. Usage (`response_usage`) is kept in step by every
-/// write in the same transaction; a count that disagrees with the rows
+/// write in the same transaction (a batch's inserts make theirs together,
+/// before anything else reads it); a count that disagrees with the rows
 /// (a file another program wrote) is recounted.
 final class ResponseStore: Sendable {
     /// Bodies up to this many bytes are kept inline in their rows. SQLite's
@@ -201,9 +202,10 @@ final class ResponseStore: Sendable {
 
     /// Inserts `insert` in place of `key`'s row, puts its body file in place
     /// within the same transaction, and evicts least recently used rows
-    /// while usage is above the capacity; the files of the rows replaced or
-    /// evicted are unlinked once the transaction has committed (with the
-    /// batch, in a `CacheDatabase.batch`).
+    /// while usage is above the capacity (in a `CacheDatabase.batch`, once
+    /// for the batch's inserts, before it commits); the files of the rows
+    /// replaced or evicted are unlinked once the transaction has committed
+    /// (with the batch, in a batch).
     func insert(_ insert: Insert) -> Inserted {
         // A body file's id and name, drawn for a body file only: a draw is
         // a system call.
@@ -232,11 +234,17 @@ final class ResponseStore: Sendable {
                 case .unnamed(let fd): directory.link(fd, as: name) == nil
                 }
             },
-            statements: { [self] database throws(SQLiteError) in
-                let files = try replaceRow(key: key, values: values, size: size, in: database)
-                return { [self] in unlink(files) }
+            statements: { [self] database, leavingUsage throws(SQLiteError) in
+                let (files, change) = try replaceRow(key: key, values: values, size: size, in: database)
+                if leavingUsage { return .init(committed: { [self] in unlink(files) }, unsettled: change) }
+                let evicted = try apply(change, in: database)
+                return .init(committed: { [self] in unlink(files + evicted) })
             },
-            rolledBack: removeLink)
+            rolledBack: removeLink,
+            settle: { [self] database, change throws(SQLiteError) in
+                let evicted = try apply(change, in: database)
+                return { [self] in unlink(evicted) }
+            })
         switch database.write(write) {
         case .made: return .stored(id == 0 ? nil : id)
         case .unprepared: if case .link = insert.body { return .notLinked } else { return .failed }
@@ -245,11 +253,10 @@ final class ResponseStore: Sendable {
     }
 
     /// Inserts the row `values` hold (the columns of `insert`'s `INSERT`)
-    /// in place of `key`'s, counts it in the usage, and evicts least
-    /// recently used rows while usage is above the capacity; the body
-    /// files of the rows replaced or evicted.
+    /// in place of `key`'s; the body files of the rows replaced, and the
+    /// change of usage to make (`apply`).
     private func replaceRow(key: SQLiteValue, values: [SQLiteValue], size: Int64, in database: Database) throws(SQLiteError)
-        -> [UInt64]
+        -> (files: [UInt64], change: CacheDatabase.UsageChange)
     {
         // The row it replaces, if any, goes first. Looked up before it is
         // deleted: a plain read costs less than a `RETURNING` clause, and a
@@ -264,8 +271,13 @@ final class ResponseStore: Sendable {
                 key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, head_checksum, body)
             VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, values)
-        let bytes = try changeUsage(bytes: size - freed, entries: 1 - replaced.count, in: database)
-        return files + (try evict(from: bytes, in: database))
+        return (files, CacheDatabase.UsageChange(bytes: size - freed, entries: 1 - replaced.count))
+    }
+
+    /// Makes `change` to the usage, then evicts least recently used rows
+    /// while usage is above the capacity; their body files.
+    private func apply(_ change: CacheDatabase.UsageChange, in database: Database) throws(SQLiteError) -> [UInt64] {
+        try evict(from: try changeUsage(bytes: change.bytes, entries: change.entries, in: database), in: database)
     }
 
     /// Replaces the head of `key`'s row and its recorded digests, when it
