@@ -177,6 +177,42 @@ struct ResponseStoreTests {
         }
     }
 
+    @Test func filesNoRowNamesAreRemovedAndNamedOnesKept() throws {
+        try withDirectory { directory in
+            // Given two rows with body files, three files of courier's form no row
+            // names, one of another form, and a file beside the directory
+            let store = try store(directory)
+            let large = [UInt8](repeating: 5, count: ResponseStore.inlineLimit + 1)
+            var named: [String] = []
+            for key in ["a", "b"] {
+                let fd = try unnamedFile(store, large)
+                defer { close(fd) }
+                var request = insert(key, large)
+                request.body = .unnamed(fd: fd)
+                guard case .stored(let id?) = store.insert(request) else {
+                    Issue.record("not stored as a file")
+                    return
+                }
+                named.append(ResponseStore.fileName(id))
+            }
+            let strays = [UInt64(1), 2, 0xFFFF_FFFF_FFFF_FFFF].map(ResponseStore.fileName)
+            for name in strays + ["notes.txt"] {
+                #expect(FileManager.default.createFile(atPath: store.directory.path(of: name), contents: Data([1])))
+            }
+            let beside = directory + "/" + ResponseStore.fileName(3)
+            #expect(FileManager.default.createFile(atPath: beside, contents: Data([1])))
+
+            // When the files no row names are removed
+            let removed = store.removeUnnamedFiles()
+
+            // Then the strays went, the named files and the file beside stayed
+            #expect(removed.unnamed == 3 && removed.foreign == 1)
+            #expect(files(store) == named.sorted())
+            #expect(FileManager.default.fileExists(atPath: beside))
+            #expect(store.totals().entries == 2)
+        }
+    }
+
     @Test func rowsOutOfRangeAreNotTaken() {
         let head = SQLiteValue.integer(Int64(bitPattern: XXH3.hash([1])))
         let cases: [[SQLiteValue]] = [

@@ -360,14 +360,12 @@ final class ResponseStore: Sendable {
         guard !candidates.isEmpty else { return (0, foreign) }
         let unnamed = database.use { database throws(SQLiteError) -> Int in
             try database.transaction { () throws(SQLiteError) -> Int in
-                var removed = 0
-                for (id, name) in candidates {
-                    let named = try database.rows(
-                        "SELECT 1 FROM responses WHERE body_file = ? LIMIT 1", [.integer(Int64(bitPattern: id))])
-                    if named.isEmpty, directory.removeTree(name) {
-                        removed += 1
-                    }
+                // One pass over the rows (no index has `body_file`), not one per file.
+                for row in try database.rows("SELECT body_file FROM responses WHERE body_file IS NOT NULL") {
+                    if let id = row.first?.integer { candidates[UInt64(bitPattern: id)] = nil }
                 }
+                var removed = 0
+                for name in candidates.values where directory.removeTree(name) { removed += 1 }
                 return removed
             }
         }
