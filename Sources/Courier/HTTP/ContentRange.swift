@@ -28,7 +28,7 @@ struct ContentRange: Equatable, Sendable {
         var rest = bytes.dropFirst(unit.count)
         while rest.first == 0x20 { rest = rest.dropFirst() }
         guard let dash = rest.firstIndex(of: UInt8(ascii: "-")), let slash = rest.firstIndex(of: UInt8(ascii: "/")),
-            dash < slash, let first = Self.number(rest[..<dash]), let last = Self.number(rest[(dash + 1)..<slash]),
+            dash < slash, let first = HTTPField.decimal(rest[..<dash]), let last = HTTPField.decimal(rest[(dash + 1)..<slash]),
             first <= last
         else { return nil }
         let complete = rest[(slash + 1)...]
@@ -36,24 +36,10 @@ struct ContentRange: Equatable, Sendable {
             self.init(first: first, last: last, completeLength: nil)
             return
         }
-        guard let length = Self.number(complete), last < length else { return nil }
+        guard let length = HTTPField.decimal(complete), last < length else { return nil }
         self.init(first: first, last: last, completeLength: length)
     }
 
     /// The bytes the range holds.
     var count: Int64 { last - first + 1 }
-
-    /// Decimal digits only, whose value fits in 63 bits.
-    private static func number(_ digits: ArraySlice<UInt8>) -> Int64? {
-        guard !digits.isEmpty else { return nil }
-        var value: Int64 = 0
-        for digit in digits {
-            guard (0x30...0x39).contains(digit) else { return nil }
-            let (shifted, overflowA) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflowB) = shifted.addingReportingOverflow(Int64(digit - 0x30))
-            guard !overflowA, !overflowB else { return nil }
-            value = sum
-        }
-        return value
-    }
 }

@@ -41,12 +41,31 @@ enum HTTPField {
         return slice
     }
 
+    /// Decimal digits alone (no sign, no blanks), whose value fits in 63
+    /// bits: a length or offset an origin sent.
+    static func decimal(_ digits: some Collection<UInt8>) -> Int64? {
+        guard !digits.isEmpty else { return nil }
+        var value: Int64 = 0
+        for digit in digits {
+            guard (0x30...0x39).contains(digit) else { return nil }
+            let (shifted, overflowA) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowB) = shifted.addingReportingOverflow(Int64(digit - 0x30))
+            guard !overflowA, !overflowB else { return nil }
+            value = sum
+        }
+        return value
+    }
+
+    /// Matched byte by byte: a name is checked per field of every response.
     static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            true
         default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            false
         }
     }
 }

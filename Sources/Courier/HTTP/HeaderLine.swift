@@ -28,12 +28,12 @@ enum HeaderLine: Equatable {
         if text.isEmpty {
             self = .end
         } else if text.starts(with: "HTTP/".utf8) {
-            let fields = text.split(separator: 0x20, maxSplits: 2)
+            let space = text.firstIndex(of: 0x20) ?? text.endIndex
+            let code = text[space...].drop(while: { $0 == 0x20 }).prefix(while: { $0 != 0x20 })
             // The three digits curl reads, whatever follows them.
-            let digits = fields.count > 1 ? Array(fields[1].prefix(3)) : []
-            let status = digits.count == 3 && digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-                ? digits.reduce(0) { $0 * 10 + Int($1 - 0x30) } : 0
-            self = .status(status, version: String(decoding: fields[0].dropFirst(5), as: UTF8.self))
+            let status = code.count >= 3 ? HTTPField.decimal(code.prefix(3)).map { Int($0) } ?? 0 : 0
+            let version = UnsafeBufferPointer(rebasing: text[(text.startIndex + 5)..<space])
+            self = .status(status, version: String(decoding: version, as: UTF8.self))
         } else if let first = text.first, first == 0x20 || first == 0x09 {
             let (value, bytes) = Self.decoded(HTTPField.trimmingBlanks(text))
             self = .continuation(value, bytes: bytes)
@@ -50,10 +50,14 @@ enum HeaderLine: Equatable {
         }
     }
 
-    /// A value as text, and its bytes when they are not UTF-8.
+    /// A value as text, and its bytes when they are not UTF-8. Most values
+    /// are ASCII, which is made into a string from the buffer as it stands,
+    /// without the generic validation a slice would go through.
     private static func decoded(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> (String, [UInt8]?) {
-        if let text = String(validating: bytes, as: UTF8.self) { return (text, nil) }
-        return (String(decoding: bytes, as: UTF8.self), Array(bytes))
+        let buffer = UnsafeBufferPointer(rebasing: bytes)
+        if buffer.allSatisfy({ $0 < 0x80 }) { return (String(decoding: buffer, as: UTF8.self), nil) }
+        if let text = String(validating: buffer, as: UTF8.self) { return (text, nil) }
+        return (String(decoding: buffer, as: UTF8.self), Array(buffer))
     }
 
     /// A token (ASCII) in lower case, made in the string's own storage.

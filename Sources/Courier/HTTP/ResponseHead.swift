@@ -11,8 +11,12 @@ struct ResponseHead: Sendable {
     /// them as text, with U+FFFD in their place.
     var rawValues: [String: [UInt8]] = [:]
 
+    /// The last field named `name` (in lower case). Names of another
+    /// length are passed over without a string comparison, which a lookup
+    /// per response over every field would otherwise make.
     func header(_ name: String) -> String? {
-        headers.last(where: { $0.name == name })?.value
+        let length = name.utf8.count
+        return headers.last(where: { $0.name.utf8.count == length && $0.name == name })?.value
     }
 
     /// The last field named `name` as the origin sent it: what goes back to
@@ -27,10 +31,8 @@ struct ResponseHead: Sendable {
     /// receive (not of an encoded form).
     var announcedLength: Int64? {
         guard header("content-encoding").map({ $0.lowercased() == "identity" }) ?? true else { return nil }
-        guard let value = header("content-length")?.trimmingBlanks, !value.isEmpty,
-            value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-        else { return nil }
-        return Int64(value)
+        guard let value = header("content-length") else { return nil }
+        return HTTPField.decimal(HTTPField.trimmingBlanks(value.utf8))
     }
 
     /// The head of the whole representation a `206` completes when it
