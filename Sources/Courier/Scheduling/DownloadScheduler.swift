@@ -382,7 +382,7 @@ struct DownloadScheduler<Waiter> {
             task.figures.contentType = response.contentType
         }
         var refused = taskReceipts.compactMap { id -> (ReceiptID, Outcome)? in
-            guard let request = receipts[id]?.request,
+            guard let request = withReceipt(id, { $0.request }),
                 let failure = request.refusal(of: response, size: length, memoryBodyLimit: settings.maxMemoryBody)
             else { return nil }
             var outcome = Outcome(url: request.url, response: response)
@@ -425,6 +425,14 @@ struct DownloadScheduler<Waiter> {
         body(&tasks.values[index])
     }
 
+    /// Runs `body` on receipt `id`'s record where it is stored, nil when
+    /// there is none: as with `withTask`, `receipts[id]` read copies the
+    /// whole record, and changed through it moves the record out and back.
+    private mutating func withReceipt<Result>(_ id: ReceiptID, _ body: (inout ReceiptRecord<Waiter>) -> Result) -> Result? {
+        guard let index = receipts.index(forKey: id) else { return nil }
+        return body(&receipts.values[index])
+    }
+
     /// `received` bytes of body have arrived, which take `textLength` bytes
     /// as a JSON string when read as UTF-8 (when the transfer counts it):
     /// receipts whose limits they pass end, and progress is told at most
@@ -443,7 +451,7 @@ struct DownloadScheduler<Waiter> {
         }
         var tooLarge: [(ReceiptID, Outcome)] = []
         for id in taskReceipts {
-            guard let request = receipts[id]?.request else { continue }
+            guard let request = withReceipt(id, { $0.request }) else { continue }
             // Other charsets may take fewer bytes than UTF-8 read as it is;
             // only a `text` receipt's limit counts what its text takes.
             let decodesAsUTF8 = textLength != nil && request.body == .text
@@ -457,7 +465,7 @@ struct DownloadScheduler<Waiter> {
             emitProgress(transfer.task, now: now)
         } else if startsWait {
             let due = figures.lastProgressAt + settings.progressInterval
-            tasks[transfer.task]?.progressDueAt = due
+            if let index = tasks.index(forKey: transfer.task) { withTask(at: index) { $0.progressDueAt = due } }
             actions.append(.wake(at: due))
         }
         return true
@@ -745,10 +753,10 @@ struct DownloadScheduler<Waiter> {
 
     /// The rate a transfer for receipts `ids` (a task's) may take: the
     /// largest `maxRate` of them; none when any of them has none.
-    private func maxRate(for ids: [ReceiptID]) -> Int64? {
+    private mutating func maxRate(for ids: [ReceiptID]) -> Int64? {
         var largest: Int64?
         for id in ids {
-            guard let rate = receipts[id]?.request.maxRate else { return nil }
+            guard let rate = withReceipt(id, { $0.request.maxRate }) ?? nil else { return nil }
             largest = max(largest ?? rate, rate)
         }
         return largest
@@ -816,7 +824,7 @@ struct DownloadScheduler<Waiter> {
         var digestAlgorithms: Set<HashAlgorithm> = []
         var mirrors: [String] = []
         for (position, receipt) in taskReceipts.enumerated() {
-            guard let request = receipts[receipt]?.request else { continue }
+            guard let request = withReceipt(receipt, { $0.request }) else { continue }
             if position == 0 { destination = request.destination }
             if request.body == .text { countsText = true }
             if let algorithm = request.integrity?.algorithm { digestAlgorithms.insert(algorithm) }
@@ -830,7 +838,7 @@ struct DownloadScheduler<Waiter> {
             return task.transferID
         }
         running += 1
-        for receipt in taskReceipts { receipts[receipt]?.countAttempt(url: url, now: now) }
+        for receipt in taskReceipts { withReceipt(receipt) { $0.countAttempt(url: url, now: now) } }
         actions.append(
             .start(
                 TransferOrder(
@@ -848,7 +856,7 @@ struct DownloadScheduler<Waiter> {
     private mutating func detach(_ id: TaskID, completed: Bool, keepingViews: Bool = false, now: Double) {
         guard let task = tasks.removeValue(forKey: id) else { return }
         let figures = task.progress(now: now)
-        for receipt in task.receipts { receipts[receipt]?.phase = .completing(final: figures) }
+        for receipt in task.receipts { withReceipt(receipt) { $0.phase = .completing(final: figures) } }
         if case .running = task.state, !keepingViews { views { $0.taskStateChanged(task: id, running: false) } }
         if task.startedAttempt != nil {
             running -= 1
@@ -930,10 +938,10 @@ struct DownloadScheduler<Waiter> {
     }
 
     /// Tells task `id`'s progress, when bytes arrived since it was last told.
-    /// The record changes in place: `tasks[id]` read whole is a copy of
-    /// every field, and this runs for every download.
+    /// The record changes in place (`withTask`): this runs for every
+    /// download.
     private mutating func emitProgress(_ id: TaskID, now: Double) {
-        guard let told = tasks[id]?.takeProgress(now: now) else { return }
+        guard let index = tasks.index(forKey: id), let told = withTask(at: index, { $0.takeProgress(now: now) }) else { return }
         tell(told.progress, to: told.receipts)
     }
 
