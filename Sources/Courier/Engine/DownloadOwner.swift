@@ -119,12 +119,14 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     private var signals: [DispatchSemaphore] = []
     private var isOpen = true
 
-    /// Bodies up to this size are kept in memory as they stream, for the
-    /// memory tier; for larger ones the memory tier names the disk tier's
-    /// body file, read (and checked against the streamed checksum) on its
-    /// first hit, or reads them back on the delivery queue when the disk
-    /// tier did not store them, so copying a large body never holds up the
-    /// engine's thread.
+    /// Bodies up to this size are kept in memory as they stream, whatever
+    /// the memory tier takes: one announced within it is held there alone,
+    /// and its file made and written on the delivery queue, so no file work
+    /// for a small body holds up the engine's thread. For larger ones the
+    /// memory tier names the disk tier's body file, read (and checked
+    /// against the streamed checksum) on its first hit, or reads them back
+    /// on the delivery queue when the disk tier did not store them, so
+    /// copying a large body never holds up the engine's thread either.
     static var streamCopyLimit: Int { 64 << 10 }
 
     /// Makes the transfer engine: call it on the thread that will run it.
@@ -395,7 +397,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         let plan = partialPlan(for: order, body: body, device: device)
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
-            body: body, copyLimit: min(cache.memoryEntryLimit, Self.streamCopyLimit), countsText: order.countsText,
+            body: body, copyLimit: Self.streamCopyLimit, countsText: order.countsText,
             partials: plan, digesting: order.digestAlgorithms, maxRate: order.maxRate, observer: self)
         engine.add(transfer)
         guard let plan, order.revalidation == nil, mayHoldBodies(plan.store) else {
