@@ -353,8 +353,12 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         }
     }
 
-    private func perform(_ action: Action) {
-        switch action {
+    /// Carries out `action`, whose parts move into what it hands on (the
+    /// orders kept for the delivery queue, the answers and notices sent):
+    /// an action may hold a whole transfer's result, and binding its parts
+    /// would copy them otherwise.
+    private func perform(_ action: consuming Action) {
+        switch consume action {
         case .answer(let waiter, let answer):
             onAnswer(waiter, answer)
         case .notify(let notice):
