@@ -23,6 +23,11 @@ public protocol AnswerSink: Sendable {
     /// Sends a batch's encoded answers as one array and gives back the room
     /// they took (`held` bytes, what `holdBatchAnswer` granted for them).
     func sendBatch(_ answers: [[UInt8]], held: Int)
+
+    /// Runs `work` where the sink writes, after what was sent before it,
+    /// and meanwhile counts it as `estimate` bytes of output: a batch's
+    /// answer made on a busy thread is encoded there.
+    func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void)
 }
 
 extension AnswerSink {

@@ -1,16 +1,24 @@
 import JSON
 import Locking
 
-/// Gathers a batch's answers, each encoded as it is made, and sends them as
-/// one array, in request order, when the last arrives; then runs what waited
-/// for the array to be sent.
+/// Gathers a batch's answers, each encoded, and sends them as one array, in
+/// request order, when the last arrives; then runs what waited for the
+/// array to be sent.
 ///
-/// An answer takes room from the sink (`AnswerSink.holdBatchAnswer`) for as
-/// long as it waits. Once one finds none, the batch is full: that answer is
-/// replaced by -32002 (its request ran), and every request of the batch
-/// not yet run gets -32002 without being run. Those stand-ins are a hundred
-/// bytes or so each, and a batch has at most `MessageLimits.maxBatchLength`
-/// entries, so a batch's array stays bounded whatever its requests answer.
+/// An answer takes room from the sink (`AnswerSink.holdBatchAnswer`), its
+/// encoded bytes, for as long as it waits. Once one finds none, the batch
+/// is full: that answer is replaced by -32002 (its request ran), and every
+/// request of the batch not yet run gets -32002 without being run. Those
+/// stand-ins are a hundred bytes or so each, and a batch has at most
+/// `MessageLimits.maxBatchLength` entries, so a batch's array stays bounded
+/// whatever its requests answer.
+///
+/// An answer made while its request's handler runs is encoded at once, so
+/// that the dispatcher sees a full batch before it runs the next request.
+/// One made later, from another thread (the downloader answers a batch of
+/// downloads from its own), is encoded where the sink writes
+/// (`AnswerSink.whenWriting`), counted as output until then: the thread
+/// that made it goes on with its own work.
 final class BatchCollector: Sendable {
     private struct State {
         var answers: [[UInt8]]
@@ -19,6 +27,8 @@ final class BatchCollector: Sendable {
         var held = 0
         var isFull = false
         var afterSent: [@Sendable () -> Void] = []
+        /// The request whose handler runs, when one does.
+        var running: Int?
     }
 
     private let state: Locked<State>
@@ -32,10 +42,22 @@ final class BatchCollector: Sendable {
     /// True once an answer found no room: requests not yet run are not run.
     var isFull: Bool { state.withLock { $0.isFull } }
 
+    /// Runs the handler of the request at `index`: answers it makes meanwhile
+    /// are kept (or found no room) by the time it returns.
+    func running(_ index: Int, _ handler: () -> Void) {
+        state.withLock { $0.running = index }
+        handler()
+        state.withLock { $0.running = nil }
+    }
+
     /// Keeps the answer at `index` to the request `id`, or its stand-in
     /// when there is no room.
     func fill(_ index: Int, id: JSON, with response: JSONMessage) {
-        let encoded = response.encoded
+        guard state.withLock({ $0.running != index }) else { return keep(index, id: id, response.encoded) }
+        sink.whenWriting(estimate: response.estimate) { [self] in keep(index, id: id, response.encoded) }
+    }
+
+    private func keep(_ index: Int, id: JSON, _ encoded: [UInt8]) {
         let kept = state.withLock { state in
             guard !state.isFull, sink.holdBatchAnswer(encoded.count + 1) else {
                 state.isFull = true

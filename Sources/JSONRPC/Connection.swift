@@ -162,6 +162,11 @@ public final class Connection: AnswerSink {
         }
     }
 
+    /// `work` runs on the writer's thread, in turn with the messages.
+    public func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void) {
+        output.enqueue(estimate: estimate, wake: !isBatchingOutput) { _ in work() }
+    }
+
     /// Whether this thread is inside `batchingOutput`.
     private var isBatchingOutput: Bool {
         let thread = Self.currentThread

@@ -101,7 +101,9 @@ public final class Dispatcher: Sendable {
             if batch.isFull {
                 batch.refuse(index, id: element.id)
             } else {
-                handle(element, batch: batch, send: { [id = element.id] in batch.fill(index, id: id, with: $0) })
+                batch.running(index) {
+                    handle(element, batch: batch, send: { [id = element.id] in batch.fill(index, id: id, with: $0) })
+                }
             }
         }
     }

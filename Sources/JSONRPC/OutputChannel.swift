@@ -114,8 +114,9 @@ final class OutputChannel: Sendable {
 
     /// Queues a message that `encode` appends, framed, to the writer's
     /// buffer on the writer's thread; until then it counts as `estimate`
-    /// bytes. `encode` must not touch this channel. `releasingHeld` gives
-    /// back room `hold` took for it.
+    /// bytes. `encode` runs outside the channel's lock: what it enqueues
+    /// is written after the messages queued before it. `releasingHeld`
+    /// gives back room `hold` took for it.
     func enqueue(
         estimate: Int, coalescingKey: String? = nil, releasingHeld: Int = 0, wake: Bool = true,
         _ encode: @escaping @Sendable (inout [UInt8]) -> Void

@@ -42,6 +42,11 @@ final class Collector: AnswerSink {
         send(.array(answers.map { try! JSONCodec.decode($0) }))
     }
 
+    /// At once, on the thread that asks.
+    func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void) {
+        work()
+    }
+
     var messages: [JSON] { sent.withLock { $0 } }
 
     /// Waits until one more message has arrived; false after 10 seconds.
