@@ -162,6 +162,9 @@ private final class Sink: AnswerSink {
         send(.array(answers.map { try! JSONCodec.decode($0) }))
     }
 
+    /// At once, on the thread that asks.
+    func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void) { work() }
+
     var messages: [JSON] { sent.withLock { $0 } }
 }
 
