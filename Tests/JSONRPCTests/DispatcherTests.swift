@@ -9,6 +9,10 @@ import Locking
 /// Collects what a dispatcher sends, from any thread, and signals each one;
 /// a batch's array is decoded again. Answers waiting for their batch may
 /// take `batchRoom` bytes.
+///
+/// Work for the writer (`whenWriting`) runs at once, or, with
+/// `defersWriting`, waits until the test calls `runWriter()`: a writer
+/// that has not reached it yet.
 final class Collector: AnswerSink {
     private let sent = Locked<[JSON]>([])
     private let arrived = DispatchSemaphore(value: 0)
@@ -16,9 +20,13 @@ final class Collector: AnswerSink {
     let batchRoom: Int
     /// Bytes held for answers waiting for their batch.
     let held = Locked(0)
+    private let defersWriting: Bool
+    /// Work for the writer not run yet, with the bytes it counts as meanwhile.
+    private let writerWork = Locked<[(estimate: Int, work: @Sendable () -> Void)]>([])
 
-    init(batchRoom: Int = .max, observe: @escaping @Sendable (JSON) -> Void = { _ in }) {
+    init(batchRoom: Int = .max, defersWriting: Bool = false, observe: @escaping @Sendable (JSON) -> Void = { _ in }) {
         self.batchRoom = batchRoom
+        self.defersWriting = defersWriting
         self.observe = observe
     }
 
@@ -42,9 +50,17 @@ final class Collector: AnswerSink {
         send(.array(answers.map { try! JSONCodec.decode($0) }))
     }
 
-    /// At once, on the thread that asks.
     func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void) {
-        work()
+        guard defersWriting else { return work() }
+        writerWork.withLock { $0.append((estimate, work)) }
+    }
+
+    /// Bytes of output counted for work the writer has not run.
+    var waitingEstimate: Int { writerWork.withLock { $0.reduce(0) { $0 + $1.estimate } } }
+
+    /// Runs the writer's work, in the order it was asked for, on this thread.
+    func runWriter() {
+        while let next = writerWork.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { next.work() }
     }
 
     var messages: [JSON] { sent.withLock { $0 } }
