@@ -26,7 +26,8 @@ public protocol AnswerSink: Sendable {
 
     /// Runs `work` where the sink writes, after what was sent before it,
     /// and meanwhile counts it as `estimate` bytes of output: a batch's
-    /// answer made on a busy thread is encoded there.
+    /// answer made on a busy thread is encoded there. `work` runs even
+    /// when nothing can be written any more, so the batch still completes.
     func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void)
 }
 

@@ -164,7 +164,7 @@ public final class Connection: AnswerSink {
 
     /// `work` runs on the writer's thread, in turn with the messages.
     public func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void) {
-        output.enqueue(estimate: estimate, wake: !isBatchingOutput) { _ in work() }
+        output.perform(estimate: estimate, wake: !isBatchingOutput, work)
     }
 
     /// Whether this thread is inside `batchingOutput`.

@@ -51,6 +51,9 @@ final class OutputChannel: Sendable {
         var encode: (@Sendable (inout [UInt8]) -> Void)? = nil
         var estimate = 0
         var key: String?
+        /// `encode` is work that must run even when nothing is written
+        /// any more (`perform`): it appends nothing.
+        var mustRun = false
 
         /// The bytes counted in `queued` for this entry.
         var counted: Int { encode == nil ? bytes.count : estimate }
@@ -126,6 +129,16 @@ final class OutputChannel: Sendable {
             wake: wake)
     }
 
+    /// Runs `work` on the writer's thread, after the messages queued before
+    /// it, counting it as `estimate` bytes until then. Once the reader is
+    /// gone it runs all the same (at once, on this thread, or on the
+    /// writer's as it stops): what it completes, such as a batch whose
+    /// array others wait for, is never dropped with the messages.
+    func perform(estimate: Int, wake: Bool = true, _ work: @escaping @Sendable () -> Void) {
+        let entry = Entry(bytes: [], encode: { _ in work() }, estimate: max(estimate, 1), mustRun: true)
+        if !append(entry, wake: wake) { work() }
+    }
+
     /// Takes room for `count` bytes of output that is not ready to be
     /// enqueued, while the room taken so far leaves that much within `limit`:
     /// the bytes count against `highWater` until an `enqueue` releases them.
@@ -138,10 +151,12 @@ final class OutputChannel: Sendable {
         }
     }
 
-    private func append(_ entry: Entry, releasingHeld: Int = 0, wake: Bool) {
-        state.withLock(wakingIf: { $0 }) { state in
+    /// False when the reader is gone and `entry` was dropped.
+    @discardableResult
+    private func append(_ entry: Entry, releasingHeld: Int = 0, wake: Bool) -> Bool {
+        state.withLock(wakingIf: { $0.wakes }) { state in
             state.held -= releasingHeld
-            guard !state.broken else { return false }
+            guard !state.broken else { return (queued: false, wakes: false) }
             if let coalescingKey = entry.key {
                 if let older = state.keyed[coalescingKey] {
                     state.queued -= state.pending[older].counted
@@ -153,8 +168,8 @@ final class OutputChannel: Sendable {
             state.pending.append(entry)
             state.queued += entry.counted
             if state.queued + state.held > highWater { state.writable = false }
-            return wake && state.wakeWriter()
-        }
+            return (queued: true, wakes: wake && state.wakeWriter())
+        }.queued
     }
 
     /// Starts writing what was enqueued without a wake-up.
@@ -220,21 +235,26 @@ final class OutputChannel: Sendable {
                 return state.pending
             }
 
-            let ok = writeAll(chunk, through: &buffer)
+            let unwritten = writeAll(chunk, through: &buffer)
             if buffer.capacity > writeSlice * 4 { buffer = [] }
             buffer.removeAll(keepingCapacity: true)
 
-            state.withLock { state in
+            let dropped: [Entry] = state.withLock { state in
                 state.writing = false
-                if !ok {
-                    state.broken = true
+                defer { if state.pending.isEmpty { state.idle = true } }
+                guard let unwritten else { return [] }
+                state.broken = true
+                defer {
                     state.pending = []
                     state.keyed = [:]
                     state.queued = 0
                 }
-                if state.pending.isEmpty { state.idle = true }
+                return Array(chunk[unwritten...]) + state.pending
             }
-            if !ok { return }
+            guard unwritten != nil else { continue }
+            var nothing: [UInt8] = []
+            for entry in dropped where entry.mustRun { entry.encode?(&nothing) }
+            return
         }
     }
 
@@ -242,30 +262,32 @@ final class OutputChannel: Sendable {
     /// in `buffer`, encoding those that wait for it into it as it reaches
     /// them, and counting each slice off `queued` as soon as it is written.
     /// A ready message of a slice or more is written from where it is.
-    private func writeAll(_ entries: [Entry], through buffer: inout [UInt8]) -> Bool {
+    /// Returns nil once all is written, or, when the reader is gone, the
+    /// index of the first entry not reached.
+    private func writeAll(_ entries: [Entry], through buffer: inout [UInt8]) -> Int? {
         /// Real sizes minus estimates of the entries encoded and not yet
         /// counted in `queued`.
         var correction = 0
-        for entry in entries {
+        for (index, entry) in entries.enumerated() {
             if let encode = entry.encode {
                 let start = buffer.count
                 encode(&buffer)
                 correction += buffer.count - start - entry.estimate
             } else if entry.bytes.count >= writeSlice {
-                guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return false }
+                guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return index }
                 buffer.removeAll(keepingCapacity: true)
-                guard writeSlices(entry.bytes, correction: &correction) else { return false }
+                guard writeSlices(entry.bytes, correction: &correction) else { return index + 1 }
             } else {
                 buffer.append(contentsOf: entry.bytes)
             }
             if buffer.count >= writeSlice {
-                guard writeSlices(buffer, correction: &correction) else { return false }
+                guard writeSlices(buffer, correction: &correction) else { return index + 1 }
                 buffer.removeAll(keepingCapacity: true)
             }
         }
-        guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return false }
+        guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return entries.count }
         if correction != 0 { countWritten(0, correction: correction) }
-        return true
+        return nil
     }
 
     private func writeSlices(_ bytes: [UInt8], correction: inout Int) -> Bool {

@@ -192,4 +192,34 @@ struct BatchLateAnswerTests {
         input.closeWriteEnd()
         #expect(ended.wait(timeout: .now() + 10) == .success)
     }
+
+    @Test func aBatchWhoseClientStopsReadingStillCompletes() throws {
+        signal(SIGPIPE, SIG_IGN)
+        // Given a batch of two requests answered later, and a client that
+        // reads nothing, whose pipe a large message fills
+        let output = Pipe(capacity: 4096)
+        defer { output.close() }
+        let connection = Connection(
+            input: -1, output: output.writeEnd, mode: .ndjson, maxMessageBytes: 1 << 20,
+            logger: Logger(label: "courier.tests.late-answers"))
+        let stash = ReplyStash()
+        let dispatcher = dispatcher(stash: stash, calls: Calls(), now: "now")
+        dispatcher.receive(batch([(1, "later"), (2, "later")]), to: connection)
+        let late = stash.takeAll()
+        try #require(late.count == 2)
+        let sent = DispatchSemaphore(value: 0)
+        late[0].afterAnswerIsSent { sent.signal() }
+        connection.send(notification: "fill", params: .string(String(repeating: "x", count: 64 << 10)))
+
+        // When the first answer is made while the writer waits on the
+        // client, the client closes its end, and the second answer is made
+        // after the writer found it gone
+        late[0].success("first")
+        output.closeReadEnd()
+        #expect(connection.flush(timeout: 10))
+        late[1].success("second")
+
+        // Then the batch completes all the same: what waits for its array runs
+        #expect(sent.wait(timeout: .now() + 10) == .success)
+    }
 }

@@ -70,8 +70,13 @@ final class Pipe: Sendable {
         if closed.withLock({ ends in defer { ends.write = true }; return !ends.write }) { Foundation.close(writeEnd) }
     }
 
-    func close() {
+    /// Closes the read end: the client has gone, and writes fail.
+    func closeReadEnd() {
         if closed.withLock({ ends in defer { ends.read = true }; return !ends.read }) { Foundation.close(readEnd) }
+    }
+
+    func close() {
+        closeReadEnd()
         closeWriteEnd()
     }
 }
