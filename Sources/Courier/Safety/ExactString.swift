@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A string that equals another only when their UTF-8 bytes are equal.
 ///
 /// Swift's `String` compares and hashes by canonical equivalence, so
@@ -35,8 +41,11 @@ extension String {
     /// of instructions a byte.
     func isExactly(_ other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
+        // `memcmp`: `elementsEqual` on the buffers still steps byte by byte.
         let compared = utf8.withContiguousStorageIfAvailable { mine in
-            other.utf8.withContiguousStorageIfAvailable { theirs in mine.elementsEqual(theirs) }
+            other.utf8.withContiguousStorageIfAvailable { theirs in
+                mine.isEmpty || memcmp(mine.baseAddress!, theirs.baseAddress!, mine.count) == 0
+            }
         }
         return (compared ?? nil) ?? utf8.elementsEqual(other.utf8)
     }
