@@ -39,4 +39,20 @@ struct OpenRPCCheckTests {
         #expect(refusal("download", ["zzz": 1, "body": "nope", "url": "http://127.0.0.1/a"]) == "unknown param 'zzz'")
         #expect(refusal("download", ["yyy": 1, "zzz": 1, "url": "http://127.0.0.1/a"]) == "unknown param 'yyy'")
     }
+
+    @Test func aMinimumLengthCountsCharactersNotBytes() {
+        // Given strings of one- to four-byte characters around a minimum length
+        let cases: [(text: String, least: Int64, passes: Bool)] = [
+            ("", 1, false), ("", 0, true), ("a", 1, true), ("é", 1, true), ("😀", 1, true),
+            ("abcd", 1, true), ("éé", 3, false), ("ééé", 3, true), ("😀", 2, false), ("😀😀", 2, true),
+            ("a😀", 2, true), ("é😀", 3, false), ("e\u{301}", 2, true),
+        ]
+
+        // Then each has as many characters (Unicode scalars) as it holds
+        for (text, least, passes) in cases {
+            #expect(OpenRPCDocument.hasScalars(text, atLeast: least) == passes, "\(text.debugDescription) \(least)")
+        }
+        #expect(refusal("download", ["url": ""]) == "param 'url' must have at least 1 character(s)")
+        #expect(refusal("download", ["url": "é"]) == nil)
+    }
 }

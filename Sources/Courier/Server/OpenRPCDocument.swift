@@ -265,7 +265,7 @@ public enum OpenRPCDocument {
         if let number = value.doubleValue {
             try checkRange(number, schema, shown: shown, path: path)
         }
-        if case .string(let text) = value, let least = schema.minLength, text.unicodeScalars.count < least {
+        if case .string(let text) = value, let least = schema.minLength, !hasScalars(text, atLeast: least) {
             throw .invalidParams("\(shown) must have at least \(least) character(s)", param: path)
         }
         if case .array(let elements) = value, let items = schema.items {
@@ -382,6 +382,17 @@ public enum OpenRPCDocument {
         }
         if escaping { bytes.append(UInt8(ascii: "~")) }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether `text` holds at least `least` Unicode scalars. Each takes
+    /// one to four UTF-8 bytes, so they are counted only when the byte
+    /// count alone does not tell (a URL of a few dozen bytes holds at least
+    /// the one character most schemas ask for).
+    static func hasScalars(_ text: String, atLeast least: Int64) -> Bool {
+        let bytes = Int64(text.utf8.count)
+        if bytes / 4 >= least { return true }
+        if bytes < least { return false }
+        return Int64(text.unicodeScalars.count) >= least
     }
 
     fileprivate static func typeNames(_ type: JSON) -> [String] {
