@@ -18,6 +18,9 @@ public final class SharedJSON: Sendable {
     /// The object's text.
     let text: [UInt8]
 
+    /// The bytes the text takes: what holding it costs.
+    public var byteCount: Int { text.count }
+
     /// An object of string members, whatever order `members` has.
     public init(strings members: [String: String]) {
         var text: [UInt8] = []

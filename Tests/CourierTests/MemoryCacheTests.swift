@@ -49,6 +49,46 @@ struct MemoryCacheTests {
         #expect(cache.count == 0)
     }
 
+    @Test func theFirstHitCountsTheHeadersTextItMakesInTheEntrysCost() throws {
+        // Given an entry with one header
+        let response = CachedResponse(
+            status: 200, headers: [("content-type", "text/plain")], url: "http://a/b",
+            requestTime: Date(), responseTime: Date())
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 10_000)
+        cache.set(MemoryCache.Entry(response: response, body: [1, 2]), for: "k")
+        let before = cache.usage
+
+        // When it is hit twice
+        let shared = try #require(cache.get("k")?.sharedHeaders)
+        _ = cache.get("k")
+
+        // Then the text the first hit made, and only it, is counted once
+        #expect(shared.byteCount == #"{"content-type":"text/plain"}"#.utf8.count)
+        #expect(cache.usage == before + shared.byteCount)
+        #expect(cache.usage == MemoryCache.cost(of: try #require(cache.peek("k")), key: "k"))
+    }
+
+    @Test func aFirstHitThatTakesUsageOverTheCapacityPurgesTheLeastRecentOthers() throws {
+        // Given a cache filled to its capacity by two entries, one with a header
+        let response = CachedResponse(
+            status: 200, headers: [("x", String(repeating: "v", count: 100))], url: "",
+            requestTime: Date(timeIntervalSince1970: 0), responseTime: Date(timeIntervalSince1970: 0))
+        let headed = MemoryCache.Entry(response: response, body: [UInt8](repeating: 1, count: 1_000))
+        let headedCost = MemoryCache.cost(of: headed, key: "h")
+        let cache = MemoryCache(capacity: headedCost + 2_000, afterPurge: headedCost + 2_000)
+        cache.set(entry(costing: 2_000, key: "a"), for: "a")
+        cache.set(headed, for: "h")
+        #expect(cache.usage == cache.capacity)
+
+        // When the headed entry's first hit makes its headers' text
+        _ = try #require(cache.get("h"))
+
+        // Then the other entry goes, and usage is the headed entry's new cost
+        #expect(cache.peek("a") == nil)
+        #expect(cache.usage == MemoryCache.cost(of: try #require(cache.peek("h")), key: "h"))
+        #expect(cache.usage > headedCost)
+    }
+
     @Test func insertOverCapacityPurgesLeastRecentDownToAfterPurge() {
         // Given a cache of 10,000 with an after-purge of 6,000, holding four 2,000-byte entries
         let cache = MemoryCache(capacity: 10_000, afterPurge: 6_000)
@@ -69,8 +109,9 @@ struct MemoryCacheTests {
     }
 
     @Test func readRefreshesRecencyAndPeekDoesNot() {
-        // Given a full cache where "a" is the oldest
-        let cache = MemoryCache(capacity: 3_000, afterPurge: 2_000)
+        // Given a cache nearly full where "a" is the oldest (with room for
+        // the 2 bytes of text, `{}`, its headers take from its first hit on)
+        let cache = MemoryCache(capacity: 3_010, afterPurge: 2_010)
         for key in ["a", "b", "c"] { cache.set(entry(costing: 1_000, key: key), for: key) }
 
         // When "a" is read and "b" only peeked
@@ -81,7 +122,7 @@ struct MemoryCacheTests {
         // Then "b" and "c" go, "a" stays
         #expect(cache.keysByRecency == ["d", "a"])
         #expect(cache.get("b") == nil)
-        #expect(cache.usage == 2_000)
+        #expect(cache.usage == 2_002)
     }
 
     @Test func replacingAnEntryAdjustsUsage() {

@@ -70,11 +70,12 @@ struct ResponseCacheStoredBodyTests {
             // When it is asked for
             let hit = try #require(served(cache, request))
 
-            // Then the memory tier serves the bytes, and holds them from now on at the same cost
+            // Then the memory tier serves the bytes, and holds them from now on at the same cost,
+            // besides the text of the headers the hit made
             #expect(hit.tier == .memory && hit.body.bytes == body)
             let held = try #require(cache.memory.peek(key))
             #expect(held.stored == nil && held.body == body)
-            #expect(cache.memory.usage == usage)
+            #expect(cache.memory.usage == usage + (try #require(held.sharedHeaders)).byteCount)
         }
     }
 

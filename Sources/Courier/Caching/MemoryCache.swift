@@ -62,11 +62,12 @@ final class MemoryCache: Sendable {
     /// header names and values and Vary values.
     static let entryOverhead = 512
 
+    /// Also the text of its headers that hits copy, from the first hit on.
     static func cost(of entry: Entry, key: String) -> Int {
         var cost = entryOverhead + entry.bodyLength + key.utf8.count + entry.response.url.utf8.count
         for (name, value) in entry.response.headers { cost += name.utf8.count + value.utf8.count }
         for (name, value) in entry.response.varyValues { cost += name.utf8.count + value.utf8.count }
-        return cost
+        return cost + (entry.sharedHeaders?.byteCount ?? 0)
     }
 
     private let state: Locked<State>
@@ -83,7 +84,9 @@ final class MemoryCache: Sendable {
     var count: Int { state.withLock { $0.index.count } }
 
     /// The entry for `key`, now the most recently accessed, with its
-    /// `sharedHeaders` and `pathFileName`.
+    /// `sharedHeaders` and `pathFileName`. The first hit makes them, and the
+    /// headers' text then counts in the entry's cost: usage above the
+    /// capacity purges other entries, as an insert would.
     func get(_ key: String) -> Entry? {
         state.withLock { state in
             guard let node = state.index[key], var entry = state.nodes[node].entry else { return nil }
@@ -93,6 +96,10 @@ final class MemoryCache: Sendable {
                 entry.sharedHeaders = SharedJSON(strings: entry.response.headerObject)
                 entry.pathFileName = entry.response.pathFileName(key: key)
                 state.nodes[node].entry = entry
+                let cost = Self.cost(of: entry, key: key)
+                state.usage += cost - state.nodes[node].cost
+                state.nodes[node].cost = cost
+                if state.usage > state.capacity { state.purge(keeping: node) }
             }
             return entry
         }
@@ -125,7 +132,10 @@ final class MemoryCache: Sendable {
             guard let node = state.index[key], let entry = state.nodes[node].entry, entry.stored == stored,
                 body.count == stored.length
             else { return }
-            state.nodes[node].entry = Entry(response: entry.response, body: body)
+            var held = Entry(response: entry.response, body: body)
+            held.sharedHeaders = entry.sharedHeaders
+            held.pathFileName = entry.pathFileName
+            state.nodes[node].entry = held
         }
     }
 
