@@ -92,13 +92,21 @@ def test_sigkill_during_concurrent_cache_writes_never_serves_a_torn_entry(
             expected[urls[-1]] = body
 
         writer = courier(*args, validate="none")
-        writer.batch([("download", {"url": url}) for url in urls])
         threshold = rng.randrange(20, 80)
-        writer.wait_until(lambda: len(writer.finished_order) >= threshold, timeout=30,
-                          what=f"{threshold} finished downloads")
+        seen = 0
+
+        def kill_at_threshold(_method, _params):
+            # On the reader thread, as the threshold-th outcome is read: a
+            # busy test thread cannot let the rest finish first.
+            nonlocal seen
+            seen += 1
+            if seen == threshold:
+                os.kill(writer.pid, signal.SIGKILL)
+
+        writer.on_notification(kill_at_threshold, "download/finished")
+        writer.batch([("download", {"url": url}) for url in urls])
+        assert writer.wait_exit(30) == -signal.SIGKILL, f"not killed after {threshold} finished downloads"
         in_flight = PER_ROUND - len(writer.finished_order)
-        os.kill(writer.pid, signal.SIGKILL)
-        assert writer.wait_exit(10) == -signal.SIGKILL
         assert in_flight > 0, "every download had finished before the kill"
         unfinished += in_flight
         torn_writes += unnamed_body_files(cache_dir)
