@@ -204,8 +204,8 @@ final class ResponseStore: Sendable {
     /// within the same transaction, and evicts least recently used rows
     /// while usage is above the capacity (in a `CacheDatabase.batch`, once
     /// for the batch's inserts, before it commits); the files of the rows
-    /// replaced or evicted are unlinked once the transaction has committed
-    /// (with the batch, in a batch).
+    /// replaced or evicted are unlinked once the transaction (in a batch,
+    /// the batch's) has committed.
     func insert(_ insert: Insert) -> Inserted {
         // A body file's id and name, drawn for a body file only: a draw is
         // a system call.
