@@ -61,21 +61,11 @@ public struct EasyOptions: Sendable {
     }
 
     /// Both are absent, or hold the same bytes (the bytes libcurl is given).
-    /// Compared in one `memcmp` where both hold their bytes in one piece (a
-    /// native string always does): every transfer's options are compared
-    /// with those its reused handle holds.
     private static func same(_ a: String?, _ b: String?) -> Bool {
         switch (a, b) {
-        case (nil, nil): return true
-        case (let a?, let b?):
-            guard a.utf8.count == b.utf8.count else { return false }
-            let compared = a.utf8.withContiguousStorageIfAvailable { mine in
-                b.utf8.withContiguousStorageIfAvailable { theirs in
-                    mine.isEmpty || memcmp(mine.baseAddress!, theirs.baseAddress!, mine.count) == 0
-                }
-            }
-            return (compared ?? nil) ?? a.utf8.elementsEqual(b.utf8)
-        default: return false
+        case (nil, nil): true
+        case (let a?, let b?): a.isExactly(b)
+        default: false
         }
     }
 }

@@ -1,3 +1,4 @@
+import Curl
 import JSON
 import JSONRPC
 import Testing

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Curl
 import Logging
 
 /// The disk tier, as NSURLCache keeps it: per key, a row of `responses` in

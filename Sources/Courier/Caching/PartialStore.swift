@@ -1,3 +1,4 @@
+import Curl
 import Dispatch
 import FoundationEssentials
 #if canImport(Glibc)

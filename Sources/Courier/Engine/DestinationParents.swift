@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Curl
 
 /// The directory the last destinations lay in, kept open with what was
 /// found of it, so that a run of downloads into one directory opens and

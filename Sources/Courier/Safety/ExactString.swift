@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Curl
 
 /// A string that equals another only when their UTF-8 bytes are equal.
 ///
@@ -34,22 +30,6 @@ struct ExactString: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension String {
-    /// Whether both hold the same UTF-8 bytes (not merely equivalent text).
-    /// Compared in one piece where both strings hold their bytes so (native
-    /// strings do): a dictionary keyed by URLs compares a key with every
-    /// one its look-up probes, and stepping through `UTF8View` costs tens
-    /// of instructions a byte.
-    func isExactly(_ other: String) -> Bool {
-        guard utf8.count == other.utf8.count else { return false }
-        // `memcmp`: `elementsEqual` on the buffers still steps byte by byte.
-        let compared = utf8.withContiguousStorageIfAvailable { mine in
-            other.utf8.withContiguousStorageIfAvailable { theirs in
-                mine.isEmpty || memcmp(mine.baseAddress!, theirs.baseAddress!, mine.count) == 0
-            }
-        }
-        return (compared ?? nil) ?? utf8.elementsEqual(other.utf8)
-    }
-
     /// Whether the path starts with a slash byte. `hasPrefix("/")` compares
     /// characters, so it says no for "/\u{301}tmp", whose first character
     /// is a slash with a combining accent.

@@ -1,3 +1,5 @@
+import Curl
+
 /// What the scheduler follows from the configuration.
 struct SchedulerSettings: Sendable {
     var maxActive = 4
