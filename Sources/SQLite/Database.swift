@@ -327,26 +327,33 @@ public final class Database {
         case .real(let number):
             try check(sqlite3_bind_double(statement, index, number))
         case .text(let text):
-            let bound = text.utf8CString.withUnsafeBufferPointer { text -> Result<Returned, SQLiteError> in
+            return try text.utf8CString.withUnsafeBufferPointer { text in
                 let code = courier_sqlite_bind_text_static(statement, index, text.baseAddress, Int32(clamping: text.count - 1))
-                guard code == SQLITE_OK else { return .failure(SQLiteError(code: code, message: errorMessage)) }
-                return Result { () throws(SQLiteError) in try binding(rest, at: index + 1, in: statement, body) }
-            }
-            return try bound.get()
+                return bound(code, then: rest, at: index, in: statement, body)
+            }.get()
         case .blob(let bytes):
             // A blob of no bytes bound from a null pointer would be NULL.
             guard !bytes.isEmpty else {
                 try check(sqlite3_bind_zeroblob(statement, index, 0))
                 break
             }
-            let bound = bytes.withUnsafeBytes { bytes -> Result<Returned, SQLiteError> in
+            return try bytes.withUnsafeBytes { bytes in
                 let code = courier_sqlite_bind_blob_static(statement, index, bytes.baseAddress, Int32(clamping: bytes.count))
-                guard code == SQLITE_OK else { return .failure(SQLiteError(code: code, message: errorMessage)) }
-                return Result { () throws(SQLiteError) in try binding(rest, at: index + 1, in: statement, body) }
-            }
-            return try bound.get()
+                return bound(code, then: rest, at: index, in: statement, body)
+            }.get()
         }
         return try binding(rest, at: index + 1, in: statement, body)
+    }
+
+    /// After binding the parameter at `index` gave `code`: the parameters
+    /// after it bound and `body` run, inside the caller's reach of the bytes
+    /// just bound; the failure when `code` is one.
+    private func bound<Returned>(
+        _ code: Int32, then rest: ArraySlice<SQLiteValue>, at index: Int32, in statement: OpaquePointer,
+        _ body: () throws(SQLiteError) -> Returned
+    ) -> Result<Returned, SQLiteError> {
+        guard code == SQLITE_OK else { return .failure(SQLiteError(code: code, message: errorMessage)) }
+        return Result { () throws(SQLiteError) in try binding(rest, at: index + 1, in: statement, body) }
     }
 
     private func column(at index: Int32, of statement: OpaquePointer) -> SQLiteValue {
