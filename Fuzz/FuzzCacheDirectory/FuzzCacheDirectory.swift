@@ -5,7 +5,8 @@ import SQLite
 
 /// A libFuzzer harness for what courier reads from its cache directory,
 /// which anyone may have written; the first byte picks one. It works in a
-/// sandbox of its own, `courier-fuzz-cache/` under the temporary directory:
+/// sandbox of its own, `courier-fuzz-cache/` under the temporary directory
+/// (one run at a time: a second waits on `courier-fuzz-cache.lock`):
 /// a cache directory, and beside it a victim directory and a symbolic link
 /// to it from inside the cache. Properties besides not crashing, not
 /// hanging (a FIFO is never opened blocking) and not allocating past
@@ -81,6 +82,13 @@ private struct Sandbox: @unchecked Sendable {
 
     static let shared: Sandbox = {
         let path = NSTemporaryDirectory() + "courier-fuzz-cache"
+        // The seeds name this path, so two runs at once (from two clones)
+        // share it: the second waits for the first to end rather than
+        // remove the sandbox under it. The lock goes with the process.
+        let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0, flock(lock, LOCK_EX) == 0 else {
+            fatalError("cannot lock \(path).lock: \(String(cString: strerror(errno)))")
+        }
         try? FileManager.default.removeItem(atPath: path)
         let victim = path + "/victim"
         let victimFiles = [".x.courier-4242-a.part", "4242-a-1.part", "4242-a", "notes", "4242/kept"]
