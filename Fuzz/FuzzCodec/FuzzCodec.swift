@@ -6,8 +6,9 @@ import JSON
 /// decodes to the same value, and encoding is stable (encode ∘ decode ∘
 /// encode = encode); a value built from the bytes (reals from raw bit
 /// patterns, strings with any code point, nesting) survives encode/decode;
-/// and a message copying a shared object's text (string members built from
-/// the bytes) is byte for byte the one that encodes the same members.
+/// and a message copying a shared object's text, or a shared run of members
+/// holding it (string members built from the bytes), is byte for byte the
+/// one that encodes the same members.
 @main
 enum FuzzCodec {
     static func main() {
@@ -52,6 +53,34 @@ private func copiesSharedText(_ members: [String: String]) {
     JSONCodec.encodeObject(into: &plain, message(or: members))
     guard copied == plain, (try? JSONCodec.decode(copied)) != nil else {
         fatalError("a message copying shared text differs: \(String(decoding: copied, as: UTF8.self)) against \(String(decoding: plain, as: UTF8.self))")
+    }
+    copiesSharedRun(members, headers: shared)
+}
+
+/// A run of members holding the strings and the shared object, copied by a
+/// message with reals of its own, is the text encoding writes.
+private func copiesSharedRun(_ members: [String: String], headers: SharedJSON) {
+    let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+    let run: @Sendable (JSONObjectWriter) -> Void = { object in
+        object.set("m", sorted.first?.value ?? "")
+        object.set("n", shared: headers, or: members)
+        object.set("o", strings: sorted.map(\.key))
+        object.set("p", sorted.last?.key ?? "")
+    }
+    guard let shared = SharedJSON(membersFrom: "m", sizeHint: 64, run) else {
+        fatalError("no run made of string members \(members)")
+    }
+    func message(_ copying: SharedJSON?) -> @Sendable (JSONObjectWriter) -> Void {
+        { object in
+            object.set("a", 0.1)
+            object.set("b", object: { $0.set("c", 1e300); $0.set("m", sharedMembers: copying, or: run) })
+        }
+    }
+    let copied = JSONMessage(estimate: 64, sharing: shared, object: message(shared)).encoded
+    var plain: [UInt8] = []
+    JSONCodec.encodeObject(into: &plain, message(nil))
+    guard copied == plain, (try? JSONCodec.decode(copied)) != nil else {
+        fatalError("a message copying a shared run differs: \(String(decoding: copied, as: UTF8.self)) against \(String(decoding: plain, as: UTF8.self))")
     }
 }
 

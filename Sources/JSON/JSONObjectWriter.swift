@@ -89,13 +89,34 @@ public struct JSONObjectWriter {
     /// the text replaces once jansson has written the message; else the
     /// object of string members `members`, the same members.
     public func set(_ key: StaticString, shared: SharedJSON?, or members: [String: String]) {
-        guard let sharing = self.shared, let shared, sharing.owner == ObjectIdentifier(shared) else {
+        guard let sharing = self.shared, let shared, sharing.owner == ObjectIdentifier(shared), shared.keys[0].isEmpty
+        else {
             return set(key, strings: members)
         }
         sharing.placeholders.pointee += 1
-        put(key, SharedJSON.placeholder.withUnsafeBufferPointer { placeholder in
+        put(key, Self.placeholder(0))
+    }
+
+    /// The run of members `shared` holds that starts with `key`
+    /// (`SharedJSON(membersFrom:sizeHint:_:)`), when the message copies its
+    /// text: a placeholder for `key`, which the text replaces once jansson
+    /// has written the message; else the members `members` writes, the
+    /// same ones. Either way the members that follow come after the run's.
+    public func set(_ key: StaticString, sharedMembers shared: SharedJSON?, or members: (JSONObjectWriter) -> Void) {
+        guard let sharing = self.shared, let shared, sharing.owner == ObjectIdentifier(shared),
+            let run = shared.run(startingWith: key)
+        else {
+            return members(self)
+        }
+        sharing.placeholders.pointee += 1
+        put(key, Self.placeholder(run))
+    }
+
+    /// The string the text at `index` of a shared text replaces.
+    private static func placeholder(_ index: Int) -> UnsafeMutablePointer<json_t>? {
+        SharedJSON.placeholders[index].withUnsafeBufferPointer { placeholder in
             placeholder.withMemoryRebound(to: CChar.self) { json_stringn_nocheck($0.baseAddress, $0.count) }
-        })
+        }
     }
 
     /// A new object of string members, keys in byte order.

@@ -45,6 +45,12 @@ public final class Reply: Sendable {
         send(Self.response(id: id, estimate: estimate) { $0.set("result", object: result) })
     }
 
+    /// `success(estimate:_:)`, whose `result` may write the text of
+    /// `shared` by reference (`JSONObjectWriter.set(_:sharedMembers:or:)`).
+    public func success(estimate: Int, sharing shared: SharedJSON?, _ result: @escaping @Sendable (JSONObjectWriter) -> Void) {
+        send(Self.response(id: id, estimate: estimate, sharing: shared) { $0.set("result", object: result) })
+    }
+
     public func failure(_ error: RPCError) {
         send(Self.failure(id: id, error))
     }
@@ -61,13 +67,16 @@ public final class Reply: Sendable {
     /// A success response to the request `id`, `{"id", "jsonrpc", "result"}`
     /// in the order the text sorts them: `result` writes the last member.
     private static func response(
-        id: JSON, estimate: Int, _ result: @escaping @Sendable (JSONObjectWriter) -> Void
+        id: JSON, estimate: Int, sharing shared: SharedJSON? = nil, _ result: @escaping @Sendable (JSONObjectWriter) -> Void
     ) -> JSONMessage {
-        JSONMessage(estimate: estimate + id.estimatedEncodedCount + 30) { message in
+        let members: @Sendable (JSONObjectWriter) -> Void = { message in
             message.set("id", id)
             message.set("jsonrpc", "2.0")
             result(message)
         }
+        let estimate = estimate + id.estimatedEncodedCount + 30
+        return shared.map { JSONMessage(estimate: estimate, sharing: $0, object: members) }
+            ?? JSONMessage(estimate: estimate, object: members)
     }
 
     /// An error response to the request `id`, `{"error", "id", "jsonrpc"}`.

@@ -37,19 +37,26 @@ struct MemoryCacheTests {
         let first = cache.get("k")
         let second = cache.get("k")
 
-        // Then both hits have one tree, which writes the outcome's headers,
-        // and the entry is still the entry stored
+        // Then both hits have one text, which writes the outcome's members
+        // from the response, its headers among them, and the entry is still
+        // the entry stored
         let shared = try #require(first?.sharedHeaders)
         #expect(second?.sharedHeaders === shared)
         var text: [UInt8] = []
-        JSONMessage(estimate: 64, sharing: shared) { $0.set("h", shared: shared, or: [:]) }.encode(into: &text)
-        #expect(String(decoding: text, as: UTF8.self) == #"{"h":{"content-type":"text/plain","vary":"a, b"}}"#)
+        JSONMessage(estimate: 64, sharing: shared) { object in
+            object.set("finalUrl", sharedMembers: shared, or: { _ in })
+            object.set("size", sharedMembers: shared, or: { _ in })
+        }.encode(into: &text)
+        #expect(
+            String(decoding: text, as: UTF8.self)
+                == #"{"finalUrl":"http://a/b","headers":{"content-type":"text/plain","vary":"a, b"},"httpVersion":null,"#
+                + #""size":2,"source":"memory","status":200}"#)
         #expect(first == stored)
         cache.remove("k", ifStill: stored)
         #expect(cache.count == 0)
     }
 
-    @Test func theFirstHitCountsTheHeadersTextItMakesInTheEntrysCost() throws {
+    @Test func theFirstHitCountsTheOutcomesTextItMakesInTheEntrysCost() throws {
         // Given an entry with one header
         let response = CachedResponse(
             status: 200, headers: [("content-type", "text/plain")], url: "http://a/b",
@@ -62,8 +69,11 @@ struct MemoryCacheTests {
         let shared = try #require(cache.get("k")?.sharedHeaders)
         _ = cache.get("k")
 
-        // Then the text the first hit made, and only it, is counted once
-        #expect(shared.byteCount == #"{"content-type":"text/plain"}"#.utf8.count)
+        // Then the text the first hit made (its runs' keys, and what
+        // follows each), and only it, is counted once
+        let fromResponse = #""http://a/b","headers":{"content-type":"text/plain"},"httpVersion":null"#
+        let figures = #"2,"source":"memory","status":200"#
+        #expect(shared.byteCount == "finalUrl".utf8.count + fromResponse.utf8.count + "size".utf8.count + figures.utf8.count)
         #expect(cache.usage == before + shared.byteCount)
         #expect(cache.usage == MemoryCache.cost(of: try #require(cache.peek("k")), key: "k"))
     }
@@ -89,6 +99,48 @@ struct MemoryCacheTests {
         #expect(cache.usage > headedCost)
     }
 
+    @Test func theOutcomesTextCountsTheURLAnOriginRedirectedTo() throws {
+        // Given an entry fetched from a long URL an origin redirected to,
+        // filling the cache to its capacity with another entry
+        let url = "http://a/" + String(repeating: "p", count: 4_000)
+        let response = CachedResponse(
+            status: 200, headers: [], url: url, requestTime: Date(timeIntervalSince1970: 0),
+            responseTime: Date(timeIntervalSince1970: 0))
+        let long = MemoryCache.Entry(response: response, body: [1])
+        let longCost = MemoryCache.cost(of: long, key: "l")
+        let cache = MemoryCache(capacity: longCost + 2_000, afterPurge: longCost + 2_000)
+        cache.set(entry(costing: 2_000, key: "a"), for: "a")
+        cache.set(long, for: "l")
+
+        // When its first hit makes the text its outcomes share
+        let shared = try #require(cache.get("l")?.sharedHeaders)
+
+        // Then the URL's second copy, in the text, is counted, and the other
+        // entry makes room for it
+        #expect(shared.byteCount > url.utf8.count)
+        #expect(cache.usage == longCost + shared.byteCount)
+        #expect(cache.peek("a") == nil)
+    }
+
+    @Test func aBodyReadForAStoredEntryKeepsTheTextAndItsCost() throws {
+        // Given an entry whose body is stored on disk, hit once
+        let response = CachedResponse(
+            status: 200, headers: [("etag", "\"x\"")], url: "http://a/b", requestTime: Date(), responseTime: Date())
+        let stored = MemoryCache.StoredBody(name: "f", length: 3, checksum: 0)
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 10_000)
+        cache.set(MemoryCache.Entry(response: response, stored: stored), for: "k")
+        let shared = try #require(cache.get("k")?.sharedHeaders)
+        let usage = cache.usage
+
+        // When its body is read and held
+        cache.hold([1, 2, 3], for: "k", readFrom: stored)
+
+        // Then the hits after share the same text, counted once
+        #expect(cache.get("k")?.sharedHeaders === shared)
+        #expect(cache.usage == usage)
+        #expect(cache.usage == MemoryCache.cost(of: try #require(cache.peek("k")), key: "k"))
+    }
+
     @Test func insertOverCapacityPurgesLeastRecentDownToAfterPurge() {
         // Given a cache of 10,000 with an after-purge of 6,000, holding four 2,000-byte entries
         let cache = MemoryCache(capacity: 10_000, afterPurge: 6_000)
@@ -110,8 +162,8 @@ struct MemoryCacheTests {
 
     @Test func readRefreshesRecencyAndPeekDoesNot() {
         // Given a cache nearly full where "a" is the oldest (with room for
-        // the 2 bytes of text, `{}`, its headers take from its first hit on)
-        let cache = MemoryCache(capacity: 3_010, afterPurge: 2_010)
+        // the 80 bytes of text its outcomes share from its first hit on)
+        let cache = MemoryCache(capacity: 3_080, afterPurge: 2_080)
         for key in ["a", "b", "c"] { cache.set(entry(costing: 1_000, key: key), for: key) }
 
         // When "a" is read and "b" only peeked
@@ -122,7 +174,7 @@ struct MemoryCacheTests {
         // Then "b" and "c" go, "a" stays
         #expect(cache.keysByRecency == ["d", "a"])
         #expect(cache.get("b") == nil)
-        #expect(cache.usage == 2_002)
+        #expect(cache.usage == 2_080)
     }
 
     @Test func replacingAnEntryAdjustsUsage() {

@@ -71,7 +71,7 @@ struct ResponseCacheStoredBodyTests {
             let hit = try #require(served(cache, request))
 
             // Then the memory tier serves the bytes, and holds them from now on at the same cost,
-            // besides the text of the headers the hit made
+            // besides the text of its outcomes the hit made
             #expect(hit.tier == .memory && hit.body.bytes == body)
             let held = try #require(cache.memory.peek(key))
             #expect(held.stored == nil && held.body == body)

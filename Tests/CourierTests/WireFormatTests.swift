@@ -54,6 +54,39 @@ import Testing
         #expect(fullOutcome.estimatedEncodedCount >= text(expected).utf8.count / 2)
     }
 
+    @Test(arguments: [false, true])
+    func aMemoryHitsOutcomeCopyingItsEntrysTextIsTheOneWrittenPlainly(_ everyMember: Bool) throws {
+        // Given a stored response, the text its hits share, and a hit's
+        // outcome with members of its own (another URL, a path, an image,
+        // text, an error, a real)
+        let response = CachedResponse(
+            status: 200, headers: [("Content-Type", "text/plain"), ("x-\u{1}", "a\"b\\c/é")],
+            url: "http://o/b?q=\u{7f}\u{2028}", requestTime: .now, responseTime: .now)
+        let shared = try #require(Outcome.sharedText(response: response, size: 12))
+        var outcome = Outcome(url: "http://o/a", response: response.head, headers: response.headerObject)
+        outcome.sharedHeaders = shared
+        outcome.size = 12
+        outcome.source = .memory
+        outcome.durationMs = 0.1
+        if everyMember {
+            outcome.path = "/p/\"é"
+            outcome.image = ImageInfo(format: "png", width: 3, height: 4)
+            outcome.text = "hello"
+            outcome.error = TransferFailure(code: .io, message: "cannot read the body back")
+        }
+
+        // When it is written in a message sharing the text, and plainly
+        let hit = outcome
+        let copied = JSONMessage(estimate: 64, sharing: shared) { $0.set("outcome", object: hit.write) }.encoded
+        var plain: [UInt8] = []
+        JSONCodec.encodeObject(into: &plain) { $0.set("outcome", object: hit.write) }
+
+        // Then the bytes are the same
+        #expect(String(decoding: copied, as: UTF8.self) == String(decoding: plain, as: UTF8.self))
+        #expect(copied == plain)
+        #expect(JSONCodec.encode(outcome.json) == Array(plain.dropFirst(#"{"outcome":"#.utf8.count).dropLast()))
+    }
+
     @Test func aBareOutcomeWritesNullsForWhatIsUnknown() {
         let outcome = Outcome(url: "http://o/a")
         let expected: JSON = [

@@ -132,4 +132,145 @@ struct SharedJSONTests {
         #expect(equal == #"{"a":"\#(forged)","h":{"given":"members"}}"#)
         #expect(ending == #"{"h":{"k":"v"},"z":"\"\#(forged)"}"#)
     }
+
+    /// The members of a message's object from `m` on: strings, hostile ones
+    /// too, a nested object and one of shared headers, an integer, a null.
+    static func run(_ headers: SharedJSON?, _ members: [String: String], _ index: Int) -> (JSONObjectWriter) -> Void {
+        { object in
+            object.set("m", members.keys.sorted().first ?? "")
+            object.set("n", shared: headers, or: members)
+            object.set("o", object: { $0.set("p", members.values.sorted().last ?? "") })
+            object.set("q", index)
+            object.set("r", nil as String?)
+        }
+    }
+
+    @Test(arguments: hostile.indices)
+    func aMessageCopyingARunOfMembersIsTheOneEncodingWrites(_ index: Int) throws {
+        // Given a run of members made from hostile strings, and messages
+        // copying it after members of their own (a real among them)
+        let members = Self.hostile[index]
+        let run = try #require(SharedJSON(membersFrom: "m", sizeHint: 64, Self.run(nil, members, index)))
+        let message: @Sendable (SharedJSON?) -> @Sendable (JSONObjectWriter) -> Void = { shared in
+            { object in
+                object.set("a", "x\"\u{1}y")
+                object.set("b", object: { outcome in
+                    outcome.set("d", 0.1)
+                    outcome.set("m", sharedMembers: shared, or: Self.run(nil, members, index))
+                })
+                object.set("c", 2.5)
+            }
+        }
+        let copied = JSONMessage(estimate: 64, sharing: run, object: message(run)).encoded
+
+        // When the same members are encoded with no text copied
+        var plain: [UInt8] = []
+        JSONCodec.encodeObject(into: &plain, message(nil))
+
+        // Then the texts are the same bytes
+        #expect(copied == plain)
+        #expect(try JSONCodec.decode(copied) == (try JSONCodec.decode(plain)))
+    }
+
+    @Test func aRunMadeWithSharedHeadersHoldsTheirText() throws {
+        // Given a run made with a shared headers object among its members
+        let headers = SharedJSON(strings: ["k": "v"])
+        let run = try #require(SharedJSON(membersFrom: "m", sizeHint: 64, Self.run(headers, ["k": "v"], 7)))
+
+        // When a message copies it
+        let text = written(sharing: run) { $0.set("m", sharedMembers: run, or: Self.run(headers, [:], 0)) }
+
+        // Then the headers are written whole, as the run was made apart
+        // from any message
+        #expect(text == #"{"m":"k","n":{"k":"v"},"o":{"p":"v"},"q":7,"r":null}"#)
+    }
+
+    @Test func aRunWithARealOrNotStartingWithItsKeyIsNotMade() {
+        // Given members with a real among them, or starting with another key
+        let real = SharedJSON(membersFrom: "m", sizeHint: 64) { object in
+            object.set("m", "x")
+            object.set("n", 0.1)
+        }
+        let other = SharedJSON(membersFrom: "m", sizeHint: 64) { $0.set("l", "x") }
+        let none = SharedJSON(membersFrom: "m", sizeHint: 64) { _ in }
+
+        // Then none is made: a real's digits depend on the whole message's
+        #expect(real == nil)
+        #expect(other == nil)
+        #expect(none == nil)
+    }
+
+    @Test func aRunEqualToThePlaceholderIsWrittenAsItsMembers() throws {
+        // Given a message holding a string equal to the placeholder beside a run
+        let run = try #require(SharedJSON(membersFrom: "m", sizeHint: 64) { $0.set("m", "shared") })
+        let forged = String(decoding: SharedJSON.placeholder, as: UTF8.self)
+        let text = written(sharing: run) { object in
+            object.set("a", forged)
+            object.set("m", sharedMembers: run, or: { $0.set("m", "given") })
+        }
+
+        // Then the message is written with its members, the string kept
+        #expect(text == #"{"a":"\#(forged)","m":"given"}"#)
+    }
+
+    @Test func aMessageCopiesTwoRunsWithItsOwnMembersBetween() throws {
+        // Given two runs in one text, and a message writing a member of its
+        // own between them and after them
+        let made = SharedJSON(
+            runs: [
+                ("b", { $0.set("b", "x\"y"); $0.set("c", nil as String?) }),
+                ("e", { $0.set("e", 5); $0.set("f", object: { $0.set("g", "é") }) }),
+            ], sizeHint: 64)
+        let runs = try #require(made)
+        let message: @Sendable (SharedJSON?) -> @Sendable (JSONObjectWriter) -> Void = { shared in
+            { object in
+                object.set("a", 0.25)
+                object.set("b", sharedMembers: shared, or: { $0.set("b", "x\"y"); $0.set("c", nil as String?) })
+                object.set("d", "own")
+                object.set("e", sharedMembers: shared, or: { $0.set("e", 5); $0.set("f", object: { $0.set("g", "é") }) })
+                object.set("h", true)
+            }
+        }
+
+        // When it copies them, and when it writes the members plainly
+        let copied = written(sharing: runs, message(runs))
+        var plain: [UInt8] = []
+        JSONCodec.encodeObject(into: &plain, message(nil))
+
+        // Then the texts are the same, and count both runs and their keys
+        #expect(copied == #"{"a":0.25,"b":"x\"y","c":null,"d":"own","e":5,"f":{"g":"é"},"h":true}"#)
+        #expect(copied == String(decoding: plain, as: UTF8.self))
+        #expect(runs.byteCount == #"b"x\"y","c":null"#.utf8.count + #"e5,"f":{"g":"é"}"#.utf8.count)
+    }
+
+    @Test(arguments: ["-1", "-2", "-x", "x"])
+    func aStringStartingWithThePlaceholderMakesTheMessageWriteItsMembers(_ suffix: String) throws {
+        // Given a message of two runs holding a string that starts with the
+        // placeholder: another run's, one of no run, or none
+        let made = SharedJSON(runs: [("m", { $0.set("m", "a") }), ("p", { $0.set("p", "b") })], sizeHint: 16)
+        let runs = try #require(made)
+        let forged = String(decoding: SharedJSON.placeholder, as: UTF8.self) + suffix
+        let text = written(sharing: runs) { object in
+            object.set("m", sharedMembers: runs, or: { $0.set("m", "given") })
+            object.set("n", forged)
+            object.set("p", sharedMembers: runs, or: { $0.set("p", "given") })
+        }
+
+        // Then the message is written with its own members, the string kept
+        #expect(text == #"{"m":"given","n":"\#(forged)","p":"given"}"#)
+    }
+
+    @Test func aRunIsNotCopiedForAnObjectNorAnObjectForARun() throws {
+        // Given an object's text and a run's
+        let object = SharedJSON(strings: ["k": "shared"])
+        let run = try #require(SharedJSON(membersFrom: "h", sizeHint: 16) { $0.set("h", "shared") })
+
+        // When messages ask for the other kind
+        let runAsObject = written(sharing: run) { $0.set("h", shared: run, or: ["k": "given"]) }
+        let objectAsRun = written(sharing: object) { $0.set("h", sharedMembers: object, or: { $0.set("h", "given") }) }
+
+        // Then they write the members given
+        #expect(runAsObject == #"{"h":{"k":"given"}}"#)
+        #expect(objectAsRun == #"{"h":"given"}"#)
+    }
 }

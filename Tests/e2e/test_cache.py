@@ -497,6 +497,53 @@ def test_cache_key_shares_one_entry_between_urls(courier, origin, tier):
     assert origin.hits("/cache") == 3
 
 
+def test_hits_of_one_entry_each_report_their_own_url_and_path(courier, origin, tmp_path):
+    # Hits of one stored response whose outcomes differ in url, path or
+    # body, one after another: each download/finished carries its own.
+    c = courier()
+    signed = [origin.url(f"/cache?max-age=3600&body=avatar&sig={n}") for n in (1, 2)]
+    assert fetch(c, signed[0], cacheKey="avatar-43")["source"] == "network"
+    # Two names that differ only in how their é is written: two files.
+    composed, decomposed = (str(tmp_path / name) for name in ("caf\u00e9.bin", "cafe\u0301.bin"))
+    asked = [
+        (signed[0], {"body": "none"}),
+        (signed[0], {"body": "none"}),
+        (signed[1], {"body": "none"}),
+        (signed[0], {"body": "none", "destination": composed}),
+        (signed[0], {"body": "none", "destination": decomposed}),
+        (signed[0], {"body": "text"}),
+        (signed[0], {"body": "none"}),
+        (signed[1], {"body": "base64"}),
+        (signed[1], {"body": "base64"}),
+    ]
+    outcomes = []
+    for url, params in asked:
+        receipt = c.download(url, cacheKey="avatar-43", **params)["receipt"]
+        outcomes.append(c.wait(receipt))
+    for (url, params), outcome in zip(asked, outcomes):
+        assert outcome["ok"] and outcome["source"] == "memory", outcome
+        assert outcome["url"] == url and outcome["finalUrl"] in signed
+        assert outcome["size"] == 6 and outcome["status"] == 200
+        if "destination" in params:
+            assert outcome["path"] == params["destination"]
+            assert open(params["destination"], "rb").read() == b"avatar"
+        elif params["body"] == "none":
+            assert open(outcome["path"], "rb").read() == b"avatar"
+        else:
+            assert "path" not in outcome
+        assert outcome.get("text") == ("avatar" if params["body"] == "text" else None)
+        assert outcome.get("base64") == ("YXZhdGFy" if params["body"] == "base64" else None)
+    none = [o for (_, p), o in zip(asked, outcomes) if p == {"body": "none"}]
+    assert len({o["path"] for o in none}) == 1, "hits asking for no body share one path file"
+    # A hit waited for carries its outcome in the answer too: the same one.
+    for url in (signed[1], signed[0]):
+        waited = fetch(c, url, cacheKey="avatar-43", body="none")
+        assert waited["source"] == "memory" and waited["url"] == url and waited["finalUrl"] == signed[0]
+        assert {k: v for k, v in waited.items() if k not in ("result", "durationMs")} == {
+            k: v for k, v in none[0].items() if k not in ("url", "durationMs")} | {"url": url}
+    assert origin.hits("/cache") == 1
+
+
 # ------------------------------------------------------------------ bounded disk
 
 

@@ -20,8 +20,10 @@ final class MemoryCache: Sendable {
         /// streamed in: read (and checked) on its first hit rather than when
         /// it is stored, since most large bodies are never asked for again.
         var stored: StoredBody?
-        /// The response's headers as the outcome of every hit writes them:
-        /// made by the first `get`, and shared by the outcomes after it.
+        /// The members the outcome of every hit writes alike, the
+        /// response's headers among them, as text
+        /// (`Outcome.sharedText(response:size:)`): made by the first `get`,
+        /// and shared by the outcomes after it.
         var sharedHeaders: SharedJSON?
         /// `response.pathFileName` under the entry's key: found by the
         /// first `get`, for every hit after it.
@@ -62,7 +64,8 @@ final class MemoryCache: Sendable {
     /// header names and values and Vary values.
     static let entryOverhead = 512
 
-    /// Also the text of its headers that hits copy, from the first hit on.
+    /// Also the text of its hits' outcomes that they copy (the headers, the
+    /// URL it came from), from the first hit on.
     static func cost(of entry: Entry, key: String) -> Int {
         var cost = entryOverhead + entry.bodyLength + key.utf8.count + entry.response.url.utf8.count
         for (name, value) in entry.response.headers { cost += name.utf8.count + value.utf8.count }
@@ -85,7 +88,7 @@ final class MemoryCache: Sendable {
 
     /// The entry for `key`, now the most recently accessed, with its
     /// `sharedHeaders` and `pathFileName`. The first hit makes them, and the
-    /// headers' text then counts in the entry's cost: usage above the
+    /// outcomes' text then counts in the entry's cost: usage above the
     /// capacity purges other entries, as an insert would.
     func get(_ key: String) -> Entry? {
         state.withLock { state in
@@ -93,7 +96,9 @@ final class MemoryCache: Sendable {
             state.unlink(node)
             state.linkAtHead(node)
             if entry.sharedHeaders == nil {
-                entry.sharedHeaders = SharedJSON(strings: entry.response.headerObject)
+                entry.sharedHeaders =
+                    Outcome.sharedText(response: entry.response, size: Int64(entry.bodyLength))
+                    ?? SharedJSON(strings: entry.response.headerObject)
                 entry.pathFileName = entry.response.pathFileName(key: key)
                 state.nodes[node].entry = entry
                 let cost = Self.cost(of: entry, key: key)

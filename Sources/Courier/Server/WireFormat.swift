@@ -7,10 +7,11 @@ extension CourierServer {
 
     /// Answers `reply` with `answer`. A `download` answer, one for every
     /// download, is written straight from its values on the output's
-    /// thread; the others go through `json(_:)`.
+    /// thread, copying the text its outcome shares; the others go through
+    /// `json(_:)`.
     static func send(_ answer: Answer, to reply: Reply) {
         guard case .download(let download) = answer else { return reply.success(json(answer)) }
-        reply.success(estimate: download.estimatedEncodedCount, download.write)
+        reply.success(estimate: download.estimatedEncodedCount, sharing: download.outcome?.sharedHeaders, download.write)
     }
 
     static func json(_ answer: Answer) -> JSON {
@@ -225,7 +226,10 @@ extension ImageInfo {
 extension Outcome {
     var json: JSON { JSON(object: write) }
 
-    /// The outcome's members, as `download/finished` carries them.
+    /// The outcome's members, as `download/finished` carries them. Those
+    /// from `finalUrl` to `httpVersion` and from `size` to `status` are
+    /// copied from `sharedHeaders` when it holds them
+    /// (`sharedText(response:size:)`) and the message shares it.
     func write(to object: JSONObjectWriter) {
         object.set("attempts", attempts)
         if let base64 { object.set("base64", base64) }
@@ -234,18 +238,52 @@ extension Outcome {
         if let error {
             object.set("error", object: { error.write(to: $0, httpStatus: status, retryAfter: retryAfter) })
         }
-        object.set("finalUrl", finalURL)
-        object.set("headers", shared: sharedHeaders, or: headers)
-        object.set("httpVersion", httpVersion)
+        object.set("finalUrl", sharedMembers: sharedHeaders) { object in
+            Self.writeResponse(to: object, finalURL: finalURL, headers: headers, sharedHeaders: sharedHeaders, httpVersion: httpVersion)
+        }
         if let image { object.set("image", object: image.write) }
         object.set("ok", ok)
         if let path { object.set("path", path) }
         if let resumedFrom, resumedFrom > 0 { object.set("resumedFrom", resumedFrom) }
+        object.set("size", sharedMembers: sharedHeaders) { object in
+            Self.writeFigures(to: object, size: size, source: source, status: status)
+        }
+        if let text { object.set("text", text) }
+        object.set("url", url)
+    }
+
+    /// The members from `finalUrl` to `httpVersion`.
+    private static func writeResponse(
+        to object: JSONObjectWriter, finalURL: String, headers: [String: String], sharedHeaders: SharedJSON?,
+        httpVersion: String?
+    ) {
+        object.set("finalUrl", finalURL)
+        object.set("headers", shared: sharedHeaders, or: headers)
+        object.set("httpVersion", httpVersion)
+    }
+
+    /// The members from `size` to `status`.
+    private static func writeFigures(to object: JSONObjectWriter, size: Int64, source: OutcomeSource, status: Int?) {
         object.set("size", size)
         object.set("source", source.rawValue)
         object.set("status", status.map(Int64.init))
-        if let text { object.set("text", text) }
-        object.set("url", url)
+    }
+
+    /// The text the outcome of every memory hit of `response` (a body of
+    /// `size` bytes) shares as its `sharedHeaders`: its members from
+    /// `finalUrl` to `httpVersion` and from `size` to `status`, which such
+    /// an outcome takes from the stored response whatever the request
+    /// (`url`, `path`, `image`, `text` are the receipt's and written apart).
+    static func sharedText(response: CachedResponse, size: Int64) -> SharedJSON? {
+        let status = response.status == 0 ? nil : response.status
+        let headers = response.headerObject
+        var count = 120 + response.url.utf8.count
+        for (name, value) in headers { count += name.utf8.count + value.utf8.count + 6 }
+        return SharedJSON(
+            runs: [
+                ("finalUrl", { writeResponse(to: $0, finalURL: response.url, headers: headers, sharedHeaders: nil, httpVersion: nil) }),
+                ("size", { writeFigures(to: $0, size: size, source: .memory, status: status) }),
+            ], sizeHint: count)
     }
 
     /// About how many bytes `write` makes: exact but for escapes and reals.
