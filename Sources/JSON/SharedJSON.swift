@@ -95,12 +95,14 @@ public final class SharedJSON: Sendable {
     }
 
     /// The string a message writes where a shared object's text goes:
-    /// letters and digits, so jansson writes it as it is, random for each
-    /// process, so no client or origin can be expected to send it.
+    /// 16 hex digits, so jansson writes it as it is, short, as jansson
+    /// checks and escapes it byte by byte in every message, and random for
+    /// each process, so no client or origin can be expected to send it
+    /// (one that does makes the message be written again, never wrong).
     static let placeholder: [UInt8] = {
         var generator = SystemRandomNumberGenerator()
-        let digits = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16) }
-        return Array("courier-shared-\(digits[0])-\(digits[1])".utf8)
+        let digits = String(generator.next() as UInt64, radix: 16)
+        return Array((String(repeating: "0", count: 16 - digits.utf8.count) + digits).utf8)
     }()
 
     /// The string a message writes where the text at `index` goes: the
