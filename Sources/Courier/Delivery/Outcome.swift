@@ -15,8 +15,10 @@ struct Outcome: Sendable {
     var status: Int?
     var httpVersion: String?
     var headers: [String: String] = [:]
-    /// `headers` encoded once for a stored response, which the
-    /// `download/finished` of its hits copies.
+    /// For a memory hit, the text of the members its entry gives every
+    /// hit's outcome alike (`headers`, `finalURL`, `size`, `status`, …),
+    /// made once for the entry (`sharedText(response:size:)`), which the
+    /// hit's `download/finished` copies.
     var sharedHeaders: SharedJSON?
     var contentType: String?
     var size: Int64 = 0

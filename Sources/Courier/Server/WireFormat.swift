@@ -275,13 +275,18 @@ extension Outcome {
     /// an outcome takes from the stored response whatever the request
     /// (`url`, `path`, `image`, `text` are the receipt's and written apart).
     static func sharedText(response: CachedResponse, size: Int64) -> SharedJSON? {
-        let status = response.status == 0 ? nil : response.status
+        // As `Outcome(url:response:headers:)` takes them from the hit's head.
+        let head = response.head
+        let finalURL = head.finalURL ?? response.url
+        let status = head.status == 0 ? nil : head.status
         let headers = response.headerObject
-        var count = 120 + response.url.utf8.count
+        var count = 120 + finalURL.utf8.count
         for (name, value) in headers { count += name.utf8.count + value.utf8.count + 6 }
         return SharedJSON(
             runs: [
-                ("finalUrl", { writeResponse(to: $0, finalURL: response.url, headers: headers, sharedHeaders: nil, httpVersion: nil) }),
+                ("finalUrl", {
+                    writeResponse(to: $0, finalURL: finalURL, headers: headers, sharedHeaders: nil, httpVersion: head.httpVersion)
+                }),
                 ("size", { writeFigures(to: $0, size: size, source: .memory, status: status) }),
             ], sizeHint: count)
     }
