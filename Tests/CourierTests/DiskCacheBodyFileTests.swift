@@ -283,6 +283,55 @@ extension DiskCacheBodyFileTests {
         }
     }
 
+    @Test func aSmallBodyWrittenToAnUnnamedFileIsLinkedNotInline() throws {
+        try withDirectory { directory in
+            let cache = try DiskCache(cacheDirectory: directory + "/cache", capacity: 1 << 20)
+            let beside = try DirectoryHandle(opening: directory)
+            let body = bytes(8_192, seed: 10)
+            func written(_ bytes: [UInt8]) throws -> Int32 {
+                let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
+                #expect(CacheFileIO.write(fd, bytes))
+                return fd
+            }
+            func file(_ fd: Int32) -> CacheBodyFile {
+                CacheBodyFile(
+                    directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body), bytes: body,
+                    unnamed: fd)
+            }
+
+            // Given a small body held in memory and written to an unnamed file beside its destination
+            let fd = try written(body)
+            defer { close(fd) }
+
+            // When it is stored, then the file is named at its destination
+            #expect(cache.store(key: "k", response: response(), file: file(fd)))
+            #expect(beside.link(fd, as: "dest") == nil)
+
+            // Then the body file is the destination's inode, and its row holds no copy
+            let destination = try #require(info(directory + "/dest"))
+            #expect(info(try bodyPath(cache))?.st_ino == destination.st_ino && destination.st_nlink == 2)
+            #expect(cache.read(key: "k")?.body == body)
+            #expect(cache.usage > Int64(body.count) && cache.usage < Int64(body.count) + 1_000)
+
+            // And the destination rewritten in place makes the entry a miss, never a wrong hit
+            let handle = try #require(FileHandle(forUpdatingAtPath: directory + "/dest"))
+            try handle.write(contentsOf: Data([body[0] ^ 0xFF]))
+            try handle.close()
+            #expect(cache.read(key: "k") == nil)
+            #expect(cache.count == 0 && names(cache).isEmpty)
+
+            // And a body whose file cannot be linked here (another file system) is kept inline
+            var shm = stat()
+            guard stat("/dev/shm", &shm) == 0, shm.st_dev != destination.st_dev else { return }
+            let elsewhere = try DirectoryHandle(opening: "/dev/shm")
+            let far = try #require(elsewhere.makeUnnamedFile(mode: 0o600))
+            defer { close(far) }
+            #expect(CacheFileIO.write(far, body))
+            #expect(cache.store(key: "far", response: response(), file: file(far)))
+            #expect(names(cache).isEmpty && cache.read(key: "far")?.body == body)
+        }
+    }
+
     @Test func aStreamedBodyThatCannotBeLinkedIsCopiedFromItsKeptBytesOrCheckedFile() throws {
         // /dev/shm is tmpfs: a link from there into a cache elsewhere fails with EXDEV
         var shm = stat()

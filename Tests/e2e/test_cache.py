@@ -636,11 +636,15 @@ def test_body_over_an_eighth_of_disk_capacity_is_not_stored_but_lands(courier, o
 # ------------------------------------------------------------------ one write of the body
 
 
-def test_download_to_a_destination_stores_its_body_as_a_link(courier, origin, cache_dir, tmp_path):
-    # Given a download to a destination on the cache directory's file system
+@pytest.mark.parametrize("size", [8 * KIB, 100 * KIB], ids=["held in memory", "streamed"])
+def test_download_to_a_destination_stores_its_body_as_a_link(courier, origin, cache_dir, tmp_path, size):
+    # Given a download to a destination on the cache directory's file system,
+    # of a body small enough to be held in memory (and to be kept inline,
+    # were it not written to its destination anyway) or streamed to a file
     c = courier(*NO_MEMORY)
-    url, body = resource(origin, "linked", 100 * KIB)
-    destination = tmp_path / "out" / "linked.bin"
+    name = f"linked-{size}"
+    url, body = resource(origin, name, size)
+    destination = tmp_path / "out" / (name + ".bin")
     destination.parent.mkdir()
     outcome = fetch(c, url, body="none", destination=str(destination))
     assert outcome["ok"] and destination.read_bytes() == body
@@ -654,7 +658,7 @@ def test_download_to_a_destination_stores_its_body_as_a_link(courier, origin, ca
     assert c.cache_stats()["disk"]["usage"] == entry_cost(cache_dir, url)
     served = fetch(courier(*NO_MEMORY), url)
     assert served["source"] == "disk" and served["bytes"] == body
-    assert origin.hits("/res/linked") == 1
+    assert origin.hits("/res/" + name) == 1
 
 
 def _rewrite_same_length(path, body):

@@ -27,10 +27,17 @@ struct CacheBodyFile: Sendable {
     /// The digests of the bytes written that were taken for some request's
     /// `integrity`, stored with the entry.
     let digests: BodyDigests
+    /// An unnamed file (`O_TMPFILE`) that holds the whole body, written
+    /// complete, for a body held in memory and written beside its
+    /// destination before it has a name there: the disk tier links it by
+    /// this descriptor rather than keep the bytes inline, and no other
+    /// process can have changed it. The caller keeps it open while the
+    /// body is stored.
+    let unnamed: Int32?
 
     init(
         directory: DirectoryHandle?, name: String, length: Int64, checksum: UInt64, bytes: [UInt8]? = nil,
-        digests: BodyDigests = BodyDigests()
+        digests: BodyDigests = BodyDigests(), unnamed: Int32? = nil
     ) {
         self.directory = directory
         self.name = name
@@ -38,6 +45,7 @@ struct CacheBodyFile: Sendable {
         self.checksum = checksum
         self.bytes = bytes.flatMap { Int64($0.count) == length ? $0 : nil }
         self.digests = digests
+        self.unnamed = unnamed
     }
 
     /// Describes the regular file at `path` by reading it through: for a file
@@ -57,11 +65,12 @@ struct CacheBodyFile: Sendable {
     private var directoryFD: Int32 { directory?.fd ?? AT_FDCWD }
 
     /// Hard-links the file as `target` in `directory` (never following a
-    /// symlink at its name). False when the link cannot be made (another
-    /// file system, a file system without hard links, a link limit, a file
-    /// not this user's).
+    /// symlink at its name), by its descriptor when it is `unnamed`. False
+    /// when the link cannot be made (another file system, a file system
+    /// without hard links, a link limit, a file not this user's).
     func link(into directory: DirectoryHandle, as target: String) -> Bool {
-        linkat(directoryFD, name, directory.fd, target, 0) == 0
+        if let unnamed { return directory.link(unnamed, as: target) == nil }
+        return linkat(directoryFD, name, directory.fd, target, 0) == 0
     }
 
     /// The whole body: the kept bytes, else the file's, when they are

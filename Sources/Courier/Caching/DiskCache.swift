@@ -207,23 +207,29 @@ final class DiskCache: Sendable {
     }
 
     /// Stores as `store(key:response:file:)` does; where the body went, or
-    /// nil when nothing was stored.
+    /// nil when nothing was stored. A small body whose file is `unnamed`
+    /// (written beside its destination) is a hard link of that file when
+    /// it can be, not inline: its bytes are then written once, not again
+    /// to the database's log and once more when that is copied back.
     func storeBody(key: String, response: CachedResponse, file: CacheBodyFile) -> Stored? {
         guard file.length <= maximumBodyLength else {
             remove(key: key)
             return nil
         }
-        if file.length <= Int64(ResponseStore.inlineLimit) {
-            guard let bytes = file.read(),
-                insert(key: key, response: response, length: file.length, checksum: file.checksum, body: .bytes(bytes)) != nil
-            else { return nil }
-            return Stored(fileName: nil, bytes: bytes)
+        let small = file.length <= Int64(ResponseStore.inlineLimit)
+        if !small || file.unnamed != nil {
+            let linked = insert(
+                key: key, response: response, length: file.length, checksum: file.checksum,
+                body: .link(file))
+            if let linked { return linked }
+            if !small {
+                return insertCopy(key: key, response: response, length: file.length, checksum: file.checksum, file.copy(to:))
+            }
         }
-        let linked = insert(
-            key: key, response: response, length: file.length, checksum: file.checksum,
-            body: .link(file))
-        if let linked { return linked }
-        return insertCopy(key: key, response: response, length: file.length, checksum: file.checksum, file.copy(to:))
+        guard let bytes = file.read(),
+            insert(key: key, response: response, length: file.length, checksum: file.checksum, body: .bytes(bytes)) != nil
+        else { return nil }
+        return Stored(fileName: nil, bytes: bytes)
     }
 
     /// Stores the contents of the file at `bodyFile` under `key`, read

@@ -8,8 +8,9 @@ import SQLite
 /// The disk tier's rows in `Cache.db` (`responses`, see
 /// `CacheDatabase.schema`) and the body files they name in `http/`.
 ///
-/// A body of at most `inlineLimit` bytes is a blob in its row; a larger one
-/// is a file in `http/` named by its body id (16 lower-case hex digits),
+/// A body of at most `inlineLimit` bytes is a blob in its row, unless it was
+/// written to a file already (beside its destination) that can be linked;
+/// a larger one is a file in `http/` named by its body id (16 lower-case hex digits),
 /// made complete before the row that names it commits: written to an
 /// unnamed file (`O_TMPFILE`, which vanishes if the writer dies) and given
 /// its name, or hard-linked from the file a transfer wrote, inside the
@@ -28,9 +29,12 @@ import SQLite
 /// before anything else reads it); a count that disagrees with the rows
 /// (a file another program wrote) is recounted.
 final class ResponseStore: Sendable {
-    /// Bodies up to this many bytes are kept inline in their rows. SQLite's
+    /// Bodies up to this many bytes are kept inline in their rows, unless
+    /// they are in a file already that is linked into `http/`. SQLite's
     /// own measurements find blobs up to about 100 KiB read and written
-    /// faster from the database than from files of their own.
+    /// faster from the database than from files of their own; a body
+    /// written to its destination anyway costs less linked than written
+    /// twice more (to the log, then copied back to the database).
     static let inlineLimit = 64 << 10
 
     /// Where a stored body is.
@@ -64,7 +68,7 @@ final class ResponseStore: Sendable {
         /// its type or range: a head whose XXH3-64 is the one recorded (so
         /// a byte changed in a head that would still parse is caught), a
         /// length of 0 to `maximumBodyLength`, a body inline of exactly that
-        /// length, or a body file id for a body longer than `inlineLimit`.
+        /// length and at most `inlineLimit`, or else a body file id.
         init?(_ values: [SQLiteValue], maximumBodyLength: Int64) {
             guard values.count >= 7, let id = values[0].integer, let head = values[1].blob,
                 let headChecksum = values[6].integer, XXH3.hash(head) == UInt64(bitPattern: headChecksum),
@@ -74,7 +78,7 @@ final class ResponseStore: Sendable {
             switch (values[4], values[5]) {
             case (.null, .blob(let bytes)) where Int64(bytes.count) == length && length <= ResponseStore.inlineLimit:
                 body = .inline(bytes)
-            case (.integer(let file), .null) where length > ResponseStore.inlineLimit:
+            case (.integer(let file), .null):
                 body = .file(UInt64(bitPattern: file))
             default:
                 return nil

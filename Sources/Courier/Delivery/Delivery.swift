@@ -275,6 +275,9 @@ final class BodyFile {
     private var beside: BodyTarget?
     /// The disk tier's body file, when the body is a stored one left there.
     private var stored: StoredBodyFile?
+    /// The file made ahead beside the destination, once the body held in
+    /// memory is written to it (`unnamedFile`) and until it is named there.
+    private var unnamed: Int32?
     /// The body's length, as the transfer or the stored entry gave it.
     private let length: Int64
 
@@ -314,10 +317,17 @@ final class BodyFile {
         let directory = beside.destinationDirectory ?? beside.directory
         // A link made ahead never replaces what has the name, a symbolic
         // link included: only a rename needs to look first.
-        if file == nil, let loaded, let placed = place(loaded, made: beside.prepared, in: directory, as: target.name) {
-            guard placed else { return false }
-            self.beside = nil
-            return true
+        if file == nil, let fd = unnamedFile() {
+            switch directory.link(fd, as: target.name) {
+            case nil:
+                closeUnnamed()
+                self.beside = nil
+                return true
+            case EEXIST?:
+                break
+            default:
+                return false
+            }
         }
         if root != nil {
             var info = stat()
@@ -338,18 +348,30 @@ final class BodyFile {
         return true
     }
 
-    /// Writes `bytes` to the file `prepared` made ahead in `directory` and
-    /// gives it the name `name` there when nothing has it: true when placed,
-    /// false when it could not be, nil when no file was made ahead or a
-    /// file has that name already (then the caller replaces it with a
-    /// rename, as for any body).
-    private func place(_ bytes: [UInt8], made prepared: PreparedFile?, in directory: DirectoryHandle, as name: String) -> Bool? {
-        guard let fd = prepared?.take() else { return nil }
-        defer { close(fd) }
-        guard CacheFileIO.write(fd, bytes) else { return false }
-        guard let failure = directory.link(fd, as: name) else { return true }
-        return failure == EEXIST ? nil : false
+    /// The file made ahead beside the destination (`BodyTarget.prepared`),
+    /// holding the whole body held in memory alone: written on the first
+    /// call, before it has a name, so the disk tier may link the body from
+    /// it (`CacheBodyFile.unnamed`) and `moveBeside` names it at the
+    /// destination. Nil when no file was made ahead, or it could not be
+    /// written (then the body is placed as any other is). Owned here, and
+    /// closed once named or discarded.
+    func unnamedFile() -> Int32? {
+        if let unnamed { return unnamed }
+        guard file == nil, let loaded, let fd = beside?.prepared?.take() else { return nil }
+        guard CacheFileIO.write(fd, loaded) else {
+            close(fd)
+            return nil
+        }
+        unnamed = fd
+        return fd
     }
+
+    private func closeUnnamed() {
+        if let unnamed { close(unnamed) }
+        unnamed = nil
+    }
+
+    deinit { closeUnnamed() }
 
     /// Writes `bytes` as the file `target` names (created exclusively,
     /// with the mode a new file of the client's gets): false, with nothing
@@ -431,6 +453,7 @@ final class BodyFile {
 
     /// Removes the file, if one is left.
     func discard() {
+        closeUnnamed()
         if let file { file.directory.remove(file.name) }
     }
 }

@@ -221,10 +221,18 @@ final class TransferDelivery: Sendable {
                     order.result.bytes.map { BodyDigests.of($0, missing) }
                         ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: order.result.size, missing)
                 }
+                // A body held in memory alone is written to the file made
+                // ahead beside its destination first, so the disk tier
+                // links it from there rather than keep a copy of its own.
+                var body: BodyFile?
                 if (200...299).contains(response.status), check.passed {
+                    if order.result.bodyIsInMemoryOnly {
+                        body = BodyFile(
+                            target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes, written: false)
+                    }
                     let file = CacheBodyFile(
                         directory: target.directory, name: target.name, length: order.result.size, checksum: order.result.checksum,
-                        bytes: order.result.bytes, digests: check.digests)
+                        bytes: order.result.bytes, digests: check.digests, unnamed: body?.unnamedFile())
                     let stored = cache.store(
                         keys: keys, request: order.request, head: response, requestTime: order.result.requestDate,
                         responseTime: responseDate, body: file)
@@ -232,9 +240,10 @@ final class TransferDelivery: Sendable {
                 }
                 outcomes = delivery(
                     response: response, size: order.result.size,
-                    body: BodyFile(
-                        target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes,
-                        written: !order.result.bodyIsInMemoryOnly),
+                    body: body
+                        ?? BodyFile(
+                            target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes,
+                            written: !order.result.bodyIsInMemoryOnly),
                     source: .network, memoryBodyLimit: memoryBodyLimit,
                     resumedFrom: order.result.resumedFrom
                 ).deliver(to: order.receipts, failing: check.failures)
