@@ -213,6 +213,19 @@ struct ResponseStoreTests {
         }
     }
 
+    @Test func bodyIDsAreNeverZeroNorRepeatedAndDifferByProcess() {
+        // Given two processes' draws (two seeds)
+        let ids = BodyIDs()
+        let other = BodyIDs()
+        // When each draws many ids
+        let drawn = (0..<10_000).map { _ in ids.next() }
+        let others = (0..<10_000).map { _ in other.next() }
+        // Then none is 0 (no file), none repeats, and the two meet nowhere
+        #expect(!drawn.contains(0))
+        #expect(Set(drawn).count == drawn.count)
+        #expect(Set(drawn).isDisjoint(with: others))
+    }
+
     @Test func rowsOutOfRangeAreNotTaken() {
         let head = SQLiteValue.integer(Int64(bitPattern: XXH3.hash([1])))
         let cases: [[SQLiteValue]] = [

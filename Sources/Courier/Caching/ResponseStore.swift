@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import SQLite
+import Synchronization
 
 /// The disk tier's rows in `Cache.db` (`responses`, see
 /// `CacheDatabase.schema`) and the body files they name in `http/`.
@@ -120,6 +121,7 @@ final class ResponseStore: Sendable {
     let evictionTarget: Int64
     /// The longest body a row may claim.
     let maximumBodyLength: Int64
+    private let bodyIDs = BodyIDs()
 
     init(database: CacheDatabase, directory: DirectoryHandle, capacity: Int64, evictionTarget: Double, maximumBodyLength: Int64) {
         self.database = database
@@ -211,9 +213,8 @@ final class ResponseStore: Sendable {
     /// replaced or evicted are unlinked once the transaction (in a batch,
     /// the batch's) has committed.
     func insert(_ insert: Insert) -> Inserted {
-        // A body file's id and name, drawn for a body file only: a draw is
-        // a system call.
-        let id = if case .bytes = insert.body { UInt64(0) } else { UInt64.random(in: 1...UInt64.max) }
+        // A body file's id and name, drawn for a body file only.
+        let id = if case .bytes = insert.body { UInt64(0) } else { bodyIDs.next() }
         let name = id == 0 ? "" : Self.fileName(id)
         let file: SQLiteValue = id == 0 ? .null : .integer(Int64(bitPattern: id))
         let inline: SQLiteValue = if case .bytes(let bytes) = insert.body { .blob(bytes) } else { .null }
@@ -496,6 +497,28 @@ final class ResponseStore: Sendable {
                 try database.run("DELETE FROM response_usage")
                 _ = try usage(in: database)
             }
+        }
+    }
+}
+
+/// Ids for new body files: SplitMix64's sequence from a random seed drawn
+/// once per process, so no two of the process's ids are the same (its
+/// output is a bijection of a counter) and another process's, from a seed
+/// of its own, are as unlikely to meet them as random draws; without a
+/// draw from the system (a system call) per body file.
+final class BodyIDs: Sendable {
+    private let seed = UInt64.random(in: 0...UInt64.max)
+    private let drawn = Atomic<UInt64>(0)
+
+    /// A new id, never 0 (which names no file).
+    func next() -> UInt64 {
+        while true {
+            let count = drawn.add(1, ordering: .relaxed).newValue
+            var mixed = seed &+ count &* 0x9E37_79B9_7F4A_7C15
+            mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+            mixed ^= mixed >> 31
+            if mixed != 0 { return mixed }
         }
     }
 }
