@@ -502,10 +502,11 @@ final class ResponseStore: Sendable {
 }
 
 /// Ids for new body files: SplitMix64's sequence from a random seed drawn
-/// once per process, so no two of the process's ids are the same (its
-/// output is a bijection of a counter) and another process's, from a seed
-/// of its own, are as unlikely to meet them as random draws; without a
-/// draw from the system (a system call) per body file.
+/// once per store (one per process and cache directory), so no two of its
+/// ids are the same (its output is a bijection of a counter) and another
+/// process's, from a seed of its own, are as unlikely to meet them as
+/// random draws; without a draw from the system (a system call) per body
+/// file.
 final class BodyIDs: Sendable {
     private let seed = UInt64.random(in: 0...UInt64.max)
     private let drawn = Atomic<UInt64>(0)
