@@ -1,6 +1,131 @@
 #include "CJanssonShim.h"
 
+#include <stdint.h>
+#include <stdlib.h>
+
 json_type courier_json_typeof(const json_t *value) { return json_typeof(value); }
 void courier_json_decref(json_t *value) { json_decref(value); }
 size_t courier_json_real_precision(int digits) { return JSON_REAL_PRECISION(digits); }
 json_t *courier_json_incref(json_t *value) { return json_incref(value); }
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define COURIER_JSON_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COURIER_JSON_SANITIZED 1
+#endif
+
+#ifdef COURIER_JSON_SANITIZED
+
+courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, size_t flags, json_error_t *error) {
+    courier_json_parsed parsed = {json_loadb(buffer, length, flags, error), NULL};
+    return parsed;
+}
+
+void courier_json_parsed_drop(courier_json_parsed parsed) {
+    if (parsed.root != NULL) json_decref(parsed.root);
+}
+
+#else
+
+/* One block of memory of an arena; an arena's chunks form a list, newest
+   first. */
+struct arena_chunk {
+    struct arena_chunk *previous;
+    size_t size;
+    size_t used;
+    _Alignas(16) unsigned char bytes[];
+};
+
+/* The newest chunk of the arena the calling thread parses into; NULL when
+   it does not parse, and jansson's blocks are malloc's. */
+static _Thread_local struct arena_chunk *arena_current;
+
+/* As malloc aligns: enough for any jansson block. */
+enum { arena_alignment = 16 };
+
+static struct arena_chunk *arena_chunk_make(size_t size, struct arena_chunk *previous) {
+    if (size > SIZE_MAX - sizeof(struct arena_chunk)) return NULL;
+    struct arena_chunk *chunk = malloc(sizeof(struct arena_chunk) + size);
+    if (chunk == NULL) return NULL;
+    chunk->previous = previous;
+    chunk->size = size;
+    chunk->used = 0;
+    return chunk;
+}
+
+/* A new chunk at least twice the last keeps the chunks few however large
+   the tree grows. */
+static void *arena_allocate(size_t size) {
+    size_t rounded = (size + arena_alignment - 1) & ~(size_t)(arena_alignment - 1);
+    if (rounded < size) return NULL;
+    struct arena_chunk *chunk = arena_current;
+    if (chunk->size - chunk->used < rounded) {
+        size_t next = chunk->size <= SIZE_MAX / 2 ? chunk->size * 2 : SIZE_MAX;
+        struct arena_chunk *grown = arena_chunk_make(next > rounded ? next : rounded, chunk);
+        if (grown == NULL) return NULL;
+        arena_current = grown;
+        chunk = grown;
+    }
+    void *block = chunk->bytes + chunk->used;
+    chunk->used += rounded;
+    return block;
+}
+
+static int arena_owns(const void *pointer) {
+    const unsigned char *byte = pointer;
+    for (const struct arena_chunk *chunk = arena_current; chunk != NULL; chunk = chunk->previous) {
+        if (byte >= chunk->bytes && byte < chunk->bytes + chunk->size) return 1;
+    }
+    return 0;
+}
+
+static void *courier_json_malloc(size_t size) {
+    return arena_current != NULL ? arena_allocate(size) : malloc(size);
+}
+
+/* A block of the arena goes with the arena: jansson frees some while it
+   parses (a lexer buffer it outgrew, a member a repeated key replaced). */
+static void courier_json_free(void *pointer) {
+    if (pointer == NULL || (arena_current != NULL && arena_owns(pointer))) return;
+    free(pointer);
+}
+
+/* Before any jansson call, as json_set_alloc_funcs asks. */
+__attribute__((constructor)) static void courier_json_install_allocator(void) {
+    json_set_alloc_funcs(courier_json_malloc, courier_json_free);
+}
+
+courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, size_t flags, json_error_t *error) {
+    /* A request's tree takes a few times the bytes of its text (more for a
+       text of many small values, which the chunks after the first take). */
+    size_t first = length <= (SIZE_MAX - 4096) / 4 ? length * 4 + 4096 : SIZE_MAX / 2;
+    struct arena_chunk *chunk = arena_chunk_make(first, NULL);
+    if (chunk == NULL) {
+        courier_json_parsed parsed = {json_loadb(buffer, length, flags, error), NULL};
+        return parsed;
+    }
+    arena_current = chunk;
+    json_t *root = json_loadb(buffer, length, flags, error);
+    courier_json_parsed parsed = {root, arena_current};
+    arena_current = NULL;
+    if (root == NULL) {
+        courier_json_parsed_drop(parsed);
+        parsed.arena = NULL;
+    }
+    return parsed;
+}
+
+void courier_json_parsed_drop(courier_json_parsed parsed) {
+    struct arena_chunk *chunk = parsed.arena;
+    if (chunk == NULL && parsed.root != NULL) json_decref(parsed.root);
+    while (chunk != NULL) {
+        struct arena_chunk *previous = chunk->previous;
+        free(chunk);
+        chunk = previous;
+    }
+}
+
+#endif

@@ -34,10 +34,10 @@ public enum JSONCodec {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw JSONDecodeError(reason: .syntax, message: "empty message", position: 0)
         }
-        guard let root = json_loadb(base.assumingMemoryBound(to: CChar.self), bytes.count, flags, &error) else {
-            throw JSONDecodeError(error)
-        }
-        defer { courier_json_decref(root) }
+        // The tree lives only while it is copied: one arena for all of it.
+        let parsed = courier_json_loadb_arena(base.assumingMemoryBound(to: CChar.self), bytes.count, flags, &error)
+        defer { courier_json_parsed_drop(parsed) }
+        guard let root = parsed.root else { throw JSONDecodeError(error) }
         return JSON(borrowing: root)
     }
 

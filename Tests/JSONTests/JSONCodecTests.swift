@@ -492,3 +492,68 @@ struct JSONCodecKeyOrderTests {
                 == #"{"Z":null,"a":[{"y":2,"z":1}],"ab":true,"b":{"":8,"E":3,"e":2,"e\u0000":7,"ee":4,"é":1},"\#u{FFFF}":6,"\#u{10000}":5}"#)
     }
 }
+
+/// A decoded tree lives in an arena of its parse's own: trees many times
+/// the size of their text, texts that fail half-way and threads decoding at
+/// once each get what a tree of malloc'd blocks gave.
+@Suite(.timeLimit(.minutes(1)))
+struct JSONCodecArenaTests {
+    @Test func treesFarLargerThanTheirTextDecode() throws {
+        // Given 50,000 empty objects, each a few bytes of text and a few hundred of tree
+        let count = 50_000
+        let text = "[" + Array(repeating: "{}", count: count).joined(separator: ",") + "]"
+
+        // When it is decoded, then every object is there
+        #expect(try JSONCodec.decode(text) == .array(Array(repeating: [:], count: count)))
+    }
+
+    @Test func stringsThatOutgrowTheLexersBufferDecode() throws {
+        // Given strings of a few bytes to 4 MiB, which the lexer's buffer doubles to hold
+        for size in [1, 15, 16, 17, 4096, 4 << 20] {
+            let value: JSON = ["key": .string(String(repeating: "x", count: size)), "after": [1, 2]]
+
+            // Then each comes back whole
+            #expect(try roundTrip(value) == value, "\(size)")
+        }
+    }
+
+    @Test func aRepeatedKeyKeepsItsLastValue() throws {
+        // jansson frees the value a repeated key replaces while it parses.
+        let decoded = try JSONCodec.decode(#"{"a":{"deep":[1,2,3]},"b":1,"a":"last","a":["really",{"x":null}]}"#)
+        #expect(decoded == ["a": ["really", ["x": nil]], "b": 1])
+    }
+
+    @Test func aTextThatFailsLateLeavesTheNextDecodeWhole() throws {
+        // Given a text that fails after thousands of values
+        let broken = "[" + Array(repeating: #"{"k":"value"}"#, count: 5_000).joined(separator: ",") + ",}"
+        #expect(failureReason(Array(broken.utf8)) == .syntax)
+
+        // Then the next text decodes, and encoding between them is unaffected
+        let value: JSON = ["list": .array((0..<1000).map { .integer(Int64($0)) }), "text": "t"]
+        #expect(encoded(value).hasPrefix(#"{"list":[0,1,2,"#))
+        #expect(try roundTrip(value) == value)
+    }
+
+    @Test func threadsDecodeAndEncodeAtOnce() async throws {
+        // Given four tasks, each decoding and encoding its own values at once
+        let results = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    var same = true
+                    for round in 0..<300 {
+                        let value: JSON = [
+                            "worker": .integer(Int64(worker)), "round": .integer(Int64(round)),
+                            "items": .array((0..<(round % 50)).map { .string("item \($0) of \(worker)") }),
+                        ]
+                        same = try same && JSONCodec.decode(JSONCodec.encode(value)) == value
+                    }
+                    return same
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+
+        // Then every value came back as it was
+        #expect(results == [true, true, true, true])
+    }
+}

@@ -14,4 +14,26 @@ void courier_json_decref(json_t *value);
 json_t *courier_json_incref(json_t *value);
 size_t courier_json_real_precision(int digits);
 
+/*
+ * json_loadb, with every block of the tree it makes (and of its lexer's
+ * buffers) taken from an arena of the parse's own rather than from one
+ * malloc each: a request's tree is a few dozen small blocks, each a malloc
+ * and, when the tree is dropped, a free. The tree lives until
+ * courier_json_parsed_drop, which frees the arena at once instead of
+ * walking the tree; it must not be kept past that, nor be given to a jansson
+ * function that could take a reference to it. Under a sanitizer each block
+ * is a malloc of its own, so that the sanitizer still sees each, and the
+ * drop is json_decref.
+ */
+typedef struct {
+    /* The tree, or NULL when the text was not JSON. */
+    json_t *root;
+    /* Where the tree lives; NULL under a sanitizer, or when there was no
+       memory for an arena and the tree's blocks are malloc's. */
+    void *arena;
+} courier_json_parsed;
+
+courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, size_t flags, json_error_t *error);
+void courier_json_parsed_drop(courier_json_parsed parsed);
+
 #endif
