@@ -263,8 +263,7 @@ extension JSON {
     init(borrowing pointer: UnsafeMutablePointer<json_t>) {
         switch courier_json_typeof(pointer) {
         case JSON_OBJECT:
-            var members: [String: JSON] = [:]
-            members.reserveCapacity(json_object_size(pointer))
+            var members = [String: JSON](minimumCapacity: json_object_size(pointer))
             var iterator = json_object_iter(pointer)
             while let current = iterator {
                 let keyLength = json_object_iter_key_len(current)
