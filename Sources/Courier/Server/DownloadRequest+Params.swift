@@ -5,30 +5,31 @@ extension DownloadRequest {
     /// The params of a `download`, which the document has checked (names,
     /// types, ranges), read and checked as every download is.
     init(_ params: Params, defaults: Configuration) throws(RPCError) {
-        let named = try params.byName()
-        let url = try named.string("url")
+        var given = GivenDownloadParams()
+        for (name, value) in try params.byName().members { given.take(name, value) }
+        let url = try NamedParam("url", given.url).string()
         var headers: [(name: String, value: String)] = []
-        for (name, value) in try named.optionalObject("headers") ?? [:] {
+        for (name, value) in try NamedParam("headers", given.headers).optionalObject() ?? [:] {
             guard let text = value.stringValue else {
                 throw .invalidParams("header '\(name)' must have a string value", param: "headers")
             }
             headers.append((name, text))
         }
-        let slot = try named.optionalString("slot")
-        let priority = try named.optionalChoice("priority", as: Priority.self) ?? .normal
-        let cachePolicy = try named.optionalChoice("cachePolicy", as: CachePolicy.self) ?? .default
-        let accept = try named.optionalStringArray("accept")
-        let body = try named.optionalChoice("body", as: BodyKind.self) ?? .none
-        let textEncoding = try named.optionalString("textEncoding")
-        let destination = try named.optionalString("destination")
-        let maxBytes = try named.optionalInteger("maxBytes")
-        let timeout = try named.optionalNumber("timeout")
-        let cacheKey = try named.optionalString("cacheKey")
-        let wait = try named.optionalBool("wait") ?? false
-        let retries = try named.optionalInteger("retries").map { Int($0) }
-        let mirrors = try named.optionalStringArray("mirrors") ?? []
-        let integrity = try named.optionalString("integrity")
-        let maxRate = try named.optionalInteger("maxRate")
+        let slot = try NamedParam("slot", given.slot).optionalString()
+        let priority = try NamedParam("priority", given.priority).optionalChoice(as: Priority.self) ?? .normal
+        let cachePolicy = try NamedParam("cachePolicy", given.cachePolicy).optionalChoice(as: CachePolicy.self) ?? .default
+        let accept = try NamedParam("accept", given.accept).optionalStringArray()
+        let body = try NamedParam("body", given.body).optionalChoice(as: BodyKind.self) ?? .none
+        let textEncoding = try NamedParam("textEncoding", given.textEncoding).optionalString()
+        let destination = try NamedParam("destination", given.destination).optionalString()
+        let maxBytes = try NamedParam("maxBytes", given.maxBytes).optionalInteger()
+        let timeout = try NamedParam("timeout", given.timeout).optionalNumber()
+        let cacheKey = try NamedParam("cacheKey", given.cacheKey).optionalString()
+        let wait = try NamedParam("wait", given.wait).optionalBool() ?? false
+        let retries = try NamedParam("retries", given.retries).optionalInteger().map { Int($0) }
+        let mirrors = try NamedParam("mirrors", given.mirrors).optionalStringArray() ?? []
+        let integrity = try NamedParam("integrity", given.integrity).optionalString()
+        let maxRate = try NamedParam("maxRate", given.maxRate).optionalInteger()
         do throws(Refusal) {
             try self.init(
                 url: url, headers: headers, slot: slot, priority: priority, cachePolicy: cachePolicy, accept: accept,
@@ -37,6 +38,38 @@ extension DownloadRequest {
                 maxRate: maxRate, defaults: defaults)
         } catch {
             throw .invalidParams(error.description, param: error.field)
+        }
+    }
+}
+
+/// The values a `download`'s params give, found in one pass over them: a
+/// request gives a few of the many, and looking each up by name would
+/// compare every given name once per param. A name not read here (the
+/// document's check refuses those first) is passed over.
+private struct GivenDownloadParams {
+    var url, headers, slot, priority, cachePolicy, accept, body, textEncoding, destination: JSON?
+    var maxBytes, timeout, cacheKey, wait, retries, mirrors, integrity, maxRate: JSON?
+
+    mutating func take(_ name: String, _ value: JSON) {
+        switch name {
+        case "url": url = value
+        case "headers": headers = value
+        case "slot": slot = value
+        case "priority": priority = value
+        case "cachePolicy": cachePolicy = value
+        case "accept": accept = value
+        case "body": body = value
+        case "textEncoding": textEncoding = value
+        case "destination": destination = value
+        case "maxBytes": maxBytes = value
+        case "timeout": timeout = value
+        case "cacheKey": cacheKey = value
+        case "wait": wait = value
+        case "retries": retries = value
+        case "mirrors": mirrors = value
+        case "integrity": integrity = value
+        case "maxRate": maxRate = value
+        default: break
         }
     }
 }
