@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// How much one message may make a server hold, checked before the message
 /// is parsed or its batch is run. Parsing makes a tree of every value (a
 /// message of a million one-byte values takes hundreds of MiB as one), and
@@ -22,25 +28,38 @@ public struct MessageLimits: Sendable, Equatable {
         guard bytes.count >= maxValues else { return false }
         return bytes.withUnsafeBufferPointer { buffer in
             var count = 1
-            var inString = false
-            var escaped = false
-            for byte in buffer {
-                if inString {
-                    if escaped {
-                        escaped = false
-                    } else if byte == UInt8(ascii: "\\") {
-                        escaped = true
-                    } else if byte == UInt8(ascii: "\"") {
-                        inString = false
-                    }
+            var index = 0
+            while index < buffer.count {
+                let byte = buffer[index]
+                index += 1
+                if byte == UInt8(ascii: "\"") {
+                    // A string's bytes count for nothing: skipped at once.
+                    guard let end = Self.stringEnd(in: buffer, from: index) else { return false }
+                    index = end + 1
                 } else if byte == UInt8(ascii: ",") || byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") {
                     count += 1
                     if count > maxValues { return true }
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = true
                 }
             }
             return false
         }
+    }
+
+    /// Where the string whose text starts at `start` ends: the first quote
+    /// after it that an even run of backslashes (each escaping the next)
+    /// leads to. Nil when the string runs to the end.
+    static func stringEnd(in buffer: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        guard let base = buffer.baseAddress else { return nil }
+        var from = start
+        while from < buffer.count {
+            // memchr: a string's bytes are most of a request's.
+            guard let found = memchr(base + from, Int32(UInt8(ascii: "\"")), buffer.count - from) else { return nil }
+            let quote = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+            var backslashes = 0
+            while quote - backslashes > start, buffer[quote - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+            if backslashes % 2 == 0 { return quote }
+            from = quote + 1
+        }
+        return nil
     }
 }
