@@ -10,7 +10,10 @@ import Darwin
 public struct JSONDecodeError: Error, Sendable, CustomStringConvertible {
     public enum Reason: Sendable {
         case invalidUTF8
+        /// An integer beyond 64 bits.
         case integerOverflow
+        /// A real beyond a double's range (`1e400`).
+        case realOverflow
         case tooDeep
         case syntax
     }
@@ -311,7 +314,8 @@ extension JSONDecodeError {
         let reason: Reason
         switch json_error_code(&error) {
         case json_error_invalid_utf8: reason = .invalidUTF8
-        case json_error_numeric_overflow: reason = .integerOverflow
+        // jansson reports both with one code; its real number's text says so.
+        case json_error_numeric_overflow: reason = text.hasPrefix("real number") ? .realOverflow : .integerOverflow
         case json_error_stack_overflow: reason = .tooDeep
         default: reason = .syntax
         }

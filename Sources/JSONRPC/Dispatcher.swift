@@ -61,6 +61,7 @@ public final class Dispatcher: Sendable {
             switch error.reason {
             case .invalidUTF8: text = "Parse error: invalid UTF-8 (\(error))"
             case .integerOverflow: text = "Parse error: integer out of 64-bit range (\(error))"
+            case .realOverflow: text = "Parse error: number out of a double's range (\(error))"
             default: text = "Parse error: \(error)"
             }
             logger.debug("\(text)")

@@ -252,6 +252,11 @@ struct JSONCodecNumberTests {
         #expect(failureReason(Array(text.utf8)) == .integerOverflow)
     }
 
+    @Test(arguments: ["1e400", "-1e400", "[0.5,1.0e309]", "1.8e308"])
+    func realsBeyondADoubleOverflowAsReals(text: String) {
+        #expect(failureReason(Array(text.utf8)) == .realOverflow)
+    }
+
     @Test func fractionalNumbersUseTheShortestText() {
         #expect(encoded(0.1) == "0.1")
         #expect(encoded(1.5) == "1.5")

@@ -25,7 +25,7 @@ REFUSED: list[tuple[str, str, dict]] = [
     ("integer beyond 64 bits", '{"url":"{ok}","maxBytes":99999999999999999999}',
      {"code": -32700, "message": "Parse error: integer out of 64-bit range (too big integer near '99999999999999999999' at byte 130)"}),
     ("real beyond a double", '{"url":"{ok}","timeout":1e400}',
-     {"code": -32700, "message": "Parse error: integer out of 64-bit range (real number overflow near '1e400' at byte 114)"}),
+     {"code": -32700, "message": "Parse error: number out of a double's range (real number overflow near '1e400' at byte 114)"}),
     ("real where an integer goes", '{"url":"{ok}","retries":1e19}',
      {"code": -32602, "data": {"param": "retries"}, "message": "param 'retries' must be integer, not 1e19"}),
     ("fraction where an integer goes", '{"url":"{ok}","maxBytes":1.5}',
