@@ -180,6 +180,28 @@ struct SecurityTests {
 
     // MARK: - Destinations
 
+    @Test func temporaryNamesSitBesideTheirDestinationCutTo100Characters() throws {
+        let mark = ".courier-\(getpid())-"
+        for name in ["file.bin", String(repeating: "é", count: 150), String(repeating: "a", count: 100)] {
+            let temporary = Destination.temporaryName(for: name)
+            let kept = String(name.prefix(100))
+            #expect(temporary.hasPrefix("." + kept + mark))
+            #expect(temporary.hasSuffix(".part"))
+            let suffix = temporary.dropFirst(1 + kept.count + mark.count).dropLast(5)
+            #expect(UInt64(String(suffix), radix: 36) != nil)
+            #expect(suffix == suffix.lowercased())
+        }
+        #expect(Destination.temporaryName(for: "a") != Destination.temporaryName(for: "a"))
+    }
+
+    @Test func trustedParentsSplitThePathAtItsLastSlash() {
+        #expect(Destination("/d/e/f.bin", root: nil).trustedParent! == ("/d/e", "f.bin"))
+        #expect(Destination("/f", root: nil).trustedParent! == ("/", "f"))
+        #expect(Destination("/d/ü", root: nil).trustedParent! == ("/d", "ü"))
+        for path in ["/d/", "/d/.", "/d/..", "f", "/d/a\u{0}b"] { #expect(Destination(path, root: nil).trustedParent == nil) }
+        #expect(Destination("/d/f", root: "/d").trustedParent == nil)
+    }
+
     @Test func destinationsUnderARootNeverFollowSymlinks() throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: base) }

@@ -150,14 +150,18 @@ struct Destination: Sendable {
     /// Without a download root, the path of the destination's directory,
     /// which `openParent` opens in one call (symbolic links followed, `..`
     /// after them), and the destination's name in it; nil under a root, or
-    /// when the path names no file.
+    /// when the path names no file. Read in the path's own storage, with no
+    /// copy but the two strings it makes.
     var trustedParent: (directory: String, name: String)? {
-        let bytes = path.utf8
-        guard root == nil, !bytes.contains(0), let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
-        let leaf = bytes[Self.leafStart(of: path)...]
-        guard (try? checkLeaf(Array(leaf))) != nil else { return nil }
-        let parent = slash == bytes.startIndex ? "/" : String(decoding: bytes[..<slash], as: UTF8.self)
-        return (parent, String(decoding: leaf, as: UTF8.self))
+        guard root == nil else { return nil }
+        var path = path
+        return path.withUTF8 { bytes in
+            guard !bytes.contains(0), let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+            let leaf = UnsafeBufferPointer(rebasing: bytes[(slash + 1)...])
+            guard Self.namesFile(leaf) else { return nil }
+            let parent = slash == 0 ? "/" : String(decoding: UnsafeBufferPointer(rebasing: bytes[..<slash]), as: UTF8.self)
+            return (parent, String(decoding: leaf, as: UTF8.self))
+        }
     }
 
     /// Where the last component of `path` starts: after its last slash
@@ -185,9 +189,12 @@ struct Destination: Sendable {
     }
 
     private static func checkLeaf(_ leaf: [UInt8]?, path: String) throws(Failure) {
-        guard let leaf, !leaf.isEmpty, leaf != Array(".".utf8), leaf != Array("..".utf8) else {
-            throw .io("the destination \(path) names no file")
-        }
+        guard let leaf, namesFile(leaf) else { throw .io("the destination \(path) names no file") }
+    }
+
+    /// A last component names a file: it is neither empty, `.` nor `..`.
+    private static func namesFile(_ leaf: some Collection<UInt8>) -> Bool {
+        !leaf.isEmpty && !leaf.elementsEqual(".".utf8) && !leaf.elementsEqual("..".utf8)
     }
 
     /// The mode a new file of the client's gets: 0666 less the umask, as
@@ -204,14 +211,43 @@ struct Destination: Sendable {
     /// is beside.
     private static let processMark = ".courier-\(getpid())-"
 
-    /// A name for a file beside `name` that no other writer uses.
+    /// A name for a file beside `name` that no other writer uses:
+    /// `.NAME.courier-PID-SUFFIX.part`, `NAME` cut to 100 characters. Made
+    /// as bytes in one buffer, once per download.
     static func temporaryName(for name: String) -> String {
-        var temporary = "."
-        temporary.append(contentsOf: name.prefix(100))
-        temporary.append(processMark)
-        temporary.append(String(NameSuffix.next(), radix: 36))
-        temporary.append(".part")
-        return temporary
+        // A name of 100 bytes at most has 100 characters at most: taken
+        // whole, without walking its characters.
+        let kept = name.utf8.count <= 100 ? name[...] : name.prefix(100)
+        let suffix = NameSuffix.next()
+        var digitCount = 1
+        var rest = suffix / 36
+        while rest > 0 {
+            digitCount += 1
+            rest /= 36
+        }
+        let capacity = 1 + kept.utf8.count + processMark.utf8.count + digitCount + 5
+        return String(unsafeUninitializedCapacity: capacity) { buffer in
+            var count = 0
+            func put(_ bytes: some Sequence<UInt8>) {
+                for byte in bytes {
+                    buffer[count] = byte
+                    count += 1
+                }
+            }
+            put(CollectionOfOne(UInt8(ascii: ".")))
+            put(kept.utf8)
+            put(processMark.utf8)
+            // The suffix in base 36, lower-case digits, most significant first.
+            var value = suffix
+            for index in stride(from: count + digitCount - 1, through: count, by: -1) {
+                let digit = UInt8(value % 36)
+                buffer[index] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+                value /= 36
+            }
+            count += digitCount
+            put(".part".utf8)
+            return count
+        }
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }
