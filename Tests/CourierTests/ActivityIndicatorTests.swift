@@ -43,9 +43,9 @@ struct ActivityIndicatorTests {
         let (indicator, scheduler, recorder) = makeIndicator()
 
         // Given a transfer that ends before the activation delay
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 0.5)
-        indicator.transferStopped("a")
+        indicator.transferStopped(1)
         scheduler.advance(by: 10)
 
         // Then nothing was sent and no timer is left
@@ -57,14 +57,14 @@ struct ActivityIndicatorTests {
     @Test func showsAfterActivationDelayAndHidesAfterCompletionDelay() {
         let (indicator, scheduler, recorder) = makeIndicator()
 
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 0.5)
         #expect(recorder.take() == [])
         scheduler.advance(by: 0.5)
         #expect(recorder.take() == [visibility(true, 1)])
         #expect(indicator.visible)
 
-        indicator.transferStopped("a")
+        indicator.transferStopped(1)
         #expect(recorder.take() == [])
         #expect(indicator.visible)
         scheduler.advance(by: 0.125)
@@ -78,16 +78,16 @@ struct ActivityIndicatorTests {
         let (indicator, scheduler, recorder) = makeIndicator()
 
         // Given a visible indicator whose transfer ends
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 1)
-        indicator.transferStopped("a")
+        indicator.transferStopped(1)
         scheduler.advance(by: 0.125)
 
         // When another starts during the completion delay, and more overlap
-        indicator.transferStarted("b")
+        indicator.transferStarted(2)
         scheduler.advance(by: 5)
         indicator.increment()
-        indicator.transferStopped("b")
+        indicator.transferStopped(2)
         scheduler.advance(by: 5)
         indicator.decrement()
         scheduler.advance(by: 0.25)
@@ -99,14 +99,14 @@ struct ActivityIndicatorTests {
 
     @Test func disablingHidesAtOnceAndKeepsCounting() {
         let (indicator, scheduler, recorder) = makeIndicator()
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 1)
         #expect(recorder.take() == [visibility(true, 1)])
 
         indicator.configure(enabled: false)
 
         #expect(recorder.take() == [visibility(false, 1)])
-        indicator.transferStarted("b")
+        indicator.transferStarted(2)
         scheduler.advance(by: 10)
         #expect(recorder.take() == [])
         #expect(indicator.activityCount == 2)
@@ -115,9 +115,9 @@ struct ActivityIndicatorTests {
 
     @Test func disablingDuringCompletionDelayHidesAtOnceAndOnlyOnce() {
         let (indicator, scheduler, recorder) = makeIndicator()
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 1)
-        indicator.transferStopped("a")
+        indicator.transferStopped(1)
 
         indicator.configure(enabled: false)
         scheduler.advance(by: 1)
@@ -127,7 +127,7 @@ struct ActivityIndicatorTests {
 
     @Test func enablingWhileTransfersRunShowsAfterActivationDelay() {
         let (indicator, scheduler, recorder) = makeIndicator(enabled: false)
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 5)
         #expect(recorder.take() == [])
 
@@ -141,7 +141,7 @@ struct ActivityIndicatorTests {
 
     @Test func enablingWithANewDelayWaitsTheNewDelay() {
         let (indicator, scheduler, recorder) = makeIndicator(enabled: false)
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
 
         indicator.configure(enabled: true, activationDelay: 2)
         scheduler.advance(by: 1.5)
@@ -153,7 +153,7 @@ struct ActivityIndicatorTests {
 
     @Test func longerDelayWhileWaitingCountsFromWhenActivityBegan() {
         let (indicator, scheduler, recorder) = makeIndicator()
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 0.5)
 
         indicator.configure(activationDelay: 2)
@@ -167,7 +167,7 @@ struct ActivityIndicatorTests {
 
     @Test func shorterDelayThanAlreadyWaitedShowsAtOnce() {
         let (indicator, scheduler, recorder) = makeIndicator()
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         scheduler.advance(by: 0.5)
 
         indicator.configure(activationDelay: 0.25)
@@ -179,20 +179,20 @@ struct ActivityIndicatorTests {
     @Test func eachTransferCountsOnce() {
         let (indicator, _, _) = makeIndicator()
 
-        indicator.transferStarted("a")
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
+        indicator.transferStarted(1)
         #expect(indicator.activityCount == 1)
-        indicator.transferStarted("b")
+        indicator.transferStarted(2)
         #expect(indicator.activityCount == 2)
 
         // A suspended transfer that is then cancelled stops once.
-        indicator.transferStopped("a")
-        indicator.transferStopped("a")
+        indicator.transferStopped(1)
+        indicator.transferStopped(1)
         #expect(indicator.activityCount == 1)
         // A transfer that never started changes nothing.
-        indicator.transferStopped("never")
+        indicator.transferStopped(4)
         #expect(indicator.activityCount == 1)
-        indicator.transferStopped("b")
+        indicator.transferStopped(2)
         #expect(indicator.activityCount == 0)
     }
 
@@ -202,7 +202,7 @@ struct ActivityIndicatorTests {
         indicator.decrement()
         #expect(indicator.activityCount == 0)
 
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         indicator.decrement()
         #expect(indicator.activityCount == 1)
 
@@ -214,7 +214,7 @@ struct ActivityIndicatorTests {
         indicator.decrement()
         #expect(indicator.activityCount == 1)
 
-        indicator.transferStopped("a")
+        indicator.transferStopped(1)
         indicator.decrement()
         #expect(indicator.activityCount == 0)
         scheduler.advance(by: 10)
@@ -240,7 +240,7 @@ struct ActivityIndicatorTests {
                     enabled: true, state: .notActive, visible: false, activityCount: 0, activationDelay: 1,
                     completionDelay: 0.25))
 
-        indicator.transferStarted("a")
+        indicator.transferStarted(1)
         indicator.increment()
         scheduler.advance(by: 1)
         indicator.configure(completionDelay: 0.5)
@@ -250,7 +250,7 @@ struct ActivityIndicatorTests {
                 == .init(
                     enabled: true, state: .active, visible: true, activityCount: 2, activationDelay: 1,
                     completionDelay: 0.5))
-        indicator.transferStopped("a")
+        indicator.transferStopped(1)
         indicator.decrement()
         #expect(indicator.snapshot.state == .delayingEnd)
         #expect(indicator.snapshot.visible)
@@ -272,19 +272,20 @@ struct ActivityIndicatorTests {
 
     @Test func concurrentTransfersLeaveTheCountAtZero() {
         let (indicator, scheduler, recorder) = makeIndicator()
-        indicator.transferStarted("long")
+        let long = 1_000_000
+        indicator.transferStarted(long)
         scheduler.advance(by: 1)
 
         // When many threads start, resume and stop transfers at once
         DispatchQueue.concurrentPerform(iterations: 1000) { index in
-            indicator.transferStarted("t\(index)")
-            indicator.transferStarted("t\(index)")
+            indicator.transferStarted(index)
+            indicator.transferStarted(index)
             indicator.increment()
-            indicator.transferStopped("t\(index)")
+            indicator.transferStopped(index)
             indicator.decrement()
-            indicator.transferStopped("t\(index)")
+            indicator.transferStopped(index)
         }
-        indicator.transferStopped("long")
+        indicator.transferStopped(long)
         scheduler.advance(by: 0.25)
 
         // Then the count is back at zero, shown once and hidden once

@@ -31,8 +31,9 @@ public final class ActivityIndicator: Sendable {
 
     private struct State {
         var machine: IndicatorStateMachine
-        /// Ids of the transfers running now.
-        var transfers: Set<String> = []
+        /// Ids of the transfers running now: numbers, so counting one
+        /// makes no string and hashes one word.
+        var transfers: Set<Int> = []
         /// The client's increments not yet undone by a decrement; never negative.
         var clientCount = 0
         /// The timer the machine's `runningTimer` names, if one runs.
@@ -61,14 +62,14 @@ public final class ActivityIndicator: Sendable {
 
     /// A transfer started or resumed. A transfer already counted is not
     /// counted again.
-    public func transferStarted(_ id: String) {
+    public func transferStarted(_ id: Int) {
         update { $0.transfers.insert(id).inserted }
     }
 
     /// A transfer was suspended, completed, failed or was cancelled. A
     /// transfer that is not counted (never started, or already stopped)
     /// changes nothing.
-    public func transferStopped(_ id: String) {
+    public func transferStopped(_ id: Int) {
         update { $0.transfers.remove(id) != nil }
     }
 

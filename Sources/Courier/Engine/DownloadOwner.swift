@@ -381,9 +381,9 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         case .discard(let path):
             delivery.discard(path: path)
         case .transferStarted(let task):
-            indicator?.transferStarted(task.description)
+            indicator?.transferStarted(task.number)
         case .transferStopped(let task):
-            indicator?.transferStopped(task.description)
+            indicator?.transferStopped(task.number)
         case .wake(let moment):
             wakeAt = min(wakeAt ?? moment, moment)
         }
