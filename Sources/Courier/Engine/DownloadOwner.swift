@@ -101,10 +101,8 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// libcurl runs, so the starts between two runs share one look.
     private var partialsMayHoldBodies: Bool?
 
-    /// What the steps so far asked for and was not carried out yet, oldest
-    /// first.
-    private var actions: [Action] = []
-    /// An empty list whose storage `carryOutActions` reuses.
+    /// An empty list whose storage `carryOutActions` trades with the
+    /// scheduler's list of actions.
     private var spare: [Action] = []
     /// Finished transfers and cache hits of this turn, for the delivery
     /// queue as one batch at its end.
@@ -318,12 +316,11 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
 
     // MARK: - Steps and actions
 
-    /// Applies one event to the scheduler and keeps the actions it asks for.
+    /// Applies one event to the scheduler, which keeps the actions it asks
+    /// for until `carryOutActions` takes them.
     @discardableResult
     private func step<Result>(_ event: (inout DownloadScheduler<Waiter>, Double) -> Result) -> Result {
-        let result = event(&scheduler, MonotonicClock.now())
-        scheduler.takeActions(into: &actions)
-        return result
+        event(&scheduler, MonotonicClock.now())
     }
 
     /// Applies a request to the scheduler; one naming what it does not know
@@ -336,17 +333,21 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         } catch {
             onRefusal(waiter, error)
         }
-        scheduler.takeActions(into: &actions)
     }
 
-    /// Carries out the actions kept so far, and those they cause, in order.
-    /// The list carried out trades storage with `actions` and is kept in
-    /// `spare` for the next round, so no turn allocates a list anew.
+    /// Carries out the actions the scheduler kept so far, and those they
+    /// cause, in order. The list carried out trades storage with the
+    /// scheduler's and is kept in `spare` for the next round, so no turn
+    /// allocates a list anew, nor copies one into another.
     private func carryOutActions() {
-        while !actions.isEmpty {
+        while true {
             var due = spare
             spare = []
-            swap(&due, &actions)
+            scheduler.takeActions(into: &due)
+            guard !due.isEmpty else {
+                spare = due
+                return
+            }
             for action in due { perform(action) }
             due.removeAll(keepingCapacity: true)
             spare = due
