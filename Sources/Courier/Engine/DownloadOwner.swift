@@ -442,8 +442,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
                 let device = device ?? (fstat(body.directory.fd, &beside) == 0 ? beside.st_dev : nil), device == store
             else { return nil }
         }
-        return PartialPlan(
-            store: partials, key: PartialStore.key(for: order.request), url: order.url, requestHeaders: order.request.headers)
+        return PartialPlan(store: partials, request: order.request, url: order.url)
     }
 
     /// Where a task's body streams to: beside its first receipt's destination

@@ -108,17 +108,20 @@ struct BodyTarget: Sendable {
 /// `resume`, the body kept before.
 struct PartialPlan: Sendable {
     let store: PartialStore
-    let key: [UInt8]
+    /// The request, whose headers forbid keeping a response a cache may
+    /// not store, and which makes the key.
+    let request: DownloadRequest
     /// The URL this attempt asks.
     let url: String
-    /// The request's own headers: a response they forbid a cache to store
-    /// is not kept either.
-    let requestHeaders: [(name: String, value: String)]
     /// Something other than the entity tag proves the body (an integrity
     /// digest), so a body kept from another URL may continue here.
     var proven = false
     /// The kept body this attempt asks the rest of.
     var resume: ResumePoint?
+
+    /// The request's key in the store: made when a body is looked for or
+    /// kept, not for each transfer (most bodies are never kept).
+    var key: [UInt8] { PartialStore.key(for: request) }
 
     /// A body kept from another URL continues only with the strong entity
     /// tag it was kept under, unless something else proves it.
@@ -598,10 +601,10 @@ final class Transfer: EasyHandleDelegate {
     /// could store for the request (no `no-store`, no credentials: the plan
     /// is only made for requests the cache applies to).
     private func keepable(_ response: ResponseHead) -> (ResumeValidator, Int64)? {
-        guard let plan = partials, response.status == 200, let length = response.announcedLength,
+        guard let plan = partials, response.status == 200, let length = announcedLength,
             length > PartialStore.minimumLength, response.header("content-encoding") == nil,
             let validator = ResumeValidator(of: response),
-            HTTPCachePolicy.isStorable(status: 200, requestHeaders: plan.requestHeaders, responseHeaders: response.headers)
+            HTTPCachePolicy.isStorable(status: 200, requestHeaders: plan.request.headers, responseHeaders: response.headers)
         else { return nil }
         return (validator, length)
     }
