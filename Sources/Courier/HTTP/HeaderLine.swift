@@ -27,7 +27,7 @@ enum HeaderLine: Equatable {
         let text = bytes[..<end]
         if text.isEmpty {
             self = .end
-        } else if text.starts(with: "HTTP/".utf8) {
+        } else if Self.isStatusLine(text) {
             let space = text.firstIndex(of: 0x20) ?? text.endIndex
             let code = text[space...].drop(while: { $0 == 0x20 }).prefix(while: { $0 != 0x20 })
             // The three digits curl reads, whatever follows them.
@@ -48,6 +48,15 @@ enum HeaderLine: Equatable {
         } else {
             self = .ignored
         }
+    }
+
+    /// The line starts with `HTTP/`: compared byte by byte, without the
+    /// generic `starts(with:)` a slice would go through.
+    private static func isStatusLine(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        guard text.count >= 5 else { return false }
+        let start = text.startIndex
+        return text[start] == UInt8(ascii: "H") && text[start + 1] == UInt8(ascii: "T") && text[start + 2] == UInt8(ascii: "T")
+            && text[start + 3] == UInt8(ascii: "P") && text[start + 4] == UInt8(ascii: "/")
     }
 
     /// A value as text, and its bytes when they are not UTF-8. Most values
@@ -80,6 +89,9 @@ extension ResponseHead {
         switch line {
         case .status(let status, let version):
             self = ResponseHead(status: status, headers: [], httpVersion: version)
+            // Room for a usual head's fields, so the list is not grown
+            // (allocated and copied) four times on the way.
+            headers.reserveCapacity(16)
         case .field(let name, let value, let bytes):
             headers.append((name, value))
             // Only validators go back to the origin, and most heads have

@@ -1,3 +1,5 @@
+import Curl
+
 /// The status line and headers of a response.
 struct ResponseHead: Sendable {
     var status: Int
@@ -13,10 +15,11 @@ struct ResponseHead: Sendable {
 
     /// The last field named `name` (in lower case). Names of another
     /// length are passed over without a string comparison, which a lookup
-    /// per response over every field would otherwise make.
+    /// per response over every field would otherwise make; the others are
+    /// compared as bytes (a name is a token, ASCII alone).
     func header(_ name: String) -> String? {
         let length = name.utf8.count
-        return headers.last(where: { $0.name.utf8.count == length && $0.name == name })?.value
+        return headers.last(where: { $0.name.utf8.count == length && $0.name.isExactly(name) })?.value
     }
 
     /// The last field named `name` as the origin sent it: what goes back to
