@@ -1,12 +1,15 @@
 /// What makes two requests the same task: only fields that change what the
 /// origin is asked.
 struct TaskKey: Hashable, Sendable {
-    var method: String
+    let method: String
     /// As the client sent it, compared as bytes.
-    var url: ExactString
+    let url: ExactString
     /// `name: value` lines, names in lower case, sorted, compared as bytes.
-    var headers: [ExactString]
-    var timeout: Double
+    let headers: [ExactString]
+    let timeout: Double
+    /// The hash of the fields, taken once: a task's key is looked up,
+    /// stored and removed again, and each would hash the URL anew.
+    private let fieldsHash: Int
 
     init(_ request: DownloadRequest) {
         method = "GET"
@@ -15,7 +18,20 @@ struct TaskKey: Hashable, Sendable {
             .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             .map(ExactString.init)
         timeout = request.timeout
+        var hasher = Hasher()
+        hasher.combine(method)
+        hasher.combine(url)
+        hasher.combine(headers)
+        hasher.combine(timeout)
+        fieldsHash = hasher.finalize()
     }
+
+    static func == (lhs: TaskKey, rhs: TaskKey) -> Bool {
+        lhs.fieldsHash == rhs.fieldsHash && lhs.url == rhs.url && lhs.timeout == rhs.timeout && lhs.headers == rhs.headers
+            && lhs.method == rhs.method
+    }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(fieldsHash) }
 }
 
 /// One attempt at a task's transfer: a task retried after a transient
