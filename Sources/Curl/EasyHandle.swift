@@ -45,7 +45,14 @@ public struct EasyOptions: Sendable {
     public init(url: String) { self.url = url }
 
     /// The URL's scheme is https (compared as bytes, in any case).
-    var isHTTPS: Bool { url.utf8.prefix(6).lazy.map({ $0 | 0x20 }).elementsEqual("https:".utf8) }
+    var isHTTPS: Bool {
+        var bytes = url.utf8.makeIterator()
+        for expected in "https:".utf8 {
+            // A letter in either case; the colon as it is.
+            guard let byte = bytes.next(), (expected == UInt8(ascii: ":") ? byte : byte | 0x20) == expected else { return false }
+        }
+        return true
+    }
 
     /// libcurl's low-speed check as set: (0, 0) for none.
     var lowSpeedCheck: (limit: Int, time: Int) {

@@ -122,8 +122,11 @@ public final class MultiHandle {
 
     /// Transfers that have ended since the last call, with their result code.
     public func completed() -> [(handle: EasyHandle, code: Int32)] {
-        var finished = refused.map { ($0.handle, Int32($0.code.rawValue)) }
-        refused = []
+        var finished: [(handle: EasyHandle, code: Int32)] = []
+        if !refused.isEmpty {
+            finished = refused.map { (handle: $0.handle, code: Int32($0.code.rawValue)) }
+            refused = []
+        }
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(raw, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE else { continue }

@@ -1,4 +1,4 @@
-import Curl
+@testable import Curl
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,6 +6,14 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1)))
 struct EasyHandleTests {
+    @Test(arguments: [
+        ("https://h/", true), ("HTTPS://h/", true), ("hTtPs:", true), ("http://h/", false), ("https", false),
+        ("httpsx://h/", false), ("", false), ("https;//h/", false), ("https\u{1A}//h/", false),
+    ])
+    func theSchemeIsHTTPSInAnyCase(url: String, isHTTPS: Bool) {
+        #expect(EasyOptions(url: url).isHTTPS == isHTTPS)
+    }
+
     @Test func aTransferWithAnOptionLibcurlRefusesEndsWithItsCode() {
         CurlLibrary.initialize()
         let multi = MultiHandle()
