@@ -104,7 +104,9 @@ def _suspended_work_keeps_its_place_and_resumes(courier, origin, other):
     c = courier("--max-active", "2")
     a = c.download(drip(other, "A", size=12000, chunks=12, interval=0.05))
     b = c.download(drip(origin, "B", size=12000, chunks=12, interval=0.05))
-    queued = [c.download(drip(origin, name, size=2000, chunks=2, interval=0.05))
+    # D lasts long enough to be seen running after it starts, however
+    # slowly the test thread reads the task list.
+    queued = [c.download(drip(origin, name, size=2000, chunks=2, interval=0.6 if name == "D" else 0.05))
               for name in ("C", "D", "E")]
 
     assert c.suspend(receipt=a["receipt"])["state"] == "suspended"
@@ -115,11 +117,17 @@ def _suspended_work_keeps_its_place_and_resumes(courier, origin, other):
                       queued[2]["task"]: "queued"}
 
     c.wait(b["receipt"])
-    c.wait_until(lambda: {t["task"]: t["state"] for t in c.tasks()}.get(queued[1]["task"]) != "queued",
-                 what="the next queued task to start")
+    seen: dict = {}
+
+    def next_started() -> bool:
+        seen.clear()
+        seen.update({t["task"]: t["state"] for t in c.tasks()})
+        return seen.get(queued[1]["task"]) != "queued"
+
+    c.wait_until(next_started, what="the next queued task to start")
     # A (started, then suspended) keeps its slot; C (suspended before it
     # started) holds none: D runs in B's slot and E waits.
-    assert {t["task"]: t["state"] for t in c.tasks()} == {
+    assert seen == {
         a["task"]: "suspended", queued[0]["task"]: "suspended",
         queued[1]["task"]: "running", queued[2]["task"]: "queued"}
 
