@@ -63,8 +63,10 @@ private func entryRow(_ bytes: [UInt8]) {
         guard Int64(inline.count) == row.bodyLength, inline.count <= ResponseStore.inlineLimit else {
             fatalError("an inline body of \(inline.count) bytes for \(row.bodyLength)")
         }
-    case .file:
-        guard row.bodyLength > Int64(ResponseStore.inlineLimit) else { fatalError("a body file for \(row.bodyLength) bytes") }
+    case .file(let id):
+        // A body of any length may be a file (one written beside its
+        // destination is linked, not copied inline): the row names the id given.
+        guard kinds & 1 == 1, id == UInt64(bitPattern: integer(18)) else { fatalError("a body file \(id) taken from \(file)") }
     }
 }
 
