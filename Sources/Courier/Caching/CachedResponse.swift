@@ -13,28 +13,23 @@ struct CachedResponse: Sendable {
     /// In arrival order, names in lower case.
     var headers: [(name: String, value: String)] {
         didSet {
-            fields = Fields(headers, rawValues: rawValues)
-            headerObject = ResponseHead.joined(headers)
+            fields = Fields(headers)
+            joinedHeaders = nil
         }
     }
     /// The bytes of the validator fields (`Validators.fieldNames`) that
     /// are not UTF-8, by name: `headers` holds them as text, with U+FFFD in
     /// their place, and these go back to the origin.
-    var rawValues: [String: [UInt8]] {
-        didSet { fields = Fields(headers, rawValues: rawValues) }
-    }
+    var rawValues: [String: [UInt8]]
     /// What the caching rules read from `headers`, parsed when they are set
     /// rather than on every lookup.
     private(set) var fields: Fields
-    /// `headers` as an outcome shows them: joined once, not on every hit.
-    private(set) var headerObject: [String: String]
+    /// `headers` joined, once the memory tier keeps them so
+    /// (`keepHeaderObject()`): most stored responses are never served, and
+    /// are not joined for nothing.
+    private var joinedHeaders: [String: String]?
     /// The URL the body came from, after redirects.
-    var url: String {
-        didSet { fileName = Delivery.fileName(for: url) }
-    }
-    /// The file name a delivery gives the body, from `url`'s last path
-    /// component: found once, not on every hit.
-    private(set) var fileName: String
+    var url: String
     /// When the request that fetched it, or last revalidated it, was sent.
     var requestTime: Date
     /// When that response, or the last 304, arrived.
@@ -55,13 +50,44 @@ struct CachedResponse: Sendable {
         storedAt: Date? = nil, varyValues: [String: String] = [:], digests: BodyDigests = BodyDigests(),
         rawValues: [String: [UInt8]] = [:]
     ) {
+        let lowered =
+            headers.allSatisfy { HTTPCachePolicy.isLowercased($0.name) }
+            ? headers : headers.map { (HTTPCachePolicy.lowercased($0.name), $0.value) }
+        self.init(
+            status: status, lowercasedHeaders: lowered, fields: Fields(lowered), url: url, requestTime: requestTime,
+            responseTime: responseTime, storedAt: storedAt, varyValues: varyValues, digests: digests, rawValues: rawValues)
+    }
+
+    /// A response as a transfer reported it, with the hop-by-hop fields left
+    /// out, and the values of the `request`'s fields its `Vary` names.
+    /// `fields` are those of `head`'s headers when the caller parsed them
+    /// already (to decide whether it may be stored): they serve unless
+    /// `Connection` named one of the fields they are read from.
+    init(
+        head: ResponseHead, fields: Fields? = nil, requestURL: String, requestHeaders: [(name: String, value: String)],
+        requestTime: Date, responseTime: Date
+    ) {
+        let (stored, droppedListed) = HTTPCachePolicy.storable(head.headers)
+        let fields = droppedListed ? Fields(stored) : fields ?? Fields(stored)
+        self.init(
+            status: head.status, lowercasedHeaders: stored, fields: fields, url: head.finalURL ?? requestURL,
+            requestTime: requestTime, responseTime: responseTime, storedAt: nil,
+            varyValues: HTTPCachePolicy.varyValues(requestHeaders: requestHeaders, names: fields.varyNames),
+            digests: BodyDigests(), rawValues: head.rawValues)
+    }
+
+    /// `headers` with their names in lower case, and their `fields`.
+    private init(
+        status: Int, lowercasedHeaders headers: [(name: String, value: String)], fields: Fields, url: String,
+        requestTime: Date, responseTime: Date, storedAt: Date?, varyValues: [String: String], digests: BodyDigests,
+        rawValues: [String: [UInt8]]
+    ) {
         self.status = status
-        self.headers = headers.map { (HTTPCachePolicy.lowercased($0.name), $0.value) }
-        self.rawValues = rawValues.filter { Validators.fieldNames.contains($0.key) }
-        self.fields = Fields(self.headers, rawValues: self.rawValues)
-        self.headerObject = ResponseHead.joined(self.headers)
+        self.headers = headers
+        // Most heads have no value that is not UTF-8: nothing to filter.
+        self.rawValues = rawValues.isEmpty ? rawValues : rawValues.filter { Validators.fieldNames.contains($0.key) }
+        self.fields = fields
         self.url = url
-        self.fileName = Delivery.fileName(for: url)
         self.requestTime = requestTime
         self.responseTime = responseTime
         self.storedAt = storedAt ?? responseTime
@@ -69,47 +95,74 @@ struct CachedResponse: Sendable {
         self.digests = digests
     }
 
-    /// A response as a transfer reported it, with the hop-by-hop fields left
-    /// out, and the values of the `request`'s fields its `Vary` names.
-    init(
-        head: ResponseHead, requestURL: String, requestHeaders: [(name: String, value: String)], requestTime: Date,
-        responseTime: Date
-    ) {
-        self.init(
-            status: head.status, headers: HTTPCachePolicy.storableHeaders(head.headers), url: head.finalURL ?? requestURL,
-            requestTime: requestTime, responseTime: responseTime,
-            varyValues: HTTPCachePolicy.varyValues(requestHeaders: requestHeaders, responseHeaders: head.headers),
-            rawValues: head.rawValues)
+    /// `headers` as an outcome shows them: joined when asked, or as kept
+    /// by `keepHeaderObject()`.
+    var headerObject: [String: String] { joinedHeaders ?? ResponseHead.joined(headers) }
+
+    /// Joins `headers` once for every later `headerObject`: for a response
+    /// the memory tier serves again and again.
+    mutating func keepHeaderObject() {
+        if joinedHeaders == nil { joinedHeaders = ResponseHead.joined(headers) }
+    }
+
+    /// The file name a delivery gives the body, from `url`'s last path
+    /// component.
+    var fileName: String { Delivery.fileName(for: url) }
+
+    /// The validators, as the origin sent their bytes.
+    var validators: Validators {
+        Validators(
+            etag: rawValues["etag"] ?? fields.etag.map { Array($0.utf8) },
+            lastModified: rawValues["last-modified"] ?? fields.lastModifiedText.map { Array($0.utf8) })
     }
 
     /// The fields of `headers` that decide freshness, validation and `Vary`.
     struct Fields: Sendable {
-        var cacheControl: CacheControl
+        var cacheControl = CacheControl()
         /// `Date`, parsed; nil without one or when it is not an HTTP date.
         var date: Date?
         /// nil without `Expires`; `.some(nil)` when it is not an HTTP date.
         var expires: Date??
-        /// `Last-Modified`, parsed.
+        /// `Last-Modified` as text, and parsed.
+        var lastModifiedText: String?
         var lastModified: Date?
         /// `Age` when its first item is delta-seconds.
         var age: TimeInterval?
-        var validators: Validators
+        /// `ETag` as text (its bytes may be in `rawValues`).
+        var etag: String?
         /// What `Vary` names: nil for `*`.
-        var varyNames: [String]?
+        var varyNames: [String]? = []
 
-        init(_ headers: [(name: String, value: String)], rawValues: [String: [UInt8]]) {
-            func field(_ name: String) -> String? { HTTPCachePolicy.field(name, in: headers) }
-            func bytes(_ name: String) -> [UInt8]? { rawValues[name] ?? field(name).map { Array($0.utf8) } }
-            cacheControl = CacheControl(headers)
-            date = field("date").flatMap(HTTPDate.parse)
-            expires = field("expires").map(HTTPDate.parse)
-            let lastModifiedText = field("last-modified")
+        /// Read in one pass over `headers` (names compared without case);
+        /// a field given on several lines is their values joined with ", ",
+        /// as `HTTPCachePolicy.field` joins them.
+        init(_ headers: [(name: String, value: String)]) {
+            var date: String?
+            var expires: String?
+            var age: String?
+            var vary: String?
+            func join(_ value: String, to field: inout String?) {
+                field = field.map { $0 + ", " + value } ?? value
+            }
+            for (name, value) in headers {
+                switch name.utf8.count {
+                case 3 where HTTPCachePolicy.isNamed(name, "age"): join(value, to: &age)
+                case 4 where HTTPCachePolicy.isNamed(name, "date"): join(value, to: &date)
+                case 4 where HTTPCachePolicy.isNamed(name, "etag"): join(value, to: &etag)
+                case 4 where HTTPCachePolicy.isNamed(name, "vary"): join(value, to: &vary)
+                case 7 where HTTPCachePolicy.isNamed(name, "expires"): join(value, to: &expires)
+                case 13 where HTTPCachePolicy.isNamed(name, "cache-control"): cacheControl.add(value)
+                case 13 where HTTPCachePolicy.isNamed(name, "last-modified"): join(value, to: &lastModifiedText)
+                default: break
+                }
+            }
+            self.date = date.flatMap(HTTPDate.parse)
+            self.expires = expires.map(HTTPDate.parse)
             lastModified = lastModifiedText.flatMap(HTTPDate.parse)
-            age = field("age").flatMap { value in
+            self.age = age.flatMap { value in
                 CacheControl.deltaSeconds(value.split(separator: ",").first.map { $0.trimmingBlanks } ?? "")
             }
-            validators = Validators(etag: bytes("etag"), lastModified: bytes("last-modified"))
-            varyNames = HTTPCachePolicy.varyNames(headers)
+            varyNames = vary.map(HTTPCachePolicy.varyNames(listedIn:)) ?? []
         }
     }
 

@@ -39,60 +39,102 @@ enum HTTPCachePolicy {
     static func isStorable(
         status: Int, requestHeaders: [(name: String, value: String)], responseHeaders: [(name: String, value: String)]
     ) -> Bool {
-        guard (200...599).contains(status), status != 206, status != 304 else { return false }
-        let request = CacheControl(requestHeaders)
-        let response = CacheControl(responseHeaders)
-        if request.noStore || response.noStore { return false }
-        if varyNames(responseHeaders) == nil { return false }
-        if field("authorization", in: requestHeaders) != nil,
-            !(response.isPublic || response.sMaxAge != nil || response.mustRevalidate)
-        {
+        isStorable(
+            status: status, requestHeaders: requestHeaders, cacheControl: CacheControl(responseHeaders),
+            hasExpires: field("expires", in: responseHeaders) != nil, isMatchable: varyNames(responseHeaders) != nil)
+    }
+
+    /// `isStorable` of a response whose headers' `fields` are parsed.
+    static func isStorable(
+        status: Int, requestHeaders: [(name: String, value: String)], response fields: CachedResponse.Fields
+    ) -> Bool {
+        isStorable(
+            status: status, requestHeaders: requestHeaders, cacheControl: fields.cacheControl,
+            hasExpires: fields.expires != nil, isMatchable: fields.varyNames != nil)
+    }
+
+    /// `isStorable` of a response with the `Cache-Control` directives
+    /// `response`, an `Expires` or not, and a `Vary` some request may match
+    /// (not `*`) or not.
+    private static func isStorable(
+        status: Int, requestHeaders: [(name: String, value: String)], cacheControl response: CacheControl,
+        hasExpires: Bool, isMatchable: Bool
+    ) -> Bool {
+        guard (200...599).contains(status), status != 206, status != 304, !response.noStore, isMatchable else {
             return false
         }
+        // Most requests carry no header at all: nothing to read.
+        if !requestHeaders.isEmpty {
+            if CacheControl(requestHeaders).noStore { return false }
+            if field("authorization", in: requestHeaders) != nil,
+                !(response.isPublic || response.sMaxAge != nil || response.mustRevalidate)
+            {
+                return false
+            }
+        }
         if cacheableByDefault.contains(status) { return true }
-        return response.maxAge != nil || field("expires", in: responseHeaders) != nil || response.isPublic
-            || response.isPrivate
+        return response.maxAge != nil || hasExpires || response.isPublic || response.isPrivate
     }
 
     /// `headers` without the hop-by-hop fields and those `Connection` names,
     /// names in lower case.
     static func storableHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        // `Connection` lists a name or two: compared one by one, not hashed,
-        // and split only when it lists more than one.
-        let connection = field("connection", in: headers) ?? ""
-        var listed: [String] = []
-        if connection.utf8.contains(UInt8(ascii: ",")) {
-            listed = connection.split(separator: ",").map { lowercased(String($0.trimmingBlanks)) }
-        } else if !connection.isEmpty {
-            listed = [lowercased(connection.trimmingBlanks)]
+        storable(headers).headers
+    }
+
+    /// `storableHeaders`, and whether a field left out was one `Connection`
+    /// named, not one of `hopByHopFields`.
+    static func storable(
+        _ headers: [(name: String, value: String)]
+    ) -> (headers: [(name: String, value: String)], droppedListed: Bool) {
+        // `Connection` lists a name or two (most often an option such as
+        // `keep-alive`): compared one by one, not hashed, and split only
+        // when it lists more than one.
+        var listed: [Substring] = []
+        if let connection = field("connection", in: headers) {
+            if connection.utf8.contains(UInt8(ascii: ",")) {
+                listed = connection.split(separator: ",").map { Substring(HTTPField.trimmingBlanks($0.utf8)) }
+            } else {
+                listed = [Substring(HTTPField.trimmingBlanks(connection.utf8))]
+            }
         }
         var stored: [(name: String, value: String)] = []
         stored.reserveCapacity(headers.count)
+        var droppedListed = false
         for (name, value) in headers {
             let name = lowercased(name)
-            if isHopByHop(name) || listed.contains(name) { continue }
+            if isHopByHop(name) { continue }
+            if !listed.isEmpty, listed.contains(where: { $0.utf8.count == name.utf8.count && isNamed(String($0), name) }) {
+                droppedListed = true
+                continue
+            }
             stored.append((name, value))
         }
-        return stored
+        return (stored, droppedListed)
     }
 
     /// Whether the lower-case `name` is one of `hopByHopFields`: hashed
     /// only when its length is one of theirs, which most names' is not.
     private static func isHopByHop(_ name: String) -> Bool {
-        hopByHopLengths.contains(name.utf8.count) && hopByHopFields.contains(name)
+        switch name.utf8.count {
+        case 2, 7, 10, 16, 17, 18, 19, 25: hopByHopFields.contains(name)
+        default: false
+        }
     }
-
-    private static let hopByHopLengths = Set(hopByHopFields.map(\.utf8.count))
 
     /// A field name in lower case: `name` itself when it holds no upper-case
     /// letter and nothing but ASCII, as the names a transfer read do (it
     /// lowers them as it reads them), so they are not made anew.
     static func lowercased(_ name: String) -> String {
+        isLowercased(name) ? name : name.lowercased()
+    }
+
+    /// Whether `name` holds no upper-case letter and nothing but ASCII.
+    static func isLowercased(_ name: String) -> Bool {
         var name = name
-        let lower = name.withUTF8 { bytes in
+        return name.withUTF8 { bytes in
             bytes.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
         }
-        return lower ? name : name.lowercased()
     }
 
     // MARK: - Freshness
@@ -140,7 +182,6 @@ enum HTTPCachePolicy {
     static func freshness(
         of response: CachedResponse, requestHeaders: [(name: String, value: String)] = [], now: Date
     ) -> Freshness {
-        let validators = validators(of: response)
         let stored = response.fields.cacheControl
         // Most requests carry no header at all: nothing to parse.
         let request = requestHeaders.isEmpty ? CacheControl([]) : CacheControl(requestHeaders)
@@ -148,19 +189,19 @@ enum HTTPCachePolicy {
             !requestHeaders.isEmpty && field("cache-control", in: requestHeaders) == nil
             && (field("pragma", in: requestHeaders)?.lowercased().contains("no-cache") ?? false)
         if stored.noCache || request.noCache || pragmaNoCache || request.maxAge == 0 {
-            return .mustRevalidate(validators)
+            return .mustRevalidate(response.validators)
         }
         let lifetime = freshnessLifetime(of: response)
         let age = currentAge(of: response, now: now)
-        if let maxAge = request.maxAge, age > maxAge { return .stale(validators) }
-        if let minFresh = request.minFresh, lifetime - age < minFresh { return .stale(validators) }
+        if let maxAge = request.maxAge, age > maxAge { return .stale(response.validators) }
+        if let minFresh = request.minFresh, lifetime - age < minFresh { return .stale(response.validators) }
         if lifetime > age { return .fresh }
         if let maxStale = request.maxStale, !stored.mustRevalidate, age - lifetime <= maxStale { return .fresh }
-        return .stale(validators)
+        return .stale(response.validators)
     }
 
     static func validators(of response: CachedResponse) -> Validators {
-        response.fields.validators
+        response.validators
     }
 
     /// The conditional request headers that revalidate `response`.
@@ -173,7 +214,11 @@ enum HTTPCachePolicy {
     /// The lower-case field names `Vary` lists; nil for `Vary: *`, which no
     /// request matches.
     static func varyNames(_ responseHeaders: [(name: String, value: String)]) -> [String]? {
-        guard let vary = field("vary", in: responseHeaders) else { return [] }
+        field("vary", in: responseHeaders).map(varyNames(listedIn:)) ?? []
+    }
+
+    /// The lower-case field names the `Vary` value `vary` lists; nil for `*`.
+    static func varyNames(listedIn vary: String) -> [String]? {
         var names: [String] = []
         for part in vary.split(separator: ",") {
             let name = part.trimmingBlanks.lowercased()
@@ -188,8 +233,14 @@ enum HTTPCachePolicy {
     static func varyValues(
         requestHeaders: [(name: String, value: String)], responseHeaders: [(name: String, value: String)]
     ) -> [String: String] {
+        varyValues(requestHeaders: requestHeaders, names: varyNames(responseHeaders))
+    }
+
+    /// The request's values of the fields `names` (what a response's `Vary`
+    /// lists), to store with the response.
+    static func varyValues(requestHeaders: [(name: String, value: String)], names: [String]?) -> [String: String] {
         var values: [String: String] = [:]
-        for name in varyNames(responseHeaders) ?? [] {
+        for name in names ?? [] {
             values[name] = normalizedField(name, in: requestHeaders)
         }
         return values
@@ -223,7 +274,7 @@ enum HTTPCachePolicy {
         requestTime: Date, responseTime: Date
     ) -> CachedResponse? {
         if let etag = rawValues["etag"] ?? field("etag", in: headers).map({ Array($0.utf8) }) {
-            guard let storedTag = stored.fields.validators.etag, opaqueTag(storedTag) == opaqueTag(etag) else { return nil }
+            guard let storedTag = stored.validators.etag, opaqueTag(storedTag) == opaqueTag(etag) else { return nil }
         } else if let lastModified = field("last-modified", in: headers), let storedDate = stored.header("last-modified"),
             HTTPDate.parse(lastModified) != HTTPDate.parse(storedDate)
         {
@@ -256,7 +307,7 @@ enum HTTPCachePolicy {
     /// Whether the field name `name` is `lowered` (in lower case, of the
     /// same length) compared without case: byte by byte for an ASCII name,
     /// with no lower-case copy made.
-    private static func isNamed(_ name: String, _ lowered: String) -> Bool {
+    static func isNamed(_ name: String, _ lowered: String) -> Bool {
         var name = name
         var lowered = lowered
         // Nil when a byte of `name` is not ASCII: then it is lowered whole.

@@ -87,7 +87,8 @@ final class MemoryCache: Sendable {
     var count: Int { state.withLock { $0.index.count } }
 
     /// The entry for `key`, now the most recently accessed, with its
-    /// `sharedHeaders` and `pathFileName`. The first hit makes them, and the
+    /// `sharedHeaders`, `pathFileName` and its response's headers joined
+    /// (`CachedResponse.keepHeaderObject()`). The first hit makes them, and the
     /// outcomes' text then counts in the entry's cost: usage above the
     /// capacity purges other entries, as an insert would.
     func get(_ key: String) -> Entry? {
@@ -96,6 +97,7 @@ final class MemoryCache: Sendable {
             state.unlink(node)
             state.linkAtHead(node)
             if entry.sharedHeaders == nil {
+                entry.response.keepHeaderObject()
                 entry.sharedHeaders =
                     Outcome.sharedText(response: entry.response, size: Int64(entry.bodyLength))
                     ?? SharedJSON(strings: entry.response.headerObject)

@@ -353,8 +353,9 @@ final class ResponseCache: Sendable {
         body: CacheBodyFile
     ) -> [UInt8]? {
         guard Self.applies(to: request) else { return nil }
-        guard HTTPCachePolicy.isStorable(status: head.status, requestHeaders: request.headers, responseHeaders: head.headers)
-        else {
+        // Parsed once: for the decision, and then for the stored response.
+        let fields = CachedResponse.Fields(head.headers)
+        guard HTTPCachePolicy.isStorable(status: head.status, requestHeaders: request.headers, response: fields) else {
             for key in keys {
                 memory.remove(key)
                 downloadTier?.remove(key: key)
@@ -371,7 +372,7 @@ final class ResponseCache: Sendable {
         var unreadable = false
         let onDisk = disk.map { body.length <= $0.maximumBodyLength } ?? false
         var response = CachedResponse(
-            head: head, requestURL: request.url, requestHeaders: request.headers, requestTime: requestTime,
+            head: head, fields: fields, requestURL: request.url, requestHeaders: request.headers, requestTime: requestTime,
             responseTime: responseTime)
         response.digests = body.digests
         for key in keys {

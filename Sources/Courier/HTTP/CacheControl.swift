@@ -14,10 +14,13 @@ struct CacheControl: Sendable, Equatable {
     /// The directives of every `Cache-Control` line among `headers` (names
     /// compared without case).
     init(_ headers: [(name: String, value: String)]) {
-        for (name, value) in headers where name.lowercased() == "cache-control" {
+        for (name, value) in headers where name.utf8.count == 13 && HTTPCachePolicy.isNamed(name, "cache-control") {
             add(value)
         }
     }
+
+    /// No directive.
+    init() {}
 
     init(parsing value: String) {
         add(value)
@@ -62,7 +65,8 @@ struct CacheControl: Sendable, Equatable {
         return Self.deltaSeconds(argument) ?? 0
     }
 
-    private mutating func add(_ value: String) {
+    /// Adds the directives of one `Cache-Control` line.
+    mutating func add(_ value: String) {
         var name = ""
         var argument = ""
         var inArgument = false

@@ -57,8 +57,8 @@ enum HTTPDate {
                 bytes[7] == UInt8(ascii: " "), bytes[11] == UInt8(ascii: " "), bytes[16] == UInt8(ascii: " "),
                 bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"),
                 bytes[25...].elementsEqual(" GMT".utf8),
-                weekdays.contains(where: { named($0, at: 0, in: bytes) }),
-                let month = months.firstIndex(where: { named($0, at: 8, in: bytes) }).map({ $0 + 1 }),
+                let weekday = word(at: 0, in: bytes), weekdayWords.contains(weekday),
+                let month = word(at: 8, in: bytes).flatMap({ monthWords.firstIndex(of: $0) }).map({ $0 + 1 }),
                 let day = number(bytes, 5, 2), let year = number(bytes, 12, 4), let hour = number(bytes, 17, 2),
                 let minute = number(bytes, 20, 2), let second = number(bytes, 23, 2),
                 (1583...9999).contains(year), (1...daysIn(month: month, year: year)).contains(day), hour < 24,
@@ -68,15 +68,26 @@ enum HTTPDate {
         }
     }
 
-    /// Whether the three letters at `offset` spell `name`, in any case.
-    private static func named(_ name: String, at offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var index = offset
-        for letter in name.utf8 {
-            guard isLetter(bytes[index]), bytes[index] | 0x20 == letter | 0x20 else { return false }
-            index += 1
+    /// The three letters at `offset` in lower case, packed into one
+    /// integer (as `packed` packs a name); nil when one is not a letter.
+    private static func word(at offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> UInt32? {
+        var packed: UInt32 = 0
+        for byte in bytes[offset..<(offset + 3)] {
+            guard isLetter(byte) else { return nil }
+            packed = packed << 8 | UInt32(byte | 0x20)
         }
-        return true
+        return packed
     }
+
+    /// The letters of `name` in lower case, packed into one integer.
+    private static func packed(_ name: String) -> UInt32 {
+        name.utf8.reduce(0) { $0 << 8 | UInt32($1 | 0x20) }
+    }
+
+    /// `weekdays` and `months` as `word(at:in:)` reads them: compared as
+    /// integers, not string by string.
+    private static let weekdayWords = weekdays.map(packed)
+    private static let monthWords = months.map(packed)
 
     /// The `count` decimal digits at `offset`, or nil if any is not one.
     private static func number(_ bytes: UnsafeBufferPointer<UInt8>, _ offset: Int, _ count: Int) -> Int? {
