@@ -47,30 +47,31 @@ enum StoredHead {
         head.reserveCapacity(length(key: key, response: response))
         head.append(contentsOf: magic)
         append(UInt16(truncatingIfNeeded: response.status), to: &head)
-        for time in [response.requestTime, response.responseTime, response.storedAt] {
-            append(time.timeIntervalSinceReferenceDate.bitPattern, to: &head)
-        }
-        append(key.utf8, to: &head)
-        append(response.url.utf8, to: &head)
+        append(response.requestTime.timeIntervalSinceReferenceDate.bitPattern, to: &head)
+        append(response.responseTime.timeIntervalSinceReferenceDate.bitPattern, to: &head)
+        append(response.storedAt.timeIntervalSinceReferenceDate.bitPattern, to: &head)
+        append(key, to: &head)
+        append(response.url, to: &head)
         append(UInt32(response.headers.count), to: &head)
         for (name, value) in response.headers {
-            append(name.utf8, to: &head)
-            append(value.utf8, to: &head)
+            append(name, to: &head)
+            append(value, to: &head)
         }
         append(UInt32(response.varyValues.count), to: &head)
         for (name, value) in response.varyValues {
-            append(name.utf8, to: &head)
-            append(value.utf8, to: &head)
+            append(name, to: &head)
+            append(value, to: &head)
         }
         append(UInt32(response.rawValues.count), to: &head)
         for (name, bytes) in response.rawValues {
-            append(name.utf8, to: &head)
+            append(name, to: &head)
             append(bytes, to: &head)
         }
-        let algorithms = response.digests.algorithms.sorted()
+        // Most responses have no digest: no set to make and sort.
+        let algorithms = response.digests.isEmpty ? [] : response.digests.algorithms.sorted()
         append(UInt32(algorithms.count), to: &head)
         for algorithm in algorithms {
-            append(algorithm.rawValue.utf8, to: &head)
+            append(algorithm.rawValue, to: &head)
             append(response.digests[algorithm] ?? [], to: &head)
         }
         return head
@@ -86,14 +87,29 @@ enum StoredHead {
         return length
     }
 
+    /// `value`'s bytes, least significant first, appended one by one: a
+    /// head is made with room for all of them.
     private static func append<Integer: FixedWidthInteger>(_ value: Integer, to head: inout [UInt8]) {
-        withUnsafeBytes(of: value.littleEndian) { head.append(contentsOf: $0) }
+        var value = value
+        for _ in 0..<MemoryLayout<Integer>.size {
+            head.append(UInt8(truncatingIfNeeded: value))
+            value >>= 8
+        }
     }
 
-    /// A string or bytes: their length, then them.
-    private static func append(_ bytes: some Collection<UInt8>, to head: inout [UInt8]) {
+    /// Bytes: their length, then them.
+    private static func append(_ bytes: [UInt8], to head: inout [UInt8]) {
         append(UInt32(truncatingIfNeeded: bytes.count), to: &head)
         head.append(contentsOf: bytes)
+    }
+
+    /// A string: its length, then its UTF-8, copied from its storage.
+    private static func append(_ string: String, to head: inout [UInt8]) {
+        var string = string
+        string.withUTF8 { bytes in
+            append(UInt32(truncatingIfNeeded: bytes.count), to: &head)
+            head.append(contentsOf: bytes)
+        }
     }
 
     // MARK: - Reading
