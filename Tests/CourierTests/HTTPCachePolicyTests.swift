@@ -73,6 +73,34 @@ struct HTTPCachePolicyTests {
         #expect(single.map(\.name) == [""])
     }
 
+    /// A store parses the head's fields once, to decide whether it may
+    /// be stored; the stored response keeps them only when they are the
+    /// stored headers' own, not when `Connection` named a field they read.
+    @Test func fieldsParsedForTheStoreDecisionServeOnlyWhatIsStored() {
+        let head = ResponseHead(
+            status: 200,
+            headers: [
+                ("cache-control", "max-age=600"), ("connection", "Cache-Control"), ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+                ("etag", "\"a\""),
+            ])
+        let fields = CachedResponse.Fields(head.headers)
+        #expect(HTTPCachePolicy.isStorable(status: 200, requestHeaders: [], response: fields))
+        #expect(fields.cacheControl.maxAge == 600)
+        let stored = CachedResponse(
+            head: head, fields: fields, requestURL: "http://o/r", requestHeaders: [], requestTime: t0, responseTime: t0)
+        #expect(stored.headers.map(\.name) == ["date", "etag"])
+        #expect(stored.fields.cacheControl.maxAge == nil)
+        #expect(HTTPCachePolicy.freshnessLifetime(of: stored) == 0)
+        #expect(stored.validators == Validators(etag: Array("\"a\"".utf8), lastModified: nil))
+        // Without such a `Connection` they are the stored response's.
+        var plain = head
+        plain.headers.remove(at: 1)
+        let kept = CachedResponse(
+            head: plain, fields: CachedResponse.Fields(plain.headers), requestURL: "http://o/r", requestHeaders: [],
+            requestTime: t0, responseTime: t0)
+        #expect(HTTPCachePolicy.freshnessLifetime(of: kept) == 600)
+    }
+
     @Test func fieldsAreFoundWithoutCaseAndJoined() {
         let headers = [
             ("ETag", "\"a\""), ("etag", "\"b\""), ("ETags", "x"), ("Cache-Control", "max-age=1"), ("\u{C9}tag", "y"),
