@@ -94,7 +94,7 @@ public final class Connection: AnswerSink {
     /// end of the queue. Use a key only for notifications that describe a
     /// current state (such as progress), where the newest makes the older
     /// ones redundant.
-    public func send(notification method: String, params: JSON, coalescingKey: String? = nil) {
+    public func send(notification method: String, params: JSON, coalescingKey: CoalescingKey? = nil) {
         send(notificationOf: method, estimate: params.estimatedEncodedCount, coalescingKey: coalescingKey) { object in
             object.set("params", params)
         }
@@ -106,7 +106,7 @@ public final class Connection: AnswerSink {
     /// with `sharing`, the message is made under its lock, so `params` may
     /// write it by reference (`JSONObjectWriter.set(_:shared:or:)`).
     public func send(
-        notification method: String, estimate: Int, coalescingKey: String? = nil, sharing: SharedJSON? = nil,
+        notification method: String, estimate: Int, coalescingKey: CoalescingKey? = nil, sharing: SharedJSON? = nil,
         params: @escaping @Sendable (JSONObjectWriter) -> Void
     ) {
         send(notificationOf: method, estimate: estimate, coalescingKey: coalescingKey, sharing: sharing) { object in
@@ -117,7 +117,7 @@ public final class Connection: AnswerSink {
     /// `{"jsonrpc", "method", "params"}`, in the order the text sorts them:
     /// `params` writes the last member.
     private func send(
-        notificationOf method: String, estimate: Int, coalescingKey: String?, sharing: SharedJSON? = nil,
+        notificationOf method: String, estimate: Int, coalescingKey: CoalescingKey?, sharing: SharedJSON? = nil,
         _ params: @escaping @Sendable (JSONObjectWriter) -> Void
     ) {
         let members: @Sendable (JSONObjectWriter) -> Void = { object in
@@ -140,7 +140,7 @@ public final class Connection: AnswerSink {
     /// writes, so that a thread sending many messages (the reading thread
     /// answering pipelined requests, the engine's finishing downloads) and
     /// the writer share the work.
-    private func send(_ message: JSONMessage, coalescingKey: String?) {
+    private func send(_ message: JSONMessage, coalescingKey: CoalescingKey?) {
         let framing = detected.withLock { $0 } ?? .ndjson
         output.enqueue(estimate: message.estimate + 1, coalescingKey: coalescingKey, wake: !isBatchingOutput) { buffer in
             framing.frame(into: &buffer, message.encode)

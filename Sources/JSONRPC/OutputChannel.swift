@@ -50,7 +50,7 @@ final class OutputChannel: Sendable {
         /// its size in `queued` until then.
         var encode: (@Sendable (inout [UInt8]) -> Void)? = nil
         var estimate = 0
-        var key: String?
+        var key: CoalescingKey?
         /// `encode` is work that must run even when nothing is written
         /// any more (`perform`): it appends nothing.
         var mustRun = false
@@ -62,8 +62,12 @@ final class OutputChannel: Sendable {
     /// What the senders, the writer and the waiters share.
     private struct State {
         var pending: [Entry] = []
+        /// The room of the writer's last chunk, emptied: `pending` takes it
+        /// when the writer takes the entries, so a steady stream of messages
+        /// appends without growing a new array each time.
+        var spare: [Entry] = []
         /// Index in `pending` of the entry holding each coalescing key.
-        var keyed: [String: Int] = [:]
+        var keyed: [CoalescingKey: Int] = [:]
         /// Bytes in `pending` plus the bytes the writer holds and has not written.
         var queued = 0
         /// Bytes held for answers not yet enqueued (`hold(_:within:)`).
@@ -95,6 +99,8 @@ final class OutputChannel: Sendable {
     /// to follow the client's reading closely, large enough to cost few calls.
     let writeSlice: Int
     private let fd: Int32
+    /// The most entries whose room the queue keeps from one chunk to the next.
+    private static let keptEntries = 1024
     private let state = Monitor(State())
 
     /// `lowWater` defaults to half of `highWater`.
@@ -111,7 +117,7 @@ final class OutputChannel: Sendable {
 
     /// Queues `bytes`; with `coalescingKey`, an older queued message with the
     /// same key that the writer has not taken yet is dropped.
-    func enqueue(_ bytes: [UInt8], coalescingKey: String? = nil, wake: Bool = true) {
+    func enqueue(_ bytes: [UInt8], coalescingKey: CoalescingKey? = nil, wake: Bool = true) {
         append(Entry(bytes: bytes, key: coalescingKey), wake: wake)
     }
 
@@ -121,7 +127,7 @@ final class OutputChannel: Sendable {
     /// is written after the messages queued before it. `releasingHeld`
     /// gives back room `hold` took for it.
     func enqueue(
-        estimate: Int, coalescingKey: String? = nil, releasingHeld: Int = 0, wake: Bool = true,
+        estimate: Int, coalescingKey: CoalescingKey? = nil, releasingHeld: Int = 0, wake: Bool = true,
         _ encode: @escaping @Sendable (inout [UInt8]) -> Void
     ) {
         append(
@@ -226,9 +232,10 @@ final class OutputChannel: Sendable {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(writeSlice * 2)
         while true {
-            let chunk = state.wait(until: { $0.hasWork }, wake: false) { state in
+            var chunk = state.wait(until: { $0.hasWork }, wake: false) { state in
                 defer {
-                    state.pending = []
+                    state.pending = state.spare
+                    state.spare = []
                     state.keyed.removeAll(keepingCapacity: true)
                     state.writing = true
                 }
@@ -238,11 +245,17 @@ final class OutputChannel: Sendable {
             let unwritten = writeAll(chunk, through: &buffer)
             if buffer.capacity > writeSlice * 4 { buffer = [] }
             buffer.removeAll(keepingCapacity: true)
+            if unwritten == nil {
+                chunk.removeAll(keepingCapacity: chunk.capacity <= Self.keptEntries)
+            }
 
-            let dropped: [Entry] = state.withLock { state in
+            let dropped: [Entry] = state.withLock { [chunk] state in
                 state.writing = false
                 defer { if state.pending.isEmpty { state.idle = true } }
-                guard let unwritten else { return [] }
+                guard let unwritten else {
+                    state.spare = chunk
+                    return []
+                }
                 state.broken = true
                 defer {
                     state.pending = []

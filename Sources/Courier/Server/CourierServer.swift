@@ -156,9 +156,9 @@ public final class CourierServer: Sendable {
     /// `send(_:on:)`), or view, replaces the one still waiting. The kept one
     /// leaves where it happened, so it never follows the receipt's
     /// `download/finished`.
-    static func coalescingKey(_ method: String, _ params: JSON) -> String? {
+    static func coalescingKey(_ method: String, _ params: JSON) -> CoalescingKey? {
         switch method {
-        case "view/progress": params["view"]?.stringValue.map { "view/progress " + $0 }
+        case "view/progress": params["view"]?.stringValue.map { CoalescingKey("view/progress " + $0) }
         default: nil
         }
     }

@@ -64,20 +64,16 @@ extension CourierServer {
         connection.send(notification: method, params: params, coalescingKey: coalescingKey(method, params))
     }
 
-    /// `download/progress t4 r7,r9`: a newer progress replaces an older
-    /// one still waiting only when both name the same task and receipts.
-    /// Made by appending to one string, as several are made per download.
-    static func progressKey(task: TaskID, receipts: [ReceiptID]) -> String {
-        var key = "download/progress t"
-        key.reserveCapacity(32 + 12 * receipts.count)
-        key += String(task.number)
-        var separator = " r"
-        for receipt in receipts {
-            key += separator
-            key += String(receipt.number)
-            separator = ",r"
-        }
-        return key
+    /// `download/progress` of task 4 for receipts 7 and 9: a newer progress
+    /// replaces an older one still waiting only when both name the same
+    /// task and receipts. Numbers, not text, as several are made per
+    /// download.
+    static func progressKey(task: TaskID, receipts: [ReceiptID]) -> CoalescingKey {
+        var numbers: [Int] = []
+        numbers.reserveCapacity(1 + receipts.count)
+        numbers.append(task.number)
+        for receipt in receipts { numbers.append(receipt.number) }
+        return CoalescingKey("download/progress", numbers: numbers)
     }
 
     static func rpcError(_ error: SchedulerError) -> RPCError {
