@@ -6,6 +6,7 @@ import Darwin
 import JSON
 import Logging
 import Locking
+import Synchronization
 import SystemPackage
 
 /// A JSON-RPC connection over a pair of file descriptors (stdin and stdout
@@ -29,9 +30,11 @@ public final class Connection: AnswerSink {
     private let outputFD: Int32
     private let output: OutputChannel
     private let mode: FramingMode
-    private let detected: Locked<Framing?>
-    /// Threads inside `batchingOutput`, with their nesting depth.
-    private let batching = Locked<[UInt: Int]>([:])
+    /// The framing in use (`FramingCode`), read on every message.
+    private let detected: Atomic<UInt8>
+    /// The connections whose output the running thread holds back, inside
+    /// their `batchingOutput`: read on every message, without a lock.
+    @TaskLocal private static var batching: [ObjectIdentifier] = []
     private let logger: Logger
 
     /// `outputLowWater` defaults to half of `outputHighWater`.
@@ -43,14 +46,14 @@ public final class Connection: AnswerSink {
         self.outputFD = output
         self.output = OutputChannel(fd: output, highWater: outputHighWater, lowWater: outputLowWater)
         self.mode = mode
-        self.detected = Locked(mode.forced)
+        self.detected = Atomic(FramingCode.of(mode.forced))
         self.maxMessageBytes = maxMessageBytes
         self.logger = logger
     }
 
     /// The framing in use: forced, or detected from the first bytes; nil
     /// until the client has sent something.
-    public var framing: Framing? { detected.withLock { $0 } }
+    public var framing: Framing? { FramingCode.framing(detected.load(ordering: .acquiring)) }
 
     /// Starts reading. `onEndOfInput` runs on the reading thread once the
     /// input is closed and every message before it has been handled.
@@ -141,7 +144,7 @@ public final class Connection: AnswerSink {
     /// answering pipelined requests, the engine's finishing downloads) and
     /// the writer share the work.
     private func send(_ message: JSONMessage, coalescingKey: CoalescingKey?) {
-        let framing = detected.withLock { $0 } ?? .ndjson
+        let framing = framing ?? .ndjson
         output.enqueue(estimate: message.estimate + 1, coalescingKey: coalescingKey, wake: !isBatchingOutput) { buffer in
             framing.frame(into: &buffer, message.encode)
         }
@@ -156,7 +159,7 @@ public final class Connection: AnswerSink {
 
     /// The array is framed on the writer's thread.
     public func sendBatch(_ answers: [[UInt8]], held: Int) {
-        let framing = detected.withLock { $0 } ?? .ndjson
+        let framing = framing ?? .ndjson
         output.enqueue(estimate: Framing.arrayLength(answers) + 1, releasingHeld: held, wake: !isBatchingOutput) { buffer in
             framing.frame(array: answers, into: &buffer)
         }
@@ -169,8 +172,7 @@ public final class Connection: AnswerSink {
 
     /// Whether this thread is inside `batchingOutput`.
     private var isBatchingOutput: Bool {
-        let thread = Self.currentThread
-        return batching.withLock { $0[thread] != nil }
+        Self.batching.contains(ObjectIdentifier(self))
     }
 
     /// Runs `body` with the messages this thread sends held back, then hands
@@ -178,25 +180,9 @@ public final class Connection: AnswerSink {
     /// notifications instead of a thread hand-off per message. Messages of
     /// other threads share the same queue, so the order is kept.
     public func batchingOutput<T>(_ body: () throws -> T) rethrows -> T {
-        let thread = Self.currentThread
-        batching.withLock { $0[thread, default: 0] += 1 }
-        defer {
-            let outermost = batching.withLock { threads in
-                let depth = (threads[thread] ?? 1) - 1
-                threads[thread] = depth > 0 ? depth : nil
-                return depth == 0
-            }
-            if outermost { output.wake() }
-        }
-        return try body()
-    }
-
-    private static var currentThread: UInt {
-        #if canImport(Darwin)
-        UInt(bitPattern: pthread_self())
-        #else
-        UInt(pthread_self())
-        #endif
+        guard !isBatchingOutput else { return try body() }
+        defer { output.wake() }
+        return try Self.$batching.withValue(Self.batching + [ObjectIdentifier(self)], operation: body)
     }
 
     /// Waits until every message sent so far is written, or `timeout` passes.
@@ -252,13 +238,10 @@ public final class Connection: AnswerSink {
     }
 
     private func noteFraming(_ framing: Framing?) {
-        guard let framing else { return }
-        detected.withLock { current in
-            if current == nil {
-                current = framing
-                logger.debug("client framing: \(framing.rawValue)")
-            }
-        }
+        guard let framing, detected.load(ordering: .acquiring) == FramingCode.none else { return }
+        let (noted, _) = detected.compareExchange(
+            expected: FramingCode.none, desired: FramingCode.of(framing), ordering: .acquiringAndReleasing)
+        if noted { logger.debug("client framing: \(framing.rawValue)") }
     }
 
     private func handle(_ event: FramerEvent, dispatcher: Dispatcher, reply: @escaping @Sendable (JSON) -> Void) {
@@ -273,6 +256,27 @@ public final class Connection: AnswerSink {
             reply(Dispatcher.errorResponse(id: .null, error))
         case .malformed(let problem):
             logger.error("broken framing skipped: \(problem)")
+        }
+    }
+}
+
+/// A framing as `Connection` keeps it in an atomic byte: 0 for none yet.
+private enum FramingCode {
+    static let none: UInt8 = 0
+
+    static func of(_ framing: Framing?) -> UInt8 {
+        switch framing {
+        case nil: none
+        case .lsp: 1
+        case .ndjson: 2
+        }
+    }
+
+    static func framing(_ code: UInt8) -> Framing? {
+        switch code {
+        case 1: .lsp
+        case 2: .ndjson
+        default: nil
         }
     }
 }
