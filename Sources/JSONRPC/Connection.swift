@@ -98,9 +98,7 @@ public final class Connection: AnswerSink {
     /// current state (such as progress), where the newest makes the older
     /// ones redundant.
     public func send(notification method: String, params: JSON, coalescingKey: CoalescingKey? = nil) {
-        send(notificationOf: method, estimate: params.estimatedEncodedCount, coalescingKey: coalescingKey) { object in
-            object.set("params", params)
-        }
+        send(notificationOf: method, estimate: params.estimatedEncodedCount, coalescingKey: coalescingKey, .value(params))
     }
 
     /// Sends a notification whose params are the object `params` writes
@@ -112,21 +110,29 @@ public final class Connection: AnswerSink {
         notification method: String, estimate: Int, coalescingKey: CoalescingKey? = nil, sharing: SharedJSON? = nil,
         params: @escaping @Sendable (JSONObjectWriter) -> Void
     ) {
-        send(notificationOf: method, estimate: estimate, coalescingKey: coalescingKey, sharing: sharing) { object in
-            object.set("params", object: params)
-        }
+        send(notificationOf: method, estimate: estimate, coalescingKey: coalescingKey, sharing: sharing, .object(params))
     }
 
-    /// `{"jsonrpc", "method", "params"}`, in the order the text sorts them:
-    /// `params` writes the last member.
+    /// A notification's params: a value, or the object a closure writes.
+    private enum NotificationParams: Sendable {
+        case value(JSON)
+        case object(@Sendable (JSONObjectWriter) -> Void)
+    }
+
+    /// `{"jsonrpc", "method", "params"}`, in the order the text sorts them,
+    /// written by one closure: a notification is sent for every step of
+    /// every download.
     private func send(
         notificationOf method: String, estimate: Int, coalescingKey: CoalescingKey?, sharing: SharedJSON? = nil,
-        _ params: @escaping @Sendable (JSONObjectWriter) -> Void
+        _ params: NotificationParams
     ) {
         let members: @Sendable (JSONObjectWriter) -> Void = { object in
             object.set("jsonrpc", "2.0")
             object.set("method", method)
-            params(object)
+            switch params {
+            case .value(let value): object.set("params", value)
+            case .object(let write): object.set("params", object: write)
+            }
         }
         let estimate = estimate + method.utf8.count + 40
         let message =

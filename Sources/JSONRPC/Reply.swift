@@ -1,5 +1,5 @@
 import JSON
-import Locking
+import Synchronization
 
 /// The one reply a request gets. Handlers call `success` or `failure` exactly
 /// once, now or later from any thread; a request whose reply is dropped
@@ -8,7 +8,9 @@ public final class Reply: Sendable {
     public let id: JSON
     public let method: String
     private let sink: @Sendable (JSONMessage) -> Void
-    private let answered = Locked(false)
+    /// Set by the first answer: an atomic flag, as a reply is made for
+    /// every request and freed on whichever thread answered it.
+    private let answered = Atomic(false)
     /// The batch whose array carries this answer; nil for a request sent
     /// alone.
     private let batch: BatchCollector?
@@ -62,7 +64,7 @@ public final class Reply: Sendable {
         }
     }
 
-    public var isAnswered: Bool { answered.withLock { $0 } }
+    public var isAnswered: Bool { answered.load(ordering: .acquiring) }
 
     /// A success response to the request `id`, `{"id", "jsonrpc", "result"}`
     /// in the order the text sorts them: `result` writes the last member.
@@ -90,11 +92,7 @@ public final class Reply: Sendable {
     }
 
     private func send(_ response: JSONMessage) {
-        let first = answered.withLock { answered in
-            defer { answered = true }
-            return !answered
-        }
-        guard first else {
+        guard !answered.exchange(true, ordering: .acquiringAndReleasing) else {
             assertionFailure("request \(id) (\(method)) was answered twice")
             return
         }
@@ -102,7 +100,7 @@ public final class Reply: Sendable {
     }
 
     deinit {
-        if !answered.withLock({ $0 }) {
+        if !answered.load(ordering: .acquiring) {
             sink(Self.failure(id: id, RPCError(.internalError, "\(method) finished without a reply")))
         }
     }
