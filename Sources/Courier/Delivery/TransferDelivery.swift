@@ -18,7 +18,8 @@ struct HitOrder: Sendable {
 
 /// What delivering one order came to, for the scheduler.
 enum DeliveryResult: Sendable {
-    /// The outcomes of a finished transfer's receipts.
+    /// The outcomes of a finished transfer's receipts, and the order as
+    /// `DeliveryOrder.delivered` leaves it.
     case delivered([(receipt: ReceiptID, outcome: Outcome)], of: DeliveryOrder)
     /// The origin answered a revalidation with a 304 that no stored body
     /// fits (or one some receipt's integrity refuses): fetch again.
@@ -251,7 +252,7 @@ final class TransferDelivery: Sendable {
         } else {
             outcomes = Delivery.failures(of: order.result, for: requests)
         }
-        return .delivered(zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }, of: order)
+        return .delivered(zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }, of: order.delivered)
     }
 
     private func delivery(
@@ -266,6 +267,21 @@ final class TransferDelivery: Sendable {
 }
 
 extension DeliveryOrder {
+    /// The order as the scheduler reads it once delivered (its id, request,
+    /// size, response and where it resumed from), without what the
+    /// delivery alone reads: the body's bytes and file, its first bytes,
+    /// the redirects and the receipts' requests. Those are freed on the
+    /// delivery queue with the order, not on the engine's thread.
+    var delivered: DeliveryOrder {
+        var delivered = self
+        delivered.receipts = []
+        delivered.result.bytes = nil
+        delivered.result.head = []
+        delivered.result.body = nil
+        delivered.result.redirects = []
+        return delivered
+    }
+
     /// Some receipt takes the body as text or base64: its outcome waits
     /// for room in the client's output.
     fileprivate var carriesBody: Bool { receipts.contains { $0.request.body != .none } }
