@@ -184,7 +184,9 @@ public final class Connection: AnswerSink {
     /// Runs `body` with the messages this thread sends held back, then hands
     /// them to the writer at once: one write for a burst of answers or
     /// notifications instead of a thread hand-off per message. Messages of
-    /// other threads share the same queue, so the order is kept.
+    /// other threads share the same queue, so the order is kept. (The hold
+    /// is a task-local value: a Swift task started inside `body` would
+    /// inherit it, so send from none there.)
     public func batchingOutput<T>(_ body: () throws -> T) rethrows -> T {
         guard !isBatchingOutput else { return try body() }
         defer { output.wake() }
