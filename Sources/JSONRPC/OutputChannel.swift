@@ -163,13 +163,13 @@ final class OutputChannel: Sendable {
         state.withLock(wakingIf: { $0.wakes }) { state in
             state.held -= releasingHeld
             guard !state.broken else { return (queued: false, wakes: false) }
-            if let coalescingKey = entry.key {
-                if let older = state.keyed[coalescingKey] {
-                    state.queued -= state.pending[older].counted
-                    state.pending[older] = Entry(bytes: [], key: nil)
-                    state.coalesced += 1
-                }
-                state.keyed[coalescingKey] = state.pending.count
+            // One look-up for the key: a progress notice carries one.
+            if let coalescingKey = entry.key,
+                let older = state.keyed.updateValue(state.pending.count, forKey: coalescingKey)
+            {
+                state.queued -= state.pending[older].counted
+                state.pending[older] = Entry(bytes: [], key: nil)
+                state.coalesced += 1
             }
             state.pending.append(entry)
             state.queued += entry.counted
