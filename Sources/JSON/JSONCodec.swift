@@ -315,7 +315,7 @@ extension JSONDecodeError {
         switch json_error_code(&error) {
         case json_error_invalid_utf8: reason = .invalidUTF8
         // jansson reports both with one code; its real number's text says so.
-        case json_error_numeric_overflow: reason = text.hasPrefix("real number") ? .realOverflow : .integerOverflow
+        case json_error_numeric_overflow: reason = text.utf8.starts(with: "real number".utf8) ? .realOverflow : .integerOverflow
         case json_error_stack_overflow: reason = .tooDeep
         default: reason = .syntax
         }
