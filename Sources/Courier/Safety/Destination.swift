@@ -218,36 +218,15 @@ struct Destination: Sendable {
         // A name of 100 bytes at most has 100 characters at most: taken
         // whole, without walking its characters.
         let kept = name.utf8.count <= 100 ? name[...] : name.prefix(100)
-        let suffix = NameSuffix.next()
-        var digitCount = 1
-        var rest = suffix / 36
-        while rest > 0 {
-            digitCount += 1
-            rest /= 36
-        }
-        let capacity = 1 + kept.utf8.count + processMark.utf8.count + digitCount + 5
-        return String(unsafeUninitializedCapacity: capacity) { buffer in
-            var count = 0
-            func put(_ bytes: some Sequence<UInt8>) {
-                for byte in bytes {
-                    buffer[count] = byte
-                    count += 1
-                }
-            }
-            put(CollectionOfOne(UInt8(ascii: ".")))
-            put(kept.utf8)
-            put(processMark.utf8)
-            // The suffix in base 36, lower-case digits, most significant first.
-            var value = suffix
-            for index in stride(from: count + digitCount - 1, through: count, by: -1) {
-                let digit = UInt8(value % 36)
-                buffer[index] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
-                value /= 36
-            }
-            count += digitCount
-            put(".part".utf8)
-            return count
-        }
+        let suffix = String(NameSuffix.next(), radix: 36)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(1 + kept.utf8.count + processMark.utf8.count + suffix.utf8.count + 5)
+        bytes.append(UInt8(ascii: "."))
+        bytes += kept.utf8
+        bytes += processMark.utf8
+        bytes += suffix.utf8
+        bytes += ".part".utf8
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }
