@@ -43,10 +43,8 @@ public final class SharedJSON: Sendable {
     /// message with the digits the message's reals need together, which
     /// text made apart cannot know. Nil too when `members` does not start
     /// with `key`.
-    public convenience init?(membersFrom key: StaticString, sizeHint: Int, _ members: (JSONObjectWriter) -> Void) {
-        let made = withoutActuallyEscaping(members) { members in Self.run(from: key, sizeHint: sizeHint, members) }
-        guard let made else { return nil }
-        self.init(texts: [made.text], keys: [made.key])
+    public convenience init?(membersFrom key: StaticString, sizeHint: Int, _ members: @escaping (JSONObjectWriter) -> Void) {
+        self.init(runs: [(key, members)], sizeHint: sizeHint)
     }
 
     /// Runs of members (`init(membersFrom:sizeHint:_:)`), which a message
