@@ -425,6 +425,17 @@ class Row:
         a, b = self.median(tool), self.median(anchor or self.anchor)
         return a / b if a is not None and b else None
 
+    def cell(self, tool: str) -> str:
+        """The tool's median; under a range, also in how many runs it lay
+        in it when that was not every run."""
+        text = fmt(self.median(tool), self.unit)
+        runs = self.figures.get(tool)
+        if self.within is not None and runs:
+            held = sum(self.within[0] <= value <= self.within[1] for value in runs)
+            if held < len(runs):
+                text += f" (in range in {held} of {len(runs)} runs)"
+        return text
+
     def met(self) -> bool | None:
         if self.within is not None:
             c = self.median("courier")
@@ -595,14 +606,17 @@ def table(rows: list[Row]) -> list[list[str]]:
         if not row.figures:
             continue
         anchor_col = row.median(row.anchor)
-        ratio = row.ratio("courier")
-        vs_aria = row.ratio("courier", "aria2c") if row.median("aria2c") is not None else None
+        # A row judged by a range (W7) is no comparison between the tools:
+        # no ratios, and a tool whose runs left the range says in how many
+        # runs it held.
+        ratio = row.ratio("courier") if row.within is None else None
+        vs_aria = row.ratio("courier", "aria2c") if row.median("aria2c") is not None and row.within is None else None
         met = row.met()
-        curl_cell = fmt(anchor_col, row.unit) if row.anchor == "curl" else f"{fmt(anchor_col, row.unit)} ({row.anchor})"
+        curl_cell = row.cell("curl") if row.anchor == "curl" else f"{fmt(anchor_col, row.unit)} ({row.anchor})"
         body.append([
             row.name + (f" {row.note}" if row.note else ""),
             curl_cell,
-            fmt(row.median("aria2c"), row.unit),
+            row.cell("aria2c"),
             fmt(row.median("courier"), row.unit),
             f"{ratio:.2f}×" if ratio is not None else "—",
             f"{vs_aria:.2f}×" if vs_aria is not None else "—",
