@@ -11,7 +11,8 @@ import Logging
 /// Turns a response and its body into each receipt's outcome: checks the
 /// response against what each receipt accepts, decodes text, reads image
 /// sizes, and places the body at each destination. Runs on the delivery
-/// queue (`TransferDelivery`), never on the engine's thread; it owns the
+/// queue (`TransferDelivery`); on the engine's thread only for a hit that
+/// makes and reads no file (`TransferDelivery.serveAtOnce`). It owns the
 /// body file it is given and removes it.
 struct Delivery {
     let response: ResponseHead
@@ -30,6 +31,9 @@ struct Delivery {
     /// For a stored body: the `path` file's name, the same while the stored
     /// response is, so repeated hits share one file.
     var sharedFileName: String? = nil
+    /// Set when the caller has found the `path` file `sharedFileName`
+    /// names kept already (`isKept`): it is not looked at again.
+    var sharedFileIsKept = false
     /// The response's `headerObject`, when the caller knows it already.
     var headerObject: [String: String]? = nil
     /// `headerObject` as text the outcomes share, when the caller has one.
@@ -148,7 +152,7 @@ struct Delivery {
                     outcome.path = destination
                 } else if request.body == .none {
                     let name = sharedFileName ?? "\(receipt.id)-\(Self.fileName(for: response.finalURL ?? request.url))"
-                    if sharedFileName == nil || !isKept(name) {
+                    if sharedFileName == nil || !(sharedFileIsKept || isKept(name)) {
                         try place(body.file(in: downloads), as: name, move: isLastConsumer)
                     }
                     outcome.path = downloads.path(of: name)
@@ -193,7 +197,7 @@ struct Delivery {
     /// Whether `name` in the downloads directory is a regular file of the
     /// body's size already (a `path` file an earlier hit of the same stored
     /// response made).
-    private func isKept(_ name: String) -> Bool {
+    func isKept(_ name: String) -> Bool {
         guard let info = downloads.status(of: name) else { return false }
         return info.st_mode & S_IFMT == S_IFREG && Int64(info.st_size) == size
     }

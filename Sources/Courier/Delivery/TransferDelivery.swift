@@ -32,7 +32,8 @@ enum DeliveryResult: Sendable {
 /// file placement, text decoding — on the delivery queue, so neither the
 /// engine's thread nor a request's waits on that I/O. The engine hands it
 /// what became due in one turn as one batch, and hears the batch's results
-/// as one command.
+/// as one command; a hit that needs none of that it serves at once
+/// (`serveAtOnce`).
 final class TransferDelivery: Sendable {
     let cache: ResponseCache
     private let leftovers: Leftovers
@@ -178,14 +179,37 @@ final class TransferDelivery: Sendable {
     private func serve(_ order: HitOrder, memoryBodyLimit: Int64) -> DeliveryResult {
         let hit = order.hit
         if order.request.body != .none { awaitOutputRoom() }
+        let outcome = delivery(for: hit, memoryBodyLimit: memoryBodyLimit).deliver(to: [(order.receipt, order.request)])[0]
+        return .served(receipt: order.receipt, outcome)
+    }
+
+    /// The outcome of a hit whose body is held in memory and whose receipt
+    /// needs no file made, placed or read, and no body as text or base64
+    /// (which waits for room in the client's output): made at once, on the
+    /// caller's thread, whose only system call is a look at the `path` file
+    /// an earlier hit made. Nil for any other hit, which `deliver` serves.
+    func serveAtOnce(_ order: HitOrder, memoryBodyLimit: Int64) -> Outcome? {
+        let hit = order.hit
+        guard case .bytes = hit.body, order.request.destination == nil, order.request.body == .none else { return nil }
+        var served = delivery(for: hit, memoryBodyLimit: memoryBodyLimit)
+        if let name = served.sharedFileName, served.isKept(name) {
+            served.sharedFileIsKept = true
+        } else if order.request.refusal(of: hit.response.head, size: hit.body.length, memoryBodyLimit: memoryBodyLimit) == nil {
+            return nil
+        }
+        return served.deliver(to: [(order.receipt, order.request)])[0]
+    }
+
+    /// How a hit's outcome is made: from the tier's response, with the
+    /// text and file name its entry shares.
+    private func delivery(for hit: ResponseCache.Hit, memoryBodyLimit: Int64) -> Delivery {
         var served = delivery(
             response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),
             source: hit.tier == .memory ? .memory : .disk, memoryBodyLimit: memoryBodyLimit)
         served.sharedFileName = hit.pathFileName
         served.headerObject = hit.response.headerObject
         served.sharedHeaders = hit.sharedHeaders
-        let outcome = served.deliver(to: [(order.receipt, order.request)])[0]
-        return .served(receipt: order.receipt, outcome)
+        return served
     }
 
     /// The outcomes of a finished transfer for the receipts it had.

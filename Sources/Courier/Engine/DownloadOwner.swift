@@ -20,7 +20,9 @@ import Logging
 /// started from within a callback — so answers and notifications leave in
 /// the order things happened. Nothing here blocks on another thread: what
 /// can (file placement, cache writes, body encoding, waiting for the client
-/// to read) goes to the delivery queue, a turn's worth as one batch.
+/// to read) goes to the delivery queue, a turn's worth as one batch. A
+/// cache hit that needs none of that is served here, in the turn that
+/// admits it.
 final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     typealias Action = SchedulerAction<Waiter>
 
@@ -108,6 +110,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// queue as one batch at its end.
     private var dueDeliveries: [DeliveryOrder] = []
     private var dueHits: [HitOrder] = []
+    /// Hits handed to the delivery queue whose outcomes have not come back:
+    /// while there are any, a hit that could be served at once goes there
+    /// too, so hits finish in the order they were admitted.
+    private var hitsInDelivery = 0
     /// When the scheduler asked to be ticked (its `wake(at:)`): the earliest.
     private var wakeAt: Double?
     /// What `whenSettled` runs, until it has run.
@@ -182,6 +188,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         carryOutActions()
         if engine.isIdle { parents.closeAll() }
         guard !dueDeliveries.isEmpty || !dueHits.isEmpty else { return }
+        hitsInDelivery += dueHits.count
         let inbox = inbox
         delivery.deliver(dueDeliveries, hits: dueHits, memoryBodyLimit: settings.maxMemoryBody) { results in
             inbox.send(.delivered(results))
@@ -220,6 +227,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
                 case .retry(let order):
                     step { scheduler, now in scheduler.retry(order, now: now) }
                 case .served(let receipt, let outcome):
+                    hitsInDelivery -= 1
                     step { scheduler, now in scheduler.delivered([(receipt, outcome)], now: now) }
                 }
             }
@@ -247,7 +255,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     }
 
     /// A `download` whose destination was checked and whose cache lookup
-    /// was made on the request's thread.
+    /// was made on the request's thread. A hit that needs no file work and
+    /// no room in the client's output finishes in this turn, its answer and
+    /// `download/finished` handed on together; any other goes to the
+    /// delivery queue at the turn's end.
     private func admit(_ request: DownloadRequest, refusal: TransferFailure?, lookup: ResponseCache.Lookup, waiter: Waiter) {
         let answer: CacheAnswer
         switch lookup {
@@ -262,7 +273,14 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         case .served(let receipt):
             guard case .hit(let hit) = lookup else { return }
             cache.countHit()
-            dueHits.append(HitOrder(hit: hit, receipt: receipt, request: request))
+            let order = HitOrder(hit: hit, receipt: receipt, request: request)
+            if dueHits.isEmpty, hitsInDelivery == 0,
+                let outcome = delivery.serveAtOnce(order, memoryBodyLimit: settings.maxMemoryBody)
+            {
+                step { scheduler, now in scheduler.delivered([(receipt, outcome)], now: now) }
+            } else {
+                dueHits.append(order)
+            }
         case .queued:
             if case .stale = answer { cache.countRevalidation() } else { cache.countMiss() }
         case .reused, .refused, .joined:
