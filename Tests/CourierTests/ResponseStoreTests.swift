@@ -441,32 +441,46 @@ struct ResponseStoreTests {
         }
     }
 
-    @Test func aNewDatabaseHasLargePagesAndAnOldOneKeepsItsOwn() throws {
+    @Test func aNewDatabaseHasItsPageSizeAndAnOlderOneKeepsItsOwn() throws {
         try withDirectory { directory in
-            // Given a database of schema version 1 made with SQLite's default pages, and one made new
-            let oldDirectory = directory + "/old"
-            try FileManager.default.createDirectory(atPath: oldDirectory, withIntermediateDirectories: true)
+            // Given a database of schema version 1 made with SQLite's default
+            // pages, one of this schema version made with 32 KiB pages (as
+            // courier made them before), and one made new
+            let (v1, v2) = (directory + "/v1", directory + "/v2")
+            for path in [v1, v2] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
             do {
-                let old = try Database(openingDefensively: oldDirectory + "/Cache.db")
+                let old = try Database(openingDefensively: v1 + "/Cache.db")
                 try old.execute("PRAGMA application_id = \(CacheDatabase.applicationID); PRAGMA user_version = 1")
                 old.close()
             }
+            do {
+                let old = try Database(openingDefensively: v2 + "/Cache.db", pageSize: 32 << 10)
+                try old.transaction { () throws(SQLiteError) in
+                    try old.execute(
+                        "PRAGMA application_id = \(CacheDatabase.applicationID); PRAGMA user_version = \(CacheDatabase.schemaVersion)")
+                    try old.execute(CacheDatabase.schema)
+                }
+                old.close()
+            }
             let new = try store(directory + "/new")
-            let old = try store(oldDirectory)
+            let stores = [new, try store(v1), try store(v2)]
 
             // Then each has its page size and a WAL copied back every 4 MiB of pages
             let pragmas = { (store: ResponseStore) in
                 store.database.use { database throws(SQLiteError) in
-                    (try database.integerPragma("page_size"), try database.integerPragma("wal_autocheckpoint"))
+                    [try database.integerPragma("page_size"), try database.integerPragma("wal_autocheckpoint")]
                 }
             }
-            #expect(pragmas(new)?.0 == Int64(CacheDatabase.pageSize) && pragmas(new)?.1 == Int64((4 << 20) / CacheDatabase.pageSize))
-            #expect(pragmas(old)?.0 == 4096 && pragmas(old)?.1 == 1024)
+            #expect(stores.map(pragmas) == [[8192, 512], [4096, 1024], [32768, 128]])
 
-            // And both store and find responses
-            for store in [new, old] {
+            // And each stores, replaces and finds responses
+            for store in stores {
                 #expect(store.insert(insert("a", [UInt8](repeating: 1, count: 8192))) == .stored(nil))
-                #expect(store.find(key: Array("a".utf8))?.bodyLength == 8192)
+                #expect(store.insert(insert("b", [UInt8](repeating: 2, count: 100))) == .stored(nil))
+                #expect(store.insert(insert("a", [UInt8](repeating: 3, count: 9000))) == .stored(nil))
+                #expect(store.find(key: Array("a".utf8))?.body == .inline([UInt8](repeating: 3, count: 9000)))
+                #expect(store.find(key: Array("b".utf8))?.bodyLength == 100)
+                #expect(store.totals() == (9000 + 100 + 6, 2))
             }
         }
     }
