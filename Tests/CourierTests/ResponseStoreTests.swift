@@ -391,8 +391,8 @@ struct ResponseStoreTests {
                     return
                 }
                 stored = id
-                // A store that replaces "kept" and fails after deleting its row:
-                // SQLite refuses its head, longer than a value may be
+                // A store that would replace "kept" and fails: SQLite refuses
+                // its head, longer than a value may be
                 var failing = insert("kept", large, head: [UInt8](repeating: 0, count: Int(Database.valueLengthLimit) + 1))
                 failing.body = .unnamed(fd: second)
                 #expect(store.insert(failing) == .failed)

@@ -263,11 +263,22 @@ final class ResponseStore: Sendable {
     private func replaceRow(key: SQLiteValue, values: [SQLiteValue], size: Int64, in database: Database) throws(SQLiteError)
         -> (files: [UInt64], change: CacheDatabase.UsageChange)
     {
-        // The row it replaces, if any, goes first. Looked up before it is
-        // deleted: a plain read costs less than a `RETURNING` clause, and a
-        // new key needs no delete.
+        // A new key, the usual case, is one statement: the insert does
+        // nothing when the key has a row. That row is then looked up for
+        // its size and body file (a plain read costs less than a
+        // `RETURNING` clause), deleted, and the row inserted again.
+        if try database.run(
+            """
+            INSERT INTO responses (
+                key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, head_checksum, body)
+            VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (key) DO NOTHING
+            """, values) == 1
+        {
+            return ([], CacheDatabase.UsageChange(bytes: size, entries: 1))
+        }
         let replaced = try database.rows("SELECT size, body_file FROM responses WHERE key = ?", [key])
-        if !replaced.isEmpty { try database.run("DELETE FROM responses WHERE key = ?", [key]) }
+        try database.run("DELETE FROM responses WHERE key = ?", [key])
         let files = replaced.compactMap { $0[1].integer.map { UInt64(bitPattern: $0) } }
         let freed = replaced.reduce(Int64(0)) { $0 + max(0, $1[0].integer ?? 0) }
         try database.run(
