@@ -248,6 +248,8 @@ struct ResponseStoreTests {
 
     @Test func bodyFileNamesAreSixteenHexDigits() {
         #expect(ResponseStore.fileName(0xAB) == "00000000000000ab")
+        #expect(ResponseStore.fileName(0x0123_4567_89AB_CDEF) == "0123456789abcdef")
+        #expect(ResponseStore.fileName(.max) == "ffffffffffffffff" && ResponseStore.fileName(1 << 63) == "8000000000000000")
         #expect(ResponseStore.fileID(Array("00000000000000ab".utf8)) == 0xAB)
         for name in ["00000000000000AB", "0000000000000ab", "00000000000000ab.part", "../0000000000000a", ""] {
             #expect(ResponseStore.fileID(Array(name.utf8)) == nil, "\(name)")

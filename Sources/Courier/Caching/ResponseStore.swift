@@ -131,11 +131,17 @@ final class ResponseStore: Sendable {
         self.maximumBodyLength = maximumBodyLength
     }
 
-    /// The name of the body file `id`.
+    /// The name of the body file `id`: its 16 hex digits, written into the
+    /// one string made (a store names its file twice, a disk hit on a body
+    /// file once).
     static func fileName(_ id: UInt64) -> String {
-        let digits = String(id, radix: 16)
-        return String(repeating: "0", count: 16 - digits.utf8.count) + digits
+        String(unsafeUninitializedCapacity: 16) { name in
+            for index in 0..<16 { name[index] = hexDigits[Int(truncatingIfNeeded: id >> (60 - 4 * index)) & 0xF] }
+            return 16
+        }
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// The body id a name in `http/` stands for, or nil when it is not one
     /// courier gives (16 lower-case hex digits).
