@@ -64,6 +64,9 @@ struct DownloadRequest: Sendable {
         let integrity: Integrity?
         /// Bytes per second its transfer may take; nil for no limit of its own.
         let maxRate: Int64?
+        /// The key the caches know its response by (`ResponseCache.key(for:)`):
+        /// made once, for the lookup and for the store after a transfer.
+        let cacheStorageKey: String
     }
 
     private final class Box: Sendable {
@@ -85,7 +88,8 @@ struct DownloadRequest: Sendable {
                 url: url, scheme: scheme, hasUserInfo: hasUserInfo, headers: headers, slot: slot, priority: priority,
                 cachePolicy: cachePolicy, accept: accept, body: body, textEncoding: textEncoding, destination: destination,
                 maxBytes: maxBytes, timeout: timeout, cacheKey: cacheKey, wait: wait, retries: retries, mirrors: mirrors,
-                integrity: integrity, maxRate: maxRate))
+                integrity: integrity, maxRate: maxRate,
+                cacheStorageKey: cacheKey.map(ResponseCache.key(cacheKey:)) ?? ResponseCache.key(url: url)))
     }
 
     var url: String { box.fields.url }
@@ -107,6 +111,7 @@ struct DownloadRequest: Sendable {
     var mirrors: [String] { box.fields.mirrors }
     var integrity: Integrity? { box.fields.integrity }
     var maxRate: Int64? { box.fields.maxRate }
+    var cacheStorageKey: String { box.fields.cacheStorageKey }
 
     /// Header names whose values identify the user: a response to a request
     /// carrying one is never stored, and none follows a redirect to another
