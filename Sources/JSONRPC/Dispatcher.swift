@@ -158,8 +158,23 @@ enum Incoming {
             self = .invalid(id: .null, .invalidRequest("Invalid Request: a message must be an object, not \(message.typeName)"))
             return
         }
-        // Each member is looked up once: every request costs these.
-        let givenID = members["id"]
+        // One pass over the members, comparing names rather than hashing
+        // each looked for: every request costs this.
+        var givenID: JSON?
+        var givenMethod: JSON?
+        var givenParams: JSON?
+        var version: JSON?
+        var answers = false
+        for (name, value) in members {
+            switch name {
+            case "id": givenID = value
+            case "method": givenMethod = value
+            case "params": givenParams = value
+            case "jsonrpc": version = value
+            case "result", "error": answers = true
+            default: break
+            }
+        }
         var id = JSON.null
         if let givenID {
             switch givenID {
@@ -170,12 +185,11 @@ enum Incoming {
                 return
             }
         }
-        let givenMethod = members["method"]
-        if givenMethod == nil, members["result"] != nil || members["error"] != nil {
+        if givenMethod == nil, answers {
             self = .response(message)
             return
         }
-        guard members["jsonrpc"] == .string("2.0") else {
+        guard case .string("2.0")? = version else {
             self = .invalid(id: id, .invalidRequest("Invalid Request: \"jsonrpc\" must be \"2.0\""))
             return
         }
@@ -183,7 +197,6 @@ enum Incoming {
             self = .invalid(id: id, .invalidRequest("Invalid Request: \"method\" must be a string"))
             return
         }
-        let givenParams = members["params"]
         var params: JSON?
         switch givenParams {
         case nil, .null?: params = nil
