@@ -18,6 +18,8 @@ struct ResponseCacheKeyTests {
         #expect(ResponseCache.key(for: request("http://a/x", cacheKey: "http://a/x")) == "key http://a/x")
         #expect(ResponseCache.key(for: request("http://a/x")) == ResponseCache.key(url: "http://a/x"))
         #expect(ResponseCache.key(for: request("http://a/x", cacheKey: "k")) == ResponseCache.key(cacheKey: "k"))
+        #expect(ResponseCache.key(for: request("http://a/é b")) == "url http://a/%C3%A9%20b")
+        #expect(ResponseCache.key(cacheKey: "") == "key ")
     }
 
     @Test(arguments: [
