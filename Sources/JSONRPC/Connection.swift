@@ -32,9 +32,6 @@ public final class Connection: AnswerSink {
     private let mode: FramingMode
     /// The framing in use (`FramingCode`), read on every message.
     private let detected: Atomic<UInt8>
-    /// The connections whose output the running thread holds back, inside
-    /// their `batchingOutput`: read on every message, without a lock.
-    @TaskLocal private static var batching: [ObjectIdentifier] = []
     private let logger: Logger
 
     /// `outputLowWater` defaults to half of `outputHighWater`.
@@ -113,47 +110,24 @@ public final class Connection: AnswerSink {
         send(notificationOf: method, estimate: estimate, coalescingKey: coalescingKey, sharing: sharing, .object(params))
     }
 
-    /// A notification's params: a value, or the object a closure writes.
-    private enum NotificationParams: Sendable {
-        case value(JSON)
-        case object(@Sendable (JSONObjectWriter) -> Void)
-    }
-
-    /// `{"jsonrpc", "method", "params"}`, in the order the text sorts them,
-    /// written by one closure: a notification is sent for every step of
+    /// `{"jsonrpc", "method", "params"}`, queued as its parts and written
+    /// on the writer's thread: a notification is sent for every step of
     /// every download.
     private func send(
         notificationOf method: String, estimate: Int, coalescingKey: CoalescingKey?, sharing: SharedJSON? = nil,
-        _ params: NotificationParams
+        _ params: OutputChannel.NotificationParams
     ) {
-        let members: @Sendable (JSONObjectWriter) -> Void = { object in
-            object.set("jsonrpc", "2.0")
-            object.set("method", method)
-            switch params {
-            case .value(let value): object.set("params", value)
-            case .object(let write): object.set("params", object: write)
-            }
-        }
-        let estimate = estimate + method.utf8.count + 40
-        let message =
-            sharing.map { JSONMessage(estimate: estimate, sharing: $0, object: members) }
-            ?? JSONMessage(estimate: estimate, object: members)
-        send(message, coalescingKey: coalescingKey)
-    }
-
-    public func send(_ message: JSONMessage) {
-        send(message, coalescingKey: nil)
+        output.enqueue(
+            .notification(method: method, params: params, sharing: sharing, framing ?? .ndjson),
+            estimate: estimate + method.utf8.count + 41, coalescingKey: coalescingKey)
     }
 
     /// The message is encoded on the writer's thread, straight into what it
     /// writes, so that a thread sending many messages (the reading thread
     /// answering pipelined requests, the engine's finishing downloads) and
     /// the writer share the work.
-    private func send(_ message: JSONMessage, coalescingKey: CoalescingKey?) {
-        let framing = framing ?? .ndjson
-        output.enqueue(estimate: message.estimate + 1, coalescingKey: coalescingKey, wake: !isBatchingOutput) { buffer in
-            framing.frame(into: &buffer, message.encode)
-        }
+    public func send(_ message: JSONMessage) {
+        output.enqueue(.message(message, framing ?? .ndjson), estimate: message.estimate + 1)
     }
 
     /// `outputLowWater`: what batches' answers may take while they wait.
@@ -165,32 +139,20 @@ public final class Connection: AnswerSink {
 
     /// The array is framed on the writer's thread.
     public func sendBatch(_ answers: [[UInt8]], held: Int) {
-        let framing = framing ?? .ndjson
-        output.enqueue(estimate: Framing.arrayLength(answers) + 1, releasingHeld: held, wake: !isBatchingOutput) { buffer in
-            framing.frame(array: answers, into: &buffer)
-        }
+        output.enqueue(.array(answers, framing ?? .ndjson), estimate: Framing.arrayLength(answers) + 1, releasingHeld: held)
     }
 
     /// `work` runs on the writer's thread, in turn with the messages.
     public func whenWriting(estimate: Int, _ work: @escaping @Sendable () -> Void) {
-        output.perform(estimate: estimate, wake: !isBatchingOutput, work)
-    }
-
-    /// Whether this thread is inside `batchingOutput`.
-    private var isBatchingOutput: Bool {
-        Self.batching.contains(ObjectIdentifier(self))
+        output.perform(estimate: estimate, work)
     }
 
     /// Runs `body` with the messages this thread sends held back, then hands
     /// them to the writer at once: one write for a burst of answers or
     /// notifications instead of a thread hand-off per message. Messages of
-    /// other threads share the same queue, so the order is kept. (The hold
-    /// is a task-local value: a Swift task started inside `body` would
-    /// inherit it, so send from none there.)
+    /// other threads share the same queue, so the order is kept.
     public func batchingOutput<T>(_ body: () throws -> T) rethrows -> T {
-        guard !isBatchingOutput else { return try body() }
-        defer { output.wake() }
-        return try Self.$batching.withValue(Self.batching + [ObjectIdentifier(self)], operation: body)
+        try output.batching(body)
     }
 
     /// Waits until every message sent so far is written, or `timeout` passes.

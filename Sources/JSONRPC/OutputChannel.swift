@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import JSON
 import Locking
 import SystemPackage
 
@@ -13,10 +14,15 @@ import SystemPackage
 /// supersedes one still waiting.
 ///
 /// A sender may hold back the wake-up (`enqueue(_:wake: false)`, then
-/// `wake()`): the connection's reading thread does so while it answers one
-/// read's worth of requests, so a pipelined client's answers leave in one
-/// write instead of one thread hand-off each. Messages from other threads
-/// join the same queue, so the order is kept either way.
+/// `wake()`), or hold back all it sends inside `batching`: the connection's
+/// reading thread does so while it answers one read's worth of requests,
+/// so a pipelined client's answers leave in one write instead of one
+/// thread hand-off each. Messages from other threads join the same queue,
+/// so the order is kept either way.
+///
+/// Messages are queued as values (`Payload`): the parts of a notification,
+/// a `JSONMessage`, a batch's encoded answers; the writer encodes and frames
+/// them, so queueing one costs its sender no more than the lock.
 ///
 /// Backpressure (swift-nio's writability): the channel counts the bytes
 /// queued and not yet written. Once they exceed `highWater` it is no longer
@@ -42,21 +48,49 @@ import SystemPackage
 /// `highWater` with the queue from then on, so a client whose batches wait
 /// is read from no faster than one whose answers wait unread.
 final class OutputChannel: Sendable {
-    /// One framed message waiting for the writer, or what makes it.
-    private struct Entry {
-        var bytes: [UInt8]
-        /// When set, appends the framed message to the writer's buffer, on
-        /// the writer's thread; `bytes` is empty and `estimate` stands for
-        /// its size in `queued` until then.
-        var encode: (@Sendable (inout [UInt8]) -> Void)? = nil
-        var estimate = 0
-        var key: CoalescingKey?
-        /// `encode` is work that must run even when nothing is written
-        /// any more (`perform`): it appends nothing.
-        var mustRun = false
+    /// One message waiting for the writer, or what makes it: a value, so
+    /// that queueing a message made elsewhere allocates nothing more.
+    enum Payload: Sendable {
+        /// Framed bytes.
+        case bytes([UInt8])
+        /// Appends the framed message to the writer's buffer.
+        case encode(@Sendable (inout [UInt8]) -> Void)
+        /// A message, framed as `framing`.
+        case message(JSONMessage, Framing)
+        /// `{"jsonrpc", "method", "params"}`, framed as `framing`;
+        /// `sharing` as `JSONMessage(estimate:sharing:object:)`.
+        case notification(method: String, params: NotificationParams, sharing: SharedJSON?, Framing)
+        /// Encoded values, as one framed JSON array.
+        case array([[UInt8]], Framing)
+        /// Work that must run even when nothing is written any more
+        /// (`perform`): it appends nothing.
+        case work(@Sendable () -> Void)
+    }
 
-        /// The bytes counted in `queued` for this entry.
-        var counted: Int { encode == nil ? bytes.count : estimate }
+    /// A notification's params: a value, or the object a closure writes.
+    enum NotificationParams: Sendable {
+        case value(JSON)
+        case object(@Sendable (JSONObjectWriter) -> Void)
+    }
+
+    private struct Entry {
+        var payload: Payload
+        /// What stands for the entry's size in `queued` until it is
+        /// encoded: its size for `bytes`, an estimate for the others.
+        var counted: Int
+        var key: CoalescingKey?
+
+        static let dropped = Entry(payload: .bytes([]), counted: 0, key: nil)
+
+        var mustRun: Bool {
+            if case .work = payload { return true }
+            return false
+        }
+
+        /// Runs the entry's work, if it is work.
+        func runWork() {
+            if case .work(let work) = payload { work() }
+        }
     }
 
     /// What the senders, the writer and the waiters share.
@@ -80,6 +114,8 @@ final class OutputChannel: Sendable {
         var writing = false
         var broken = false
         var coalesced = 0
+        /// The threads inside `batching`, whose messages wake nobody.
+        var batching: [UInt] = []
 
         /// The writer has work and was woken to it.
         var hasWork: Bool { !pending.isEmpty && !idle }
@@ -118,7 +154,7 @@ final class OutputChannel: Sendable {
     /// Queues `bytes`; with `coalescingKey`, an older queued message with the
     /// same key that the writer has not taken yet is dropped.
     func enqueue(_ bytes: [UInt8], coalescingKey: CoalescingKey? = nil, wake: Bool = true) {
-        append(Entry(bytes: bytes, key: coalescingKey), wake: wake)
+        append(Entry(payload: .bytes(bytes), counted: bytes.count, key: coalescingKey), wake: wake)
     }
 
     /// Queues a message that `encode` appends, framed, to the writer's
@@ -130,9 +166,16 @@ final class OutputChannel: Sendable {
         estimate: Int, coalescingKey: CoalescingKey? = nil, releasingHeld: Int = 0, wake: Bool = true,
         _ encode: @escaping @Sendable (inout [UInt8]) -> Void
     ) {
-        append(
-            Entry(bytes: [], encode: encode, estimate: max(estimate, 1), key: coalescingKey), releasingHeld: releasingHeld,
-            wake: wake)
+        enqueue(.encode(encode), estimate: estimate, coalescingKey: coalescingKey, releasingHeld: releasingHeld, wake: wake)
+    }
+
+    /// Queues what `payload` writes, encoded on the writer's thread as
+    /// `enqueue(estimate:_:)` is.
+    func enqueue(
+        _ payload: Payload, estimate: Int, coalescingKey: CoalescingKey? = nil, releasingHeld: Int = 0, wake: Bool = true
+    ) {
+        let entry = Entry(payload: payload, counted: max(estimate, 1), key: coalescingKey)
+        append(entry, releasingHeld: releasingHeld, wake: wake)
     }
 
     /// Runs `work` on the writer's thread, after the messages queued before
@@ -141,8 +184,29 @@ final class OutputChannel: Sendable {
     /// writer's as it stops): what it completes, such as a batch whose
     /// array others wait for, is never dropped with the messages.
     func perform(estimate: Int, wake: Bool = true, _ work: @escaping @Sendable () -> Void) {
-        let entry = Entry(bytes: [], encode: { _ in work() }, estimate: max(estimate, 1), mustRun: true)
-        if !append(entry, wake: wake) { work() }
+        if !append(Entry(payload: .work(work), counted: max(estimate, 1), key: nil), wake: wake) { work() }
+    }
+
+    /// Runs `body` with what this thread enqueues meanwhile held back, then
+    /// starts the writer on it: one hand-off for a burst of messages. Other
+    /// threads' messages wake the writer as usual, and take what is held
+    /// with them, in order. Inside another `batching` of the same thread,
+    /// only the outermost one wakes the writer.
+    func batching<T>(_ body: () throws -> T) rethrows -> T {
+        let thread = currentThread()
+        let outermost = state.withLock(wake: false) { state in
+            guard !state.batching.contains(thread) else { return false }
+            state.batching.append(thread)
+            return true
+        }
+        guard outermost else { return try body() }
+        defer {
+            state.withLock(wakingIf: { $0 }) { state in
+                if let index = state.batching.firstIndex(of: thread) { state.batching.remove(at: index) }
+                return state.wakeWriter()
+            }
+        }
+        return try body()
     }
 
     /// Takes room for `count` bytes of output that is not ready to be
@@ -168,13 +232,14 @@ final class OutputChannel: Sendable {
                 let older = state.keyed.updateValue(state.pending.count, forKey: coalescingKey)
             {
                 state.queued -= state.pending[older].counted
-                state.pending[older] = Entry(bytes: [], key: nil)
+                state.pending[older] = .dropped
                 state.coalesced += 1
             }
             state.pending.append(entry)
             state.queued += entry.counted
             if state.queued + state.held > highWater { state.writable = false }
-            return (queued: true, wakes: wake && state.wakeWriter())
+            let wakes = wake && (state.batching.isEmpty || !state.batching.contains(currentThread()))
+            return (queued: true, wakes: wakes && state.wakeWriter())
         }.queued
     }
 
@@ -265,8 +330,7 @@ final class OutputChannel: Sendable {
                 return Array(chunk[unwritten...]) + state.pending
             }
             guard unwritten != nil else { continue }
-            var nothing: [UInt8] = []
-            for entry in dropped where entry.mustRun { entry.encode?(&nothing) }
+            for entry in dropped where entry.mustRun { entry.runWork() }
             return
         }
     }
@@ -282,17 +346,29 @@ final class OutputChannel: Sendable {
         /// counted in `queued`.
         var correction = 0
         for (index, entry) in entries.enumerated() {
-            if let encode = entry.encode {
-                let start = buffer.count
-                encode(&buffer)
-                correction += buffer.count - start - entry.estimate
-            } else if entry.bytes.count >= writeSlice {
+            let start = buffer.count
+            switch entry.payload {
+            case .bytes(let bytes) where bytes.count >= writeSlice:
                 guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return index }
                 buffer.removeAll(keepingCapacity: true)
-                guard writeSlices(entry.bytes, correction: &correction) else { return index + 1 }
-            } else {
-                buffer.append(contentsOf: entry.bytes)
+                guard writeSlices(bytes, correction: &correction) else { return index + 1 }
+                continue
+            case .bytes(let bytes):
+                buffer.append(contentsOf: bytes)
+            case .encode(let encode):
+                encode(&buffer)
+            case .message(let message, let framing):
+                framing.frame(into: &buffer, message.encode)
+            case .notification(let method, let params, let sharing, let framing):
+                framing.frame(into: &buffer) { text in
+                    Self.encode(notification: method, params, sharing: sharing, estimate: entry.counted, into: &text)
+                }
+            case .array(let elements, let framing):
+                framing.frame(array: elements, into: &buffer)
+            case .work(let work):
+                work()
             }
+            if case .bytes = entry.payload {} else { correction += buffer.count - start - entry.counted }
             if buffer.count >= writeSlice {
                 guard writeSlices(buffer, correction: &correction) else { return index + 1 }
                 buffer.removeAll(keepingCapacity: true)
@@ -301,6 +377,26 @@ final class OutputChannel: Sendable {
         guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return entries.count }
         if correction != 0 { countWritten(0, correction: correction) }
         return nil
+    }
+
+    /// `{"jsonrpc", "method", "params"}`, in the order the text sorts them.
+    private static func encode(
+        notification method: String, _ params: NotificationParams, sharing: SharedJSON?, estimate: Int,
+        into text: inout [UInt8]
+    ) {
+        let members: @Sendable (JSONObjectWriter) -> Void = { object in
+            object.set("jsonrpc", "2.0")
+            object.set("method", method)
+            switch params {
+            case .value(let value): object.set("params", value)
+            case .object(let write): object.set("params", object: write)
+            }
+        }
+        if let sharing {
+            JSONCodec.encodeObject(into: &text, sizeHint: estimate, sharing: sharing, members)
+        } else {
+            JSONCodec.encodeObject(into: &text, sizeHint: estimate, members)
+        }
     }
 
     private func writeSlices(_ bytes: [UInt8], correction: inout Int) -> Bool {
@@ -338,4 +434,13 @@ final class OutputChannel: Sendable {
             return true
         }
     }
+}
+
+/// The calling thread, as a number `OutputChannel.batching` tells threads by.
+private func currentThread() -> UInt {
+    #if canImport(Glibc)
+    UInt(pthread_self())
+    #else
+    UInt(bitPattern: pthread_self())
+    #endif
 }
