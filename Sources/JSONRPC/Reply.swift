@@ -13,18 +13,28 @@ public final class Reply: Sendable {
     private let answered = Atomic(false)
     /// The batch whose array carries this answer; nil for a request sent
     /// alone.
-    private let batch: BatchCollector?
+    private let collector: BatchCollector?
 
     init(id: JSON, method: String, batch: BatchCollector? = nil, sink: @escaping @Sendable (JSONMessage) -> Void) {
         self.id = id
         self.method = method
-        self.batch = batch
+        self.collector = batch
         self.sink = sink
     }
 
     /// True when the answer reaches the client only with the rest of its
     /// batch, so sending it does not put it on the wire.
-    public var isHeldInBatch: Bool { batch != nil }
+    public var isHeldInBatch: Bool { collector != nil }
+
+    /// The batch whose array carries the answer, told apart from every
+    /// other batch at least until what waits for its array
+    /// (`afterAnswerIsSent`) has run; nil for a request sent alone.
+    public var batch: Batch? { collector.map { Batch(collector: ObjectIdentifier($0)) } }
+
+    /// A batch of requests, as `batch` names it.
+    public struct Batch: Hashable, Sendable {
+        fileprivate let collector: ObjectIdentifier
+    }
 
     /// Runs `action` when nothing sent after it can reach the client before
     /// this answer: at once for a request sent alone (its answer, given
@@ -32,7 +42,7 @@ public final class Reply: Sendable {
     /// one in a batch (whatever else that array waits for). Call it before
     /// answering.
     public func afterAnswerIsSent(_ action: @escaping @Sendable () -> Void) {
-        if let batch, batch.afterSent(action) { return }
+        if let collector, collector.afterSent(action) { return }
         action()
     }
 

@@ -1,5 +1,6 @@
 import JSONRPC
 import Locking
+import Synchronization
 
 /// Keeps a notice back while the answer that introduces what it names waits
 /// in a batch not yet written: protocol/ promises that a `download` answer
@@ -22,9 +23,16 @@ final class NoticeHold: Sendable {
         var pending: [Subject: Int] = [:]
         /// Each held subject's notices, in the order they happened.
         var queued: [Subject: [Notice]] = [:]
+        /// The subjects of each batch's answers, in the order they came.
+        var batches: [Reply.Batch: [Subject]] = [:]
     }
 
     private let state = Locked(State())
+    /// Answers pending, as `state.pending` counts them: changed under the
+    /// lock, read without it, so that a notice goes out without taking the
+    /// lock while no answer waits. It falls to zero only once the released
+    /// notices are sent, so a notice that reads zero follows them.
+    private let pendingAnswers = Atomic(0)
     private let emit: @Sendable (Notice) -> Void
 
     init(emit: @escaping @Sendable (Notice) -> Void) {
@@ -33,12 +41,20 @@ final class NoticeHold: Sendable {
 
     /// Call before answering `reply` with an answer about `subject`.
     func answering(_ reply: Reply, about subject: Subject?) {
-        guard let subject, reply.isHeldInBatch else { return }
-        state.withLock { $0.pending[subject, default: 0] += 1 }
-        reply.afterAnswerIsSent { [self] in release(subject) }
+        guard let subject, let batch = reply.batch else { return }
+        // One action per batch releases the subjects of all its answers.
+        let first = state.withLock { state in
+            state.pending[subject, default: 0] += 1
+            pendingAnswers.add(1, ordering: .releasing)
+            let batches = state.batches.count
+            state.batches[batch, default: []].append(subject)
+            return state.batches.count > batches
+        }
+        if first { reply.afterAnswerIsSent { [self] in release(batch) } }
     }
 
     func notify(_ notice: Notice) {
+        guard pendingAnswers.load(ordering: .acquiring) > 0 else { return emit(notice) }
         // Sent under the lock while anything is held, so that a release
         // running meanwhile cannot put older notices after newer ones.
         state.withLock { state in
@@ -71,15 +87,19 @@ final class NoticeHold: Sendable {
         }
     }
 
-    private func release(_ subject: Subject) {
+    /// Releases the subjects of `batch`'s answers, now sent, in turn.
+    private func release(_ batch: Reply.Batch) {
         state.withLock { state in
-            guard let count = state.pending[subject] else { return }
-            if count > 1 {
-                state.pending[subject] = count - 1
-                return
+            for subject in state.batches.removeValue(forKey: batch) ?? [] {
+                guard let count = state.pending[subject] else { continue }
+                defer { pendingAnswers.subtract(1, ordering: .releasing) }
+                if count > 1 {
+                    state.pending[subject] = count - 1
+                    continue
+                }
+                state.pending[subject] = nil
+                for notice in state.queued.removeValue(forKey: subject) ?? [] { emit(notice) }
             }
-            state.pending[subject] = nil
-            for notice in state.queued.removeValue(forKey: subject) ?? [] { emit(notice) }
         }
     }
 }
