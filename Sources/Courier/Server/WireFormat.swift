@@ -288,10 +288,17 @@ extension Outcome {
     }
 
     /// About how many bytes `write` makes: exact but for escapes and reals.
+    /// The text `sharedHeaders` holds stands for the members it writes,
+    /// without going through the headers again.
     var estimatedEncodedCount: Int {
-        var count = 200 + url.utf8.count + finalURL.utf8.count + (contentType?.utf8.count ?? 0)
+        var count = 200 + url.utf8.count + (contentType?.utf8.count ?? 0)
         count += (path?.utf8.count ?? 0) + (text?.utf8.count ?? 0) + (base64?.utf8.count ?? 0)
-        for (name, value) in headers { count += name.utf8.count + value.utf8.count + 6 }
+        if let sharedHeaders {
+            count += sharedHeaders.byteCount
+        } else {
+            count += finalURL.utf8.count
+            for (name, value) in headers { count += name.utf8.count + value.utf8.count + 6 }
+        }
         if let error { count += 60 + error.message.utf8.count }
         return count
     }
