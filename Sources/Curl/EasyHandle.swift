@@ -39,19 +39,29 @@ public struct EasyOptions: Sendable {
     /// is.
     public var acceptsEncodings = true
     public var caFile: String?
+    /// The proxy for this transfer whatever the environment says, with no
+    /// host bypassing it; nil for `proxyEnvironment`'s.
     public var proxy: String?
+    /// The proxies the environment names, used when `proxy` is nil.
+    public var proxyEnvironment = ProxyEnvironment.current
     public var userAgent = "courier"
 
     public init(url: String) { self.url = url }
 
-    /// The URL's scheme is https (compared as bytes, in any case).
+    /// The URL's scheme is https (compared as bytes, in any case): read
+    /// from the string's own storage where it has one, as a URL made here
+    /// does, which a byte-by-byte iterator is not.
     var isHTTPS: Bool {
-        var bytes = url.utf8.makeIterator()
-        for expected in "https:".utf8 {
-            // A letter in either case; the colon as it is.
-            guard let byte = bytes.next(), (expected == UInt8(ascii: ":") ? byte : byte | 0x20) == expected else { return false }
-        }
-        return true
+        url.utf8.withContiguousStorageIfAvailable(Self.isHTTPS)
+            ?? Array(url.utf8.prefix(6)).withUnsafeBufferPointer(Self.isHTTPS)
+    }
+
+    private static func isHTTPS(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        // Each letter in either case (a byte that is one once 0x20 is set),
+        // the colon as it is.
+        bytes.count >= 6 && bytes[0] | 0x20 == UInt8(ascii: "h") && bytes[1] | 0x20 == UInt8(ascii: "t")
+            && bytes[2] | 0x20 == UInt8(ascii: "t") && bytes[3] | 0x20 == UInt8(ascii: "p") && bytes[4] | 0x20 == UInt8(ascii: "s")
+            && bytes[5] == UInt8(ascii: ":")
     }
 
     /// libcurl's low-speed check as set: (0, 0) for none.
@@ -65,6 +75,7 @@ public struct EasyOptions: Sendable {
         followRedirects == other.followRedirects && maxRedirects == other.maxRedirects && bufferSize == other.bufferSize
             && Self.same(protocols, other.protocols) && Self.same(redirectProtocols, other.redirectProtocols)
             && Self.same(userAgent, other.userAgent) && Self.same(caFile, other.caFile) && Self.same(proxy, other.proxy)
+            && proxyEnvironment === other.proxyEnvironment
     }
 
     /// Both are absent, or hold the same bytes (the bytes libcurl is given).
@@ -156,6 +167,8 @@ public final class EasyHandle {
     /// CA file and buffer has only the options that differ set (each
     /// transfer's URL and headers at least), each one back to libcurl's
     /// default where `options` asks for none; any other is reset first.
+    /// Without `proxy`, the environment's proxy for the URL's scheme is set
+    /// (empty for none), so libcurl does not read the environment itself.
     public func configure(_ options: EasyOptions) {
         if let applied, applied.sharesFixedOptions(with: options) {
             configureChanges(from: applied, to: options)
@@ -200,6 +213,11 @@ public final class EasyHandle {
         }
     }
 
+    /// Sets `bytes`, NUL-terminated, as a string option.
+    private func setBytes(_ option: CURLoption, _ bytes: [CChar]) {
+        check(bytes.withUnsafeBufferPointer { courier_easy_setopt_ptr(raw, option, $0.baseAddress) }, option)
+    }
+
     /// Sets the options of a transfer of its own that differ from those
     /// the handle holds (`old`; nil for libcurl's defaults), and its URL
     /// and headers.
@@ -217,8 +235,19 @@ public final class EasyHandle {
         // Waiting to multiplex pays only where HTTP/2 can be negotiated (TLS);
         // on plain HTTP it would queue a transfer behind a busy HTTP/1.1
         // connection instead of opening another.
-        let pipeWait = options.isHTTPS
-        if pipeWait != (old?.isHTTPS ?? false) { setLong(CURLOPT_PIPEWAIT, pipeWait ? 1 : 0) }
+        let isHTTPS = options.isHTTPS
+        let wasHTTPS = old?.isHTTPS
+        if isHTTPS != (wasHTTPS ?? false) { setLong(CURLOPT_PIPEWAIT, isHTTPS ? 1 : 0) }
+        // Given even when empty: libcurl reads the environment for every
+        // request where either option is not set. `old`, if any, had the
+        // same environment.
+        if options.proxy == nil {
+            let environment = options.proxyEnvironment
+            let proxy = environment.setting(https: isHTTPS)
+            let previous = wasHTTPS.map { environment.setting(https: $0) }
+            if proxy.proxy != previous?.proxy { setBytes(CURLOPT_PROXY, proxy.proxy) }
+            if proxy.noProxy != previous?.noProxy { setBytes(CURLOPT_NOPROXY, proxy.noProxy) }
+        }
         // 0 is libcurl's default for each: no limit, or (for the connect
         // timeout) its own.
         if options.timeoutMilliseconds != old?.timeoutMilliseconds {

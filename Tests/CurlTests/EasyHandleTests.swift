@@ -79,6 +79,102 @@ struct EasyHandleTests {
         #expect(!secondRequest.contains("Accept-Encoding"))
         multi.recycle(again)
     }
+
+    @Test(arguments: [
+        ([:], "", "", ""),
+        (["http_proxy": "http://h:1", "https_proxy": "http://s:2", "no_proxy": "a,b"], "http://h:1", "http://s:2", "a,b"),
+        // Upper-case HTTP_PROXY is not read; HTTPS_PROXY and the others are.
+        (["HTTP_PROXY": "http://h:1", "HTTPS_PROXY": "http://s:2", "NO_PROXY": "*"], "", "http://s:2", "*"),
+        (["all_proxy": "http://a:3", "ALL_PROXY": "http://b:4"], "http://a:3", "http://a:3", ""),
+        (["ALL_PROXY": "http://b:4", "https_proxy": "http://s:2"], "http://b:4", "http://s:2", ""),
+        // Lower case wins; an empty variable counts as not set.
+        (["https_proxy": "http://s:2", "HTTPS_PROXY": "http://t:5", "no_proxy": "", "NO_PROXY": "c"], "", "http://s:2", "c"),
+        (["http_proxy": "", "all_proxy": "http://a:3"], "http://a:3", "http://a:3", ""),
+    ])
+    func theEnvironmentsProxiesAreReadByLibcurlsRules(
+        variables: [String: String], http: String, https: String, noProxy: String
+    ) {
+        let environment = ProxyEnvironment(variables: variables)
+        let text = { (bytes: [CChar]) in String(decoding: bytes.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        for (isHTTPS, proxy) in [(false, http), (true, https)] {
+            let setting = environment.setting(https: isHTTPS)
+            #expect(setting.proxy.last == 0 && setting.noProxy.last == 0)
+            #expect(text(setting.proxy) == proxy)
+            #expect(text(setting.noProxy) == noProxy)
+        }
+    }
+
+    @Test func aTransferGoesThroughTheEnvironmentsProxyUnlessItsHostBypassesIt() throws {
+        CurlLibrary.initialize()
+        let origin = try #require(Listener())
+        let proxy = try #require(Listener())
+        defer {
+            close(origin.fd)
+            close(proxy.fd)
+        }
+        let multi = MultiHandle()
+        defer { multi.cleanup() }
+        let url = "http://127.0.0.1:\(origin.port)/a"
+        let through = ProxyEnvironment(variables: ["http_proxy": "http://127.0.0.1:\(proxy.port)"])
+
+        // Given an environment naming a proxy for http:// URLs
+        var options = EasyOptions(url: url)
+        options.proxyEnvironment = through
+        let handle = multi.makeEasyHandle()
+        handle.configure(options)
+
+        // Then the request goes to the proxy, in absolute form
+        #expect(proxy.request(of: handle, on: multi).hasPrefix("GET \(url) HTTP/1.1\r\n"))
+        multi.recycle(handle)
+
+        // And when the environment's no_proxy names the host, the reused
+        // handle's request goes to the origin
+        options.proxyEnvironment = ProxyEnvironment(variables: ["http_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": "127.0.0.1"])
+        let again = multi.makeEasyHandle()
+        again.configure(options)
+        #expect(origin.request(of: again, on: multi).hasPrefix("GET /a HTTP/1.1\r\n"))
+        multi.recycle(again)
+
+        // And an explicit proxy wins over the environment's no_proxy
+        options.proxy = "http://127.0.0.1:\(proxy.port)"
+        let third = multi.makeEasyHandle()
+        third.configure(options)
+        #expect(proxy.request(of: third, on: multi).hasPrefix("GET \(url) HTTP/1.1\r\n"))
+        multi.recycle(third)
+    }
+
+    @Test func aReusedHandleTakesTheEnvironmentsProxyForItsURLsScheme() throws {
+        CurlLibrary.initialize()
+        let origin = try #require(Listener())
+        let proxy = try #require(Listener())
+        defer {
+            close(origin.fd)
+            close(proxy.fd)
+        }
+        let multi = MultiHandle()
+        defer { multi.cleanup() }
+        let environment = ProxyEnvironment(variables: ["https_proxy": "http://127.0.0.1:\(proxy.port)"])
+
+        // Given a handle whose https:// transfer went through the
+        // environment's proxy for https
+        var secure = EasyOptions(url: "https://127.0.0.1:\(origin.port)/s")
+        secure.proxyEnvironment = environment
+        let handle = multi.makeEasyHandle()
+        handle.configure(secure)
+        #expect(proxy.request(of: handle, on: multi).hasPrefix("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\n"))
+        multi.recycle(handle)
+
+        // When it is reused for an http:// URL, for which there is none
+        var plain = EasyOptions(url: "http://127.0.0.1:\(origin.port)/a")
+        plain.proxyEnvironment = environment
+        let again = multi.makeEasyHandle()
+        #expect(again === handle)
+        again.configure(plain)
+
+        // Then its request goes to the origin itself
+        #expect(origin.request(of: again, on: multi).hasPrefix("GET /a HTTP/1.1\r\n"))
+        multi.recycle(again)
+    }
 }
 
 /// A listening socket on 127.0.0.1 that reads one request per connection
