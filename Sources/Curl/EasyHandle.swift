@@ -101,19 +101,34 @@ public enum WriteDecision: Sendable {
 }
 
 /// Receives an easy handle's callbacks, on the thread that drives its multi
-/// handle.
-public protocol EasyHandleDelegate: AnyObject {
+/// handle: subclass it. A class rather than a protocol, so the handle calls
+/// it for every piece libcurl hands over without retaining it (see
+/// `EasyHandle.delegate`), which a protocol's existential would not allow.
+open class EasyHandleDelegate {
+    public init() {}
+
     /// One header line, with its CRLF; a new status line starts a new
     /// response (after a redirect).
-    func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer)
-    func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision
+    open func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer) {}
+
+    open func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision { .accept }
 }
 
 /// One libcurl easy handle. Create, use and `cleanup()` it on the thread that
 /// owns its multi handle; it is never torn down in `deinit`.
 public final class EasyHandle {
     let raw: UnsafeMutableRawPointer
-    public weak var delegate: (any EasyHandleDelegate)?
+    /// Hears the transfer's callbacks. Not retained: whoever sets it must
+    /// outlive the handle's time in its multi handle, and take the handle
+    /// out of it (`MultiHandle.recycle`, which clears it, or `remove`)
+    /// before going away.
+    public var delegate: EasyHandleDelegate? {
+        get { delegateReference?.takeUnretainedValue() }
+        set { delegateReference = newValue.map { Unmanaged.passUnretained($0) } }
+    }
+    /// Read for every piece libcurl hands over: neither retained nor
+    /// checked for exclusive access there.
+    @exclusivity(unchecked) private var delegateReference: Unmanaged<EasyHandleDelegate>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
     private var headerList: UnsafeMutablePointer<curl_slist>?
     /// The options the handle holds from its last `configure`, when libcurl
@@ -386,21 +401,29 @@ public final class EasyHandle {
         errorBuffer.deallocate()
     }
 
+    // The handle (`userData`) and its delegate are reached without being
+    // retained: libcurl calls back only while the handle is in its multi
+    // handle, where both live (see `delegate`).
+
     private static let writeCallback: courier_data_callback = { buffer, size, count, userData in
-        let handle = EasyHandle.from(userData: userData)
         let length = size * count
-        guard let delegate = handle.delegate else { return 0 }
-        switch delegate.easyHandle(handle, didReceive: UnsafeRawBufferPointer(start: buffer, count: length)) {
-        case .accept: return length
-        case .abort: return 0
-        case .pause: return courier_writefunc_pause()
+        return Unmanaged<EasyHandle>.fromOpaque(userData!)._withUnsafeGuaranteedRef { handle in
+            guard let delegate = handle.delegateReference else { return 0 }
+            let data = UnsafeRawBufferPointer(start: buffer, count: length)
+            switch delegate._withUnsafeGuaranteedRef({ $0.easyHandle(handle, didReceive: data) }) {
+            case .accept: return length
+            case .abort: return 0
+            case .pause: return courier_writefunc_pause()
+            }
         }
     }
 
     private static let headerCallback: courier_data_callback = { buffer, size, count, userData in
-        let handle = EasyHandle.from(userData: userData)
         let length = size * count
-        handle.delegate?.easyHandle(handle, didReceiveHeaderLine: UnsafeRawBufferPointer(start: buffer, count: length))
+        Unmanaged<EasyHandle>.fromOpaque(userData!)._withUnsafeGuaranteedRef { handle in
+            let line = UnsafeRawBufferPointer(start: buffer, count: length)
+            handle.delegateReference?._withUnsafeGuaranteedRef { $0.easyHandle(handle, didReceiveHeaderLine: line) }
+        }
         return length
     }
 }

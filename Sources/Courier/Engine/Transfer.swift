@@ -166,7 +166,9 @@ final class Transfer: EasyHandleDelegate {
     private var writer: BodyWriter?
     private var stream: BodyWriter.Stream?
     private var pending: [UInt8] = []
-    private var head = ResponseHead(status: 0, headers: [])
+    /// Not checked for exclusive access: every header line changes it, on
+    /// this thread alone.
+    @exclusivity(unchecked) private var head = ResponseHead(status: 0, headers: [])
     private var announced = false
     /// The final response's `announcedLength`, read once it is announced.
     private var announcedLength: Int64?
@@ -650,12 +652,12 @@ final class Transfer: EasyHandleDelegate {
 
     // MARK: - EasyHandleDelegate
 
-    func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer) {
+    override func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer) {
         guard head.read(HeaderLine(line)) else { return }
         redirecting = RedirectPolicy.statuses.contains(head.status) && head.header("location") != nil
     }
 
-    func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {
+    override func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {
         if paused { return .pause }
         if redirecting { return .accept }
         if stopReason != nil { return .abort }
