@@ -157,6 +157,8 @@ final class Transfer: EasyHandleDelegate {
     /// `begin` has run: the transfer runs, or has ended.
     private(set) var hasBegun = false
 
+    /// Its handle, while in the multi handle; the handle holds this
+    /// transfer as its delegate unretained (see `deinit`).
     private var easy: EasyHandle?
     /// The body file, while this thread writes it.
     private var fd: Int32 = -1
@@ -236,6 +238,14 @@ final class Transfer: EasyHandleDelegate {
     /// Bytes per second it may take, nil for no rate of its own. Set when
     /// it is made, then changed on the engine's thread, begun or not.
     var maxRate: Int64?
+
+    /// A handle still in its multi handle never calls back into a freed
+    /// transfer: every path out takes it out first (`release(on:)`), and
+    /// should one not, the handle is left without a delegate, so its
+    /// callbacks refuse the data and its completion is skipped.
+    deinit {
+        easy?.delegate = nil
+    }
 
     init(
         id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
