@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Curl
 import Locking
 import Synchronization
 
@@ -55,7 +56,24 @@ final class DirectoryHandle: Sendable {
     private let knownIdentity = Locked<Identity?>(nil)
 
     /// The path of `name` here, for messages and for what courier reports.
-    func path(of name: String) -> String { path.endsWithSlash ? path + name : path + "/" + name }
+    func path(of name: String) -> String {
+        // The hits of one stored response ask for the path of one name
+        // again and again.
+        if let last = lastPath.withLock({ $0 }), last.name.isExactly(name) { return last.path }
+        // Made in one string of the length it needs: `path + "/" + name`
+        // would make one for each `+`.
+        let slash = !path.endsWithSlash
+        var joined = ""
+        joined.reserveCapacity(path.utf8.count + (slash ? 1 : 0) + name.utf8.count)
+        joined += path
+        if slash { joined += "/" }
+        joined += name
+        lastPath.withLock { $0 = (name, joined) }
+        return joined
+    }
+
+    /// The last path `path(of:)` made, and its name.
+    private let lastPath = Locked<(name: String, path: String)?>(nil)
 
     /// Creates `name` here exclusively: never through a symlink, never over
     /// an existing file. The caller closes the descriptor.
@@ -202,13 +220,24 @@ final class DirectoryHandle: Sendable {
     private static func withName<Result>(
         _ name: some Collection<UInt8>, refused: Result, _ body: (UnsafePointer<CChar>) -> Result
     ) -> Result {
+        if let result = name.withContiguousStorageIfAvailable({ withName($0, refused: refused, body) }) { return result }
+        return Array(name).withUnsafeBufferPointer { withName($0, refused: refused, body) }
+    }
+
+    /// The name is copied, with its NUL, into a buffer on the stack (on the
+    /// heap only past the size the standard library keeps there).
+    private static func withName<Result>(
+        _ name: UnsafeBufferPointer<UInt8>, refused: Result, _ body: (UnsafePointer<CChar>) -> Result
+    ) -> Result {
         let dot = UInt8(ascii: ".")
-        guard !name.isEmpty, !name.elementsEqual([dot]), !name.elementsEqual([dot, dot]),
-            !name.contains(0), !name.contains(UInt8(ascii: "/"))
+        guard let start = name.baseAddress, !name.isEmpty, memchr(start, 0, name.count) == nil,
+            memchr(start, Int32(UInt8(ascii: "/")), name.count) == nil,
+            !(name.count <= 2 && name.allSatisfy { $0 == dot })
         else { return refused }
-        let bytes = Array(name) + [0]
-        return bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: name.count + 1) { buffer in
+            memcpy(buffer.baseAddress!, start, name.count)
+            buffer[name.count] = 0
+            return body(UnsafePointer(buffer.baseAddress!))
         }
     }
 }
