@@ -311,6 +311,101 @@ private struct Harness {
         #expect(h.finishedCount(hit.receipt) == 1)
     }
 
+    @Test func aHitServedAtOnceFinishesInTheStepThatAdmitsItAfterItsAnswer() throws {
+        // Given a hit in a slot, whose outcome is made as it is admitted
+        var h = Harness()
+        var served: ReceiptID?
+        let admission = h.scheduler.download(request(slot: "s"), cache: .hit(.memory), waiter: 1, now: 1) { receipt in
+            served = receipt
+            var outcome = Outcome(url: "http://origin/a")
+            outcome.source = .memory
+            return (outcome, 1.5)
+        }
+        let actions = h.take()
+
+        // Then it is answered finished, then finishes, in that step, with
+        // the time its outcome took, and is never among the unfinished
+        let receipt = try #require(served)
+        #expect(admission == .served(receipt: receipt))
+        #expect(actions.count == 2)
+        guard case .answer(1, .download(let reply)) = actions.first, case .notify(.finished(receipt, _, let outcome)) = actions.last
+        else {
+            Issue.record("not answered, then finished: \(actions)")
+            return
+        }
+        #expect(reply.receipt == receipt && reply.state == .finished && reply.source == .memory)
+        #expect(outcome.durationMs == 500 && outcome.attempts == 0)
+        #expect(h.scheduler.receipts.isEmpty && h.scheduler.isSettled)
+
+        // And it is finished for `progress`, `cancel` and `suspend`, and
+        // its slot is free
+        #expect(h.state(of: receipt) == .finished)
+        #expect(h.cancel(.receipt(receipt)) == 0)
+        #expect(h.cancel(.slot("s")) == 0)
+        guard case .task(_, .finished)? = try h.answer({ s, w throws(SchedulerError) in
+            try s.suspend(.receipt(receipt), waiter: w, now: 2)
+        })
+        else {
+            Issue.record("suspend of a finished receipt")
+            return
+        }
+        let next = h.download(request("http://origin/b", slot: "s"))
+        #expect(next.admission == .queued)
+    }
+
+    @Test func aHitThatIsNotServedAtOnceWaitsForItsDelivery() {
+        // Given a hit whose outcome is not made as it is admitted
+        var h = Harness()
+        var asked = 0
+        let admission = h.scheduler.download(request(), cache: .hit(.disk), waiter: 1, now: 0) { _ in
+            asked += 1
+            return nil
+        }
+        _ = h.take()
+
+        // Then it waits among the unfinished receipts until it is delivered
+        #expect(asked == 1 && admission == .served(receipt: r(1)))
+        #expect(h.scheduler.receipts[r(1)] != nil && h.finished.isEmpty)
+        h.scheduler.delivered([(r(1), Outcome(url: "http://origin/a"))], now: 1)
+        _ = h.take()
+        #expect(h.finishedCount(r(1)) == 1 && h.scheduler.receipts.isEmpty)
+    }
+
+    @Test func onlyAHitIsServedAtOnce() {
+        // Given requests refused, missed and of a scheme not allowed, each
+        // offered to be served at once
+        var h = Harness()
+        var asked = 0
+        let refused: [(String, CacheAnswer, TransferFailure?)] = [
+            ("http://origin/a", .hit(.memory), TransferFailure(code: .destinationNotAllowed, message: "no")),
+            ("http://origin/b", .miss, nil), ("ftp://origin/d", .hit(.memory), nil),
+        ]
+        for (url, cache, refusal) in refused {
+            h.scheduler.download(request(url), refusal: refusal, cache: cache, waiter: 1, now: 0) { _ in
+                asked += 1
+                return nil
+            }
+        }
+
+        // Then none is
+        #expect(asked == 0)
+    }
+
+    @Test func aHitTakesTheTaskOfItsRequestWhenOneIsLiveAndNoneLeftBehind() {
+        // Given a hit while nothing runs, then a miss and a hit of one URL
+        var h = Harness()
+        let alone = h.download(request(), cache: .hit(.memory))
+        let miss = h.download(request())
+        let hit = h.download(request(), cache: .hit(.memory))
+        let joined = h.download(request())
+
+        // Then the first has a task of its own, the second a new one, which
+        // the hit names and the last joins
+        #expect(alone.task == t(1) && miss.task == t(2) && hit.task == t(2) && joined.task == t(2))
+        #expect(joined.admission == .joined)
+        #expect(h.started == [t(2)])
+    }
+
     // MARK: the run queue
 
     @Test func atMostMaxActiveTasksHaveATransfer() {

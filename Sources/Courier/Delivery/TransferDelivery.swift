@@ -179,7 +179,8 @@ final class TransferDelivery: Sendable {
     private func serve(_ order: HitOrder, memoryBodyLimit: Int64) -> DeliveryResult {
         let hit = order.hit
         if order.request.body != .none { awaitOutputRoom() }
-        let outcome = delivery(for: hit, memoryBodyLimit: memoryBodyLimit).deliver(to: [(order.receipt, order.request)])[0]
+        var outcomes = delivery(for: hit, memoryBodyLimit: memoryBodyLimit).deliver(to: [(order.receipt, order.request)])
+        let outcome = outcomes.removeLast()
         return .served(receipt: order.receipt, outcome)
     }
 
@@ -197,7 +198,9 @@ final class TransferDelivery: Sendable {
         } else if order.request.refusal(of: hit.response.head, size: hit.body.length, memoryBodyLimit: memoryBodyLimit) == nil {
             return nil
         }
-        return served.deliver(to: [(order.receipt, order.request)])[0]
+        // Moved out of the list, not copied.
+        var outcomes = served.deliver(to: [(order.receipt, order.request)])
+        return outcomes.removeLast()
     }
 
     /// How a hit's outcome is made: from the tier's response, with the

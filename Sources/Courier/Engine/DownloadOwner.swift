@@ -266,24 +266,26 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         case .stale(let stale): answer = .stale(stale)
         case .miss: answer = .miss
         }
+        // A hit made at once finishes in the scheduler's step that admits
+        // it: its receipt is never kept among the unfinished ones.
         let admission = step { scheduler, now in
-            scheduler.download(request, refusal: refusal, cache: answer, waiter: waiter, now: now)
+            scheduler.download(request, refusal: refusal, cache: answer, waiter: waiter, now: now) { receipt in
+                guard case .hit(let hit) = lookup else { return nil }
+                cache.countHit()
+                let order = HitOrder(hit: hit, receipt: receipt, request: request)
+                if dueHits.isEmpty, hitsInDelivery == 0,
+                    let outcome = delivery.serveAtOnce(order, memoryBodyLimit: settings.maxMemoryBody)
+                {
+                    return (outcome, MonotonicClock.now())
+                }
+                dueHits.append(order)
+                return nil
+            }
         }
         switch admission {
-        case .served(let receipt):
-            guard case .hit(let hit) = lookup else { return }
-            cache.countHit()
-            let order = HitOrder(hit: hit, receipt: receipt, request: request)
-            if dueHits.isEmpty, hitsInDelivery == 0,
-                let outcome = delivery.serveAtOnce(order, memoryBodyLimit: settings.maxMemoryBody)
-            {
-                step { scheduler, now in scheduler.delivered([(receipt, outcome)], now: now) }
-            } else {
-                dueHits.append(order)
-            }
         case .queued:
             if case .stale = answer { cache.countRevalidation() } else { cache.countMiss() }
-        case .reused, .refused, .joined:
+        case .served, .reused, .refused, .joined:
             break
         }
     }

@@ -144,6 +144,20 @@ struct DownloadScheduler<Waiter> {
     mutating func download(
         _ request: DownloadRequest, refusal: TransferFailure? = nil, cache: CacheAnswer = .miss, waiter: Waiter, now: Double
     ) -> Admission {
+        download(request, refusal: refusal, cache: cache, waiter: waiter, now: now) { _ in nil }
+    }
+
+    /// A `download` whose receipt, when a cache tier answers it, `serve`
+    /// may finish at once: given the receipt, it returns the outcome and
+    /// the moment it was made, and the receipt finishes with it as
+    /// `delivered` would, never kept among the unfinished ones. When it
+    /// returns nil, the outcome is to be delivered later, as for
+    /// `download(_:refusal:cache:waiter:now:)`.
+    @discardableResult
+    mutating func download(
+        _ request: DownloadRequest, refusal: TransferFailure? = nil, cache: CacheAnswer = .miss, waiter: Waiter, now: Double,
+        serve: (ReceiptID) -> (outcome: Outcome, now: Double)?
+    ) -> Admission {
         if let slot = request.slot, let currentID = slots[ExactString(slot)], let current = receipts[currentID],
             current.isJoined
         {
@@ -159,8 +173,10 @@ struct DownloadScheduler<Waiter> {
         }
         counter += 1
         let receiptID = ReceiptID(counter)
-        let key = TaskKey(request)
-        let existing = tasksByKey[key]
+        // Made only when a task may have it, or one is made: a request a
+        // cache tier answers while nothing is queued or running needs none.
+        let known = tasksByKey.isEmpty ? nil : TaskKey(request)
+        let existing = known.flatMap { tasksByKey[$0] }
         let taskID = existing ?? TaskID(counter)
         // A receipt a cache tier answers, or one refused, never joins its task.
         var receipt = ReceiptRecord<Waiter>(
@@ -172,10 +188,14 @@ struct DownloadScheduler<Waiter> {
         if !settings.allowedSchemes.contains(request.scheme) {
             refusal = TransferFailure(code: .schemeNotAllowed, message: "the scheme '\(request.scheme)' is not allowed")
         } else if refusal == nil, case .hit(let source) = cache {
-            receipts[receiptID] = receipt
             if !request.wait {
                 let reply = DownloadReply(receipt: receiptID, task: taskID, state: .finished, reused: false, source: source)
                 answer(waiter, .download(reply))
+            }
+            if let served = serve(receiptID) {
+                finish(receipt, served.outcome, now: served.now)
+            } else {
+                receipts[receiptID] = receipt
             }
             return .served(receipt: receiptID)
         } else if refusal == nil, request.cachePolicy == .cacheOnly {
@@ -205,6 +225,7 @@ struct DownloadScheduler<Waiter> {
         } else {
             // Made whole before it is stored: a new task has no attempt
             // under way, nor a rate to change.
+            let key = known ?? TaskKey(request)
             var task = TaskRecord(id: taskID, request: request, key: key)
             if case .stale(let stale) = cache { task.revalidation = stale }
             task.receipts.append(receiptID)
@@ -902,14 +923,15 @@ struct DownloadScheduler<Waiter> {
         return true
     }
 
-    private mutating func finish(_ id: ReceiptID, _ outcome: Outcome, now: Double) {
+    private mutating func finish(_ id: ReceiptID, _ outcome: consuming Outcome, now: Double) {
         guard let receipt = receipts.removeValue(forKey: id) else { return }
         finish(receipt, outcome, now: now)
     }
 
     /// Tells `receipt`'s outcome, taken out of the unfinished receipts, and
-    /// keeps its figures in the history.
-    private mutating func finish(_ receipt: ReceiptRecord<Waiter>, _ outcome: Outcome, now: Double) {
+    /// keeps its figures in the history. The outcome moves into the notice
+    /// when no waiter needs a copy.
+    private mutating func finish(_ receipt: ReceiptRecord<Waiter>, _ outcome: consuming Outcome, now: Double) {
         let id = receipt.id
         if let slot = receipt.request.slot.map(ExactString.init), slots[slot] == id { slots[slot] = nil }
         var figures = TaskProgress.none(task: receipt.taskID)
@@ -920,7 +942,6 @@ struct DownloadScheduler<Waiter> {
             tasks[receipt.taskID]?.receipts.removeAll { $0 == id }
             updateRateLimit(of: receipt.taskID)
         }
-        var outcome = outcome
         outcome.durationMs = (now - receipt.createdAt) * 1000
         outcome.attempts = receipt.attempts
         if !outcome.ok, outcome.status == nil, let url = receipt.attemptURL { outcome.finalURL = url }
@@ -930,6 +951,10 @@ struct DownloadScheduler<Waiter> {
         if !outcome.ok, outcome.size == 0 { outcome.size = figures.received }
         history.add(ReceiptProgress(receipt: id, figures: figures, state: .finished))
 
+        guard !receipt.waiters.isEmpty else {
+            actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: outcome)))
+            return
+        }
         actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: outcome)))
         let source = outcome.source == .memory || outcome.source == .disk ? outcome.source : nil
         for (waiter, reused) in receipt.waiters {
