@@ -141,6 +141,72 @@ struct MemoryCacheTests {
         #expect(cache.usage == MemoryCache.cost(of: try #require(cache.peek("k")), key: "k"))
     }
 
+    @Test func findGivesTheSameHitOfAHeldBodyUntilTheEntryIsReplaced() throws {
+        // Given an entry whose body is held
+        let response = CachedResponse(
+            status: 200, headers: [("content-type", "text/plain")], url: "http://a/b", requestTime: Date(),
+            responseTime: Date())
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 10_000)
+        cache.set(MemoryCache.Entry(response: response, body: [1, 2]), for: "k")
+
+        // When it is found twice
+        guard case .held(let first)? = cache.find("k"), case .held(let second)? = cache.find("k") else {
+            Issue.record("no hit of a held body")
+            return
+        }
+
+        // Then both are one hit, made from the entry as `get` gives it
+        #expect(first === second)
+        let entry = try #require(cache.peek("k"))
+        #expect(first.key == "k" && first.tier == .memory && first.response.url == "http://a/b")
+        guard case .bytes(let bytes) = first.body else {
+            Issue.record("the body is not held")
+            return
+        }
+        #expect(bytes == [1, 2])
+        #expect(first.sharedHeaders === entry.sharedHeaders)
+        #expect(first.knownFileName == entry.pathFileName && first.knownFileName != nil)
+        #expect(first.response.headerObject == ["content-type": "text/plain"])
+        #expect(cache.usage == MemoryCache.cost(of: entry, key: "k"))
+
+        // And an entry stored anew under the key has a hit of its own
+        cache.set(MemoryCache.Entry(response: response, body: [3]), for: "k")
+        guard case .held(let replaced)? = cache.find("k"), case .bytes(let newBytes) = replaced.body else {
+            Issue.record("no hit of the new entry")
+            return
+        }
+        #expect(replaced !== first && newBytes == [3])
+        #expect(cache.find("other") == nil)
+    }
+
+    @Test func findGivesAStoredEntryAsItIsAndItsHitOnceItsBodyIsHeld() throws {
+        // Given an entry whose body is stored on disk
+        let response = CachedResponse(
+            status: 200, headers: [("etag", "\"x\"")], url: "http://a/b", requestTime: Date(), responseTime: Date())
+        let stored = MemoryCache.StoredBody(name: "f", length: 3, checksum: 0)
+        let cache = MemoryCache(capacity: 10_000, afterPurge: 10_000)
+        cache.set(MemoryCache.Entry(response: response, stored: stored), for: "k")
+
+        // When it is found, then its body read and held, and it is found again
+        guard case .entry(let entry)? = cache.find("k") else {
+            Issue.record("a stored entry found as a hit")
+            return
+        }
+        let shared = try #require(entry.sharedHeaders)
+        #expect(entry.stored == stored)
+        let usage = cache.usage
+        cache.hold([1, 2, 3], for: "k", readFrom: stored)
+        guard case .held(let hit)? = cache.find("k"), case .bytes(let bytes) = hit.body else {
+            Issue.record("no hit of the held body")
+            return
+        }
+
+        // Then the hit holds the body and shares the text, counted once
+        #expect(bytes == [1, 2, 3])
+        #expect(hit.sharedHeaders === shared)
+        #expect(cache.usage == usage)
+    }
+
     @Test func insertOverCapacityPurgesLeastRecentDownToAfterPurge() {
         // Given a cache of 10,000 with an after-purge of 6,000, holding four 2,000-byte entries
         let cache = MemoryCache(capacity: 10_000, afterPurge: 6_000)

@@ -88,27 +88,35 @@ final class MemoryCache: Sendable {
 
     /// The entry for `key`, now the most recently accessed, with its
     /// `sharedHeaders`, `pathFileName` and its response's headers joined
-    /// (`CachedResponse.keepHeaderObject()`). The first hit makes them, and the
-    /// outcomes' text then counts in the entry's cost: usage above the
+    /// (`CachedResponse.keepHeaderObject()`). The first hit makes them, and
+    /// the outcomes' text then counts in the entry's cost: usage above the
     /// capacity purges other entries, as an insert would.
     func get(_ key: String) -> Entry? {
         state.withLock { state in
-            guard let node = state.index[key], var entry = state.nodes[node].entry else { return nil }
-            state.unlink(node)
-            state.linkAtHead(node)
-            if entry.sharedHeaders == nil {
-                entry.response.keepHeaderObject()
-                entry.sharedHeaders =
-                    Outcome.sharedText(response: entry.response, size: Int64(entry.bodyLength))
-                    ?? SharedJSON(strings: entry.response.headerObject)
-                entry.pathFileName = entry.response.pathFileName(key: key)
-                state.nodes[node].entry = entry
-                let cost = Self.cost(of: entry, key: key)
-                state.usage += cost - state.nodes[node].cost
-                state.nodes[node].cost = cost
-                if state.usage > state.capacity { state.purge(keeping: node) }
-            }
-            return entry
+            guard let node = state.index[key], state.nodes[node].entry != nil else { return nil }
+            state.touch(node, key: key)
+            return state.nodes[node].entry
+        }
+    }
+
+    /// What a lookup reads of an entry.
+    enum Found {
+        /// The hit of a body that is held: made by the first `find` or `get`
+        /// that sees it held, and the same for every lookup after that while
+        /// the entry is as it is.
+        case held(ResponseCache.Hit)
+        /// An entry whose body is `stored`.
+        case entry(Entry)
+    }
+
+    /// What `get` gives for `key`, with the same effects; for a body that is
+    /// held, only the hit kept with it: no copy of the entry is made.
+    func find(_ key: String) -> Found? {
+        state.withLock { state in
+            guard let node = state.index[key], state.nodes[node].entry != nil else { return nil }
+            state.touch(node, key: key)
+            if let hit = state.nodes[node].hit { return .held(hit) }
+            return state.nodes[node].entry.map(Found.entry)
         }
     }
 
@@ -143,6 +151,8 @@ final class MemoryCache: Sendable {
             held.sharedHeaders = entry.sharedHeaders
             held.pathFileName = entry.pathFileName
             state.nodes[node].entry = held
+            state.nodes[node].isShared = false
+            state.nodes[node].hit = nil
         }
     }
 
@@ -207,6 +217,10 @@ final class MemoryCache: Sendable {
         var cost: Int
         var previous: Int
         var next: Int
+        /// Whether what the entry's hits share is made (`touch`).
+        var isShared = false
+        /// The hit of the entry's body when it is held, made with the rest.
+        var hit: ResponseCache.Hit?
     }
 
     private struct State {
@@ -255,6 +269,32 @@ final class MemoryCache: Sendable {
             while usage > afterPurge, tail != State.none, tail != kept {
                 remove(tail)
             }
+        }
+
+        /// Makes `node` the most recently accessed and, on its first hit
+        /// (or the first after its body is held), what its hits share.
+        mutating func touch(_ node: Int, key: String) {
+            unlink(node)
+            linkAtHead(node)
+            guard !nodes[node].isShared, var entry = nodes[node].entry else { return }
+            nodes[node].isShared = true
+            if entry.sharedHeaders == nil {
+                entry.response.keepHeaderObject()
+                entry.sharedHeaders =
+                    Outcome.sharedText(response: entry.response, size: Int64(entry.bodyLength))
+                    ?? SharedJSON(strings: entry.response.headerObject)
+                entry.pathFileName = entry.response.pathFileName(key: key)
+            }
+            if entry.stored == nil {
+                nodes[node].hit = ResponseCache.Hit(
+                    key: key, response: entry.response, body: .bytes(entry.body), tier: .memory,
+                    sharedHeaders: entry.sharedHeaders, knownFileName: entry.pathFileName)
+            }
+            nodes[node].entry = entry
+            let cost = MemoryCache.cost(of: entry, key: key)
+            usage += cost - nodes[node].cost
+            nodes[node].cost = cost
+            if usage > capacity { purge(keeping: node) }
         }
 
         mutating func linkAtHead(_ node: Int) {

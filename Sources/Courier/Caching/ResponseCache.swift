@@ -246,42 +246,43 @@ final class ResponseCache: Sendable {
         let anyAge = request.cachePolicy == .cacheElseLoad || request.cachePolicy == .cacheOnly
         let integrity = request.integrity
 
-        func decide(
-            _ response: CachedResponse, body: () -> (body: CachedBody, response: CachedResponse)?, tier: Tier,
-            sharedHeaders: SharedJSON? = nil, knownFileName: String? = nil
-        ) -> Lookup? {
+        func decide(_ response: borrowing CachedResponse, hit: () -> Hit?) -> Lookup? {
             guard HTTPCachePolicy.matches(response, requestHeaders: request.headers) else { return nil }
             if let integrity, let recorded = response.digests[integrity.algorithm], !integrity.matches(recorded) {
                 return nil
             }
             let freshness = HTTPCachePolicy.freshness(of: response, requestHeaders: request.headers, now: now)
             if anyAge || freshness.isFresh {
-                guard let loaded = body() else { return nil }
-                return .hit(
-                    Hit(
-                        key: key, response: loaded.response, body: loaded.body, tier: tier, sharedHeaders: sharedHeaders,
-                        knownFileName: knownFileName))
+                return hit().map(Lookup.hit)
             }
             // Validators come from the origin or from a file another process
             // wrote: one that could end the header line is never replayed
             // (`Validators.requestHeaders` leaves it out).
             let conditions = HTTPCachePolicy.conditionalHeaders(for: response)
-            return conditions.isEmpty ? nil : .stale(Stale(key: key, response: response, conditionalHeaders: conditions))
+            return conditions.isEmpty ? nil : .stale(Stale(key: key, response: copy response, conditionalHeaders: conditions))
         }
 
-        if let entry = memory.get(key),
-            let found = decide(
-                entry.response, body: { body(of: entry, key: key, matching: integrity).map { (.bytes($0), entry.response) } },
-                tier: .memory, sharedHeaders: entry.sharedHeaders, knownFileName: entry.pathFileName)
-        {
-            return found
+        switch memory.find(key) {
+        case .held(let hit)?:
+            if let found = decide(hit.response, hit: { Self.held(hit, matching: integrity) ? hit : nil }) { return found }
+        case .entry(let entry)?:
+            let found = decide(entry.response) {
+                body(of: entry, key: key, matching: integrity).map {
+                    Hit(
+                        key: key, response: entry.response, body: .bytes($0), tier: .memory, sharedHeaders: entry.sharedHeaders,
+                        knownFileName: entry.pathFileName)
+                }
+            }
+            if let found { return found }
+        case nil:
+            break
         }
         // One opening of the entry serves the decision and the body; a body
         // too large for the memory tier is left in its file. Its digest is
         // taken as it is read for its check, and only such digests go to
         // the memory tier with it.
         let fromDisk = downloadTier?.withEntry(key: key) { entry, load in
-            decide(entry.response, body: {
+            decide(entry.response) {
                 guard let loaded = load(Int64(memoryEntryLimit), digesting: integrity?.algorithm) else { return nil }
                 var response = entry.response
                 response.digests = loaded.digests
@@ -290,8 +291,8 @@ final class ResponseCache: Sendable {
                 }
                 recordDigests(loaded.digests, of: entry, key: key)
                 if let integrity, integrity.mismatch(in: loaded.digests) != nil { return nil }
-                return (loaded.body, response)
-            }, tier: .disk)
+                return Hit(key: key, response: response, body: loaded.body, tier: .disk)
+            }
         }
         if let fromDisk, let found = fromDisk { return found }
         return .miss
@@ -410,6 +411,13 @@ final class ResponseCache: Sendable {
             }
         }
         return bytes
+    }
+
+    /// Whether the body the memory tier holds for `hit` has a digest
+    /// `integrity` gives (as `body(of:key:matching:)` tells of a held body).
+    private static func held(_ hit: Hit, matching integrity: Integrity?) -> Bool {
+        guard let integrity, case .bytes(let bytes) = hit.body else { return true }
+        return integrity.matches(hit.response.digests[integrity.algorithm] ?? DigestHasher.hash(bytes, integrity.algorithm))
     }
 
     /// The body of a memory entry: held, or read from the disk tier's body
