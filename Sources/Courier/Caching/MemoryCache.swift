@@ -93,7 +93,8 @@ final class MemoryCache: Sendable {
     /// capacity purges other entries, as an insert would.
     func get(_ key: String) -> Entry? {
         state.withLock { state in
-            guard let node = state.index[key], state.nodes[node].entry != nil else { return nil }
+            // Every node the index names holds an entry.
+            guard let node = state.index[key] else { return nil }
             state.touch(node, key: key)
             return state.nodes[node].entry
         }
@@ -113,7 +114,7 @@ final class MemoryCache: Sendable {
     /// held, only the hit kept with it: no copy of the entry is made.
     func find(_ key: String) -> Found? {
         state.withLock { state in
-            guard let node = state.index[key], state.nodes[node].entry != nil else { return nil }
+            guard let node = state.index[key] else { return nil }
             state.touch(node, key: key)
             if let hit = state.nodes[node].hit { return .held(hit) }
             return state.nodes[node].entry.map(Found.entry)

@@ -206,13 +206,12 @@ final class TransferDelivery: Sendable {
     /// How a hit's outcome is made: from the tier's response, with the
     /// text and file name its entry shares.
     private func delivery(for hit: ResponseCache.Hit, memoryBodyLimit: Int64) -> Delivery {
-        var served = delivery(
+        // Made whole at once: a copy changed afterwards retains all it holds.
+        Delivery(
             response: hit.response.head, size: hit.body.length, body: BodyFile(hit.body),
-            source: hit.tier == .memory ? .memory : .disk, memoryBodyLimit: memoryBodyLimit)
-        served.sharedFileName = hit.pathFileName
-        served.headerObject = hit.response.headerObject
-        served.sharedHeaders = hit.sharedHeaders
-        return served
+            source: hit.tier == .memory ? .memory : .disk, downloads: leftovers.downloads, downloadRoot: downloadRoot,
+            leftovers: leftovers, memoryBodyLimit: memoryBodyLimit, logger: logger, sharedFileName: hit.pathFileName,
+            headerObject: hit.response.headerObject, sharedHeaders: hit.sharedHeaders)
     }
 
     /// The outcomes of a finished transfer for the receipts it had.

@@ -952,7 +952,7 @@ struct DownloadScheduler<Waiter> {
         history.add(ReceiptProgress(receipt: id, figures: figures, state: .finished))
 
         guard !receipt.waiters.isEmpty else {
-            actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: outcome)))
+            actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: consume outcome)))
             return
         }
         actions.append(.notify(.finished(receipt: id, task: receipt.taskID, outcome: outcome)))
