@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Curl
 import Locking
 import Synchronization
 
@@ -57,9 +56,6 @@ final class DirectoryHandle: Sendable {
 
     /// The path of `name` here, for messages and for what courier reports.
     func path(of name: String) -> String {
-        // The hits of one stored response ask for the path of one name
-        // again and again.
-        if let last = lastPath.withLock({ $0 }), last.name.isExactly(name) { return last.path }
         // Made in one string of the length it needs: `path + "/" + name`
         // would make one for each `+`.
         let slash = !path.endsWithSlash
@@ -68,12 +64,8 @@ final class DirectoryHandle: Sendable {
         joined += path
         if slash { joined += "/" }
         joined += name
-        lastPath.withLock { $0 = (name, joined) }
         return joined
     }
-
-    /// The last path `path(of:)` made, and its name.
-    private let lastPath = Locked<(name: String, path: String)?>(nil)
 
     /// Creates `name` here exclusively: never through a symlink, never over
     /// an existing file. The caller closes the descriptor.
