@@ -80,18 +80,29 @@ public enum JSONCodec {
     public static func encodeObject(
         into text: inout [UInt8], sizeHint: Int = 1024, _ members: (JSONObjectWriter) -> Void
     ) {
+        guard !encodeRecorded(into: &text, sharing: nil, members) else { return }
         encodeObject(into: &text, sizeHint: sizeHint, shared: nil, members)
     }
 
     /// `encodeObject(into:sizeHint:_:)`, whose `members` may write the
-    /// text of `shared` (`JSONObjectWriter.set(_:shared:or:)`): jansson
-    /// writes a placeholder string in its place, which the text replaces.
-    /// Should the message hold that string as a value more often than
-    /// placeholders were written (a string of the client's or an origin's
-    /// equal to it), the message is written again with no text copied.
+    /// text of `shared` (`JSONObjectWriter.set(_:shared:or:)`), which the
+    /// message copies where they do.
     public static func encodeObject(
         into text: inout [UInt8], sizeHint: Int = 1024, sharing shared: SharedJSON,
         _ members: @Sendable (JSONObjectWriter) -> Void
+    ) {
+        guard !encodeRecorded(into: &text, sharing: shared, members) else { return }
+        encodeObjectAsTree(into: &text, sizeHint: sizeHint, sharing: shared, members)
+    }
+
+    /// `encodeObject(into:sizeHint:sharing:_:)` through one jansson tree of
+    /// the message: jansson writes a placeholder string where the text of
+    /// `shared` goes, which the text replaces. Should the message hold that
+    /// string as a value more often than placeholders were written (a
+    /// string of the client's or an origin's equal to it), the message is
+    /// written again with no text copied.
+    static func encodeObjectAsTree(
+        into text: inout [UInt8], sizeHint: Int, sharing shared: SharedJSON, _ members: (JSONObjectWriter) -> Void
     ) {
         let start = text.count
         var placeholders = 0
@@ -101,6 +112,31 @@ public enum JSONCodec {
         guard placeholders > 0, !shared.replace(placeholders, in: &text, from: start) else { return }
         text.removeSubrange(start...)
         encodeObject(into: &text, sizeHint: sizeHint, shared: nil, members)
+    }
+
+    /// Writes the message `members` writes through the template of its
+    /// shape (`JSONTemplate`): jansson's text of its keys and structure,
+    /// made once, around jansson's text of each value. False, with nothing
+    /// written, when the message is to be written as a tree: its shape
+    /// puts a key twice in an object, or a message of this thread is being
+    /// written already (by the closure of another).
+    private static func encodeRecorded(
+        into text: inout [UInt8], sharing shared: SharedJSON?, _ members: (JSONObjectWriter) -> Void
+    ) -> Bool {
+        let templates = JSONTemplates.current
+        guard !templates.busy else { return false }
+        templates.busy = true
+        let recording = templates.recording
+        defer {
+            recording.reset()
+            templates.busy = false
+        }
+        recording.owner = shared.map(ObjectIdentifier.init)
+        members(JSONObjectWriter(recording: recording))
+        let template = templates.template(for: recording)
+        guard template.isWritable else { return false }
+        template.write(recording, into: &text)
+        return true
     }
 
     private static func encodeObject(

@@ -10,12 +10,17 @@ import CLibjansson
 /// set in, and the text has its keys sorted as `JSONCodec.encode` sorts
 /// them. Strings may hold NUL; non-finite reals are written `null`.
 public struct JSONObjectWriter {
-    private let object: UnsafeMutablePointer<json_t>
+    /// The object members go in; nil when they are recorded instead.
+    private let object: UnsafeMutablePointer<json_t>?
     /// The significant digits the reals written so far need.
-    private let precision: UnsafeMutablePointer<Int>
+    private let precision: UnsafeMutablePointer<Int>?
     /// The `SharedJSON` whose text the message copies, and how many
     /// placeholders for it were written so far.
     private let shared: (owner: ObjectIdentifier, placeholders: UnsafeMutablePointer<Int>)?
+    /// Where members go when they are not put in a tree: the message's
+    /// shape and values, which a template of the shape writes
+    /// (`JSONCodec.encodeObject`).
+    private let recording: JSONRecording?
 
     init(
         object: UnsafeMutablePointer<json_t>, precision: UnsafeMutablePointer<Int>,
@@ -24,51 +29,72 @@ public struct JSONObjectWriter {
         self.object = object
         self.precision = precision
         self.shared = shared
+        recording = nil
+    }
+
+    init(recording: JSONRecording) {
+        object = nil
+        precision = nil
+        shared = nil
+        self.recording = recording
     }
 
     public func set(_ key: StaticString, _ value: String) {
+        if let recording { return recording.value(key, .string(value)) }
         put(key, string(value))
     }
 
     /// `null` when `value` is nil.
     public func set(_ key: StaticString, _ value: String?) {
+        if let recording { return recording.value(key, value.map { .string($0) } ?? .null) }
         put(key, value.map(string) ?? json_null())
     }
 
     public func set(_ key: StaticString, _ value: Int64) {
+        if let recording { return recording.value(key, .integer(value)) }
         put(key, json_integer(value))
     }
 
     public func set(_ key: StaticString, _ value: Int) {
-        put(key, json_integer(Int64(value)))
+        set(key, Int64(value))
     }
 
     /// `null` when `value` is nil.
     public func set(_ key: StaticString, _ value: Int64?) {
-        put(key, value.map(json_integer) ?? json_null())
+        guard let value else { return set(key, nil as String?) }
+        set(key, value)
     }
 
     public func set(_ key: StaticString, _ value: Double) {
+        if let recording { return recording.real(key, value) }
         put(key, real(value))
     }
 
     /// `null` when `value` is nil.
     public func set(_ key: StaticString, _ value: Double?) {
-        put(key, value.map(real) ?? json_null())
+        guard let value else { return set(key, nil as String?) }
+        set(key, value)
     }
 
     public func set(_ key: StaticString, _ value: Bool) {
+        if let recording { return recording.value(key, .bool(value)) }
         put(key, value ? json_true() : json_false())
     }
 
     public func set(_ key: StaticString, _ value: JSON) {
-        put(key, JSONCodec.makeJSONT(value, precision: &precision.pointee))
+        if let recording { return recording.value(key, .tree(JSONCodec.makeJSONT(value, precision: &recording.precision))) }
+        put(key, JSONCodec.makeJSONT(value, precision: &precision!.pointee))
     }
 
     /// An object whose members `members` writes, keys in byte order.
     public func set(_ key: StaticString, object members: (JSONObjectWriter) -> Void) {
+        if let recording {
+            recording.begin(key)
+            members(self)
+            return recording.end()
+        }
         let child = json_object()!
-        members(JSONObjectWriter(object: child, precision: precision, shared: shared))
+        members(JSONObjectWriter(object: child, precision: precision!, shared: shared))
         put(key, child)
     }
 
@@ -76,11 +102,13 @@ public struct JSONObjectWriter {
     public func set(_ key: StaticString, strings: some Sequence<String>) {
         let array = json_array()!
         for element in strings { json_array_append_new(array, string(element)) }
+        if let recording { return recording.value(key, .tree(array)) }
         put(key, array)
     }
 
     /// An object of string members, whatever order `members` has.
     public func set(_ key: StaticString, strings members: [String: String]) {
+        if let recording { return recording.value(key, .tree(Self.stringObject(members))) }
         put(key, Self.stringObject(members))
     }
 
@@ -89,6 +117,12 @@ public struct JSONObjectWriter {
     /// the text replaces once jansson has written the message; else the
     /// object of string members `members`, the same members.
     public func set(_ key: StaticString, shared: SharedJSON?, or members: [String: String]) {
+        if let recording {
+            guard let shared, recording.owner == ObjectIdentifier(shared), shared.keys[0].isEmpty else {
+                return set(key, strings: members)
+            }
+            return recording.value(key, .text(shared, index: 0))
+        }
         guard let sharing = self.shared, let shared, sharing.owner == ObjectIdentifier(shared), shared.keys[0].isEmpty
         else {
             return set(key, strings: members)
@@ -103,6 +137,12 @@ public struct JSONObjectWriter {
     /// has written the message; else the members `members` writes, the
     /// same ones. Either way the members that follow come after the run's.
     public func set(_ key: StaticString, sharedMembers shared: SharedJSON?, or members: (JSONObjectWriter) -> Void) {
+        if let recording {
+            guard let shared, recording.owner == ObjectIdentifier(shared), let run = shared.run(startingWith: key) else {
+                return members(self)
+            }
+            return recording.value(key, .text(shared, index: run))
+        }
         guard let sharing = self.shared, let shared, sharing.owner == ObjectIdentifier(shared),
             let run = shared.run(startingWith: key)
         else {
@@ -134,7 +174,7 @@ public struct JSONObjectWriter {
     private func put(_ key: StaticString, _ value: UnsafeMutablePointer<json_t>?) {
         key.withUTF8Buffer { key in
             key.baseAddress!.withMemoryRebound(to: CChar.self, capacity: key.count) { chars in
-                _ = json_object_setn_new_nocheck(object, chars, key.count, value)
+                _ = json_object_setn_new_nocheck(object!, chars, key.count, value)
             }
         }
     }
@@ -145,7 +185,7 @@ public struct JSONObjectWriter {
 
     private func real(_ number: Double) -> UnsafeMutablePointer<json_t>? {
         guard number.isFinite, let real = json_real(number) else { return json_null() }
-        precision.pointee = max(precision.pointee, JSONCodec.significantDigits(number))
+        precision!.pointee = max(precision!.pointee, JSONCodec.significantDigits(number))
         return real
     }
 }

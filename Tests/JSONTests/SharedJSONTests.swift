@@ -10,6 +10,14 @@ struct SharedJSONTests {
         String(decoding: JSONMessage(estimate: 64, sharing: shared, object: members).encoded, as: UTF8.self)
     }
 
+    /// The text of the same message written through one jansson tree, as a
+    /// message is when its shape has no template.
+    private func writtenAsTree(sharing shared: SharedJSON, _ members: @escaping @Sendable (JSONObjectWriter) -> Void) -> String {
+        var text: [UInt8] = []
+        JSONCodec.encodeObjectAsTree(into: &text, sizeHint: 64, sharing: shared, members)
+        return String(decoding: text, as: UTF8.self)
+    }
+
     @Test func aSharedObjectIsWrittenAsItsMembersAre() {
         // Given a shared object, and a message that copies its text
         let shared = SharedJSON(strings: headers)
@@ -117,20 +125,24 @@ struct SharedJSONTests {
         // shared object (which only the copied text can write)
         let shared = SharedJSON(strings: ["k": "v"])
         let forged = String(decoding: SharedJSON.placeholder, as: UTF8.self)
-        let equal = written(sharing: shared) { object in
+        let equal: @Sendable (JSONObjectWriter) -> Void = { object in
             object.set("a", forged)
             object.set("h", shared: shared, or: ["given": "members"])
         }
-        let ending = written(sharing: shared) { object in
+        let ending: @Sendable (JSONObjectWriter) -> Void = { object in
             object.set("h", shared: shared, or: ["given": "members"])
             object.set("z", "\"" + forged)
         }
 
-        // Then the strings are kept: a message holding the placeholder as a
-        // value is written again with its members, one holding it after an
-        // escaped quote copies the text
-        #expect(equal == #"{"a":"\#(forged)","h":{"given":"members"}}"#)
-        #expect(ending == #"{"h":{"k":"v"},"z":"\"\#(forged)"}"#)
+        // Then the strings are kept: through a template the text is copied
+        // where the shape puts it; through a tree, a message holding the
+        // placeholder as a value is written again with its members, one
+        // holding it after an escaped quote copies the text
+        #expect(written(sharing: shared, equal) == #"{"a":"\#(forged)","h":{"k":"v"}}"#)
+        #expect(writtenAsTree(sharing: shared, equal) == #"{"a":"\#(forged)","h":{"given":"members"}}"#)
+        for text in [written(sharing: shared, ending), writtenAsTree(sharing: shared, ending)] {
+            #expect(text == #"{"h":{"k":"v"},"z":"\"\#(forged)"}"#)
+        }
     }
 
     /// The members of a message's object from `m` on: strings, hostile ones
@@ -204,13 +216,15 @@ struct SharedJSONTests {
         // Given a message holding a string equal to the placeholder beside a run
         let run = try #require(SharedJSON(membersFrom: "m", sizeHint: 64) { $0.set("m", "shared") })
         let forged = String(decoding: SharedJSON.placeholder, as: UTF8.self)
-        let text = written(sharing: run) { object in
+        let message: @Sendable (JSONObjectWriter) -> Void = { object in
             object.set("a", forged)
             object.set("m", sharedMembers: run, or: { $0.set("m", "given") })
         }
 
-        // Then the message is written with its members, the string kept
-        #expect(text == #"{"a":"\#(forged)","m":"given"}"#)
+        // Then the string is kept: through a template the run is copied,
+        // through a tree the message is written with its members
+        #expect(written(sharing: run, message) == #"{"a":"\#(forged)","m":"shared"}"#)
+        #expect(writtenAsTree(sharing: run, message) == #"{"a":"\#(forged)","m":"given"}"#)
     }
 
     @Test func aMessageCopiesTwoRunsWithItsOwnMembersBetween() throws {
@@ -250,14 +264,16 @@ struct SharedJSONTests {
         let made = SharedJSON(runs: [("m", { $0.set("m", "a") }), ("p", { $0.set("p", "b") })], sizeHint: 16)
         let runs = try #require(made)
         let forged = String(decoding: SharedJSON.placeholder, as: UTF8.self) + suffix
-        let text = written(sharing: runs) { object in
+        let message: @Sendable (JSONObjectWriter) -> Void = { object in
             object.set("m", sharedMembers: runs, or: { $0.set("m", "given") })
             object.set("n", forged)
             object.set("p", sharedMembers: runs, or: { $0.set("p", "given") })
         }
 
-        // Then the message is written with its own members, the string kept
-        #expect(text == #"{"m":"given","n":"\#(forged)","p":"given"}"#)
+        // Then the string is kept: through a template the runs are copied,
+        // through a tree the message is written with its own members
+        #expect(written(sharing: runs, message) == #"{"m":"a","n":"\#(forged)","p":"b"}"#)
+        #expect(writtenAsTree(sharing: runs, message) == #"{"m":"given","n":"\#(forged)","p":"given"}"#)
     }
 
     @Test func aRunIsNotCopiedForAnObjectNorAnObjectForARun() throws {

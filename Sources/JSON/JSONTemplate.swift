@@ -1,0 +1,310 @@
+import CJanssonShim
+import CLibjansson
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The members a `JSONObjectWriter` wrote for one message, in order: the
+/// message's shape (its keys and nesting) apart from its values.
+///
+/// A message's shape comes from the code that writes it (keys are
+/// `StaticString`s), so a process writes few of them, each many times:
+/// jansson writes each shape once, with a placeholder for every value
+/// (`JSONTemplate`), and each message copies that text around the text
+/// jansson writes for each of its values. Keys and structure cost nothing
+/// after the first message of a shape, and a value equal to the one the
+/// same place held in the shape's last message copies that text too.
+final class JSONRecording {
+    /// A slot's value: scalars kept as they are, so that an equal one can
+    /// copy the text made for it; others as the jansson tree the message
+    /// dumps, or as a shared text.
+    enum Value {
+        case string(String)
+        case integer(Int64)
+        case real(Double)
+        case bool(Bool)
+        case null
+        /// A tree the recording holds a reference to.
+        case tree(UnsafeMutablePointer<json_t>)
+        /// The text at `index` of `shared`'s texts.
+        case text(SharedJSON, index: Int)
+    }
+
+    /// Each member's event (`Event`), each with its key; a value's event
+    /// has a slot in `values`.
+    private(set) var events: [Int] = []
+    private(set) var keys: [StaticString] = []
+    private(set) var values: [Value] = []
+    /// Of `events`, to find the shape's template.
+    private(set) var hash = 0
+    /// The significant digits the message's reals need.
+    var precision = 1
+    /// The `SharedJSON` the message may copy text of.
+    var owner: ObjectIdentifier?
+    /// The last real and its digits: a message's reals repeat.
+    private var lastReal: (bits: UInt64, digits: Int) = (0, 1)
+
+    enum Event {
+        static let value = 0
+        static let begin = 1
+        static let end = 2
+    }
+
+    init() {
+        events.reserveCapacity(64)
+        keys.reserveCapacity(64)
+        values.reserveCapacity(64)
+    }
+
+    func value(_ key: StaticString, _ value: Value) {
+        event(key, Event.value)
+        values.append(value)
+    }
+
+    func real(_ key: StaticString, _ number: Double) {
+        guard number.isFinite else { return value(key, .null) }
+        let digits: Int
+        if number.bitPattern == lastReal.bits {
+            digits = lastReal.digits
+        } else {
+            digits = JSONCodec.significantDigits(number)
+            lastReal = (number.bitPattern, digits)
+        }
+        precision = max(precision, digits)
+        value(key, .real(number))
+    }
+
+    func begin(_ key: StaticString) {
+        event(key, Event.begin)
+    }
+
+    func end() {
+        event("", Event.end)
+    }
+
+    private func event(_ key: StaticString, _ kind: Int) {
+        // A key is known by where its text lies (or, for one held as a
+        // scalar, by the scalar): the same key of the same code.
+        let identity =
+            kind == Event.end
+            ? 0
+            : key.hasPointerRepresentation
+                ? Int(bitPattern: UInt(bitPattern: key.utf8Start)) : (1 << 59) | Int(key.unicodeScalar.value)
+        let event = identity << 2 | kind
+        events.append(event)
+        keys.append(key)
+        hash = (hash ^ event) &* 0x100_0000_01b3
+    }
+
+    /// Empties the recording for the next message, releasing the trees
+    /// it holds.
+    func reset() {
+        for case .tree(let tree) in values { courier_json_decref(tree) }
+        events.removeAll(keepingCapacity: true)
+        keys.removeAll(keepingCapacity: true)
+        values.removeAll(keepingCapacity: true)
+        hash = 0
+        precision = 1
+        owner = nil
+    }
+}
+
+/// jansson's text of a message shape (`JSONRecording`), with a placeholder
+/// where each value goes: the text between them, and for each value the
+/// text jansson wrote for it in the last message.
+final class JSONTemplate {
+    let events: [Int]
+    /// The text, and the pieces of it around the values: one more than the
+    /// values. Nil when jansson does not write every value where the
+    /// shape puts it (a key set twice in an object): such a message is
+    /// written as a tree.
+    private let text: [UInt8]
+    private let pieces: [Range<Int>]?
+    /// The last value of each slot and jansson's text for it.
+    private var last: [(value: JSONRecording.Value, precision: Int, text: [UInt8])?]
+
+    var isWritable: Bool { pieces != nil }
+
+    init(_ recording: JSONRecording) {
+        events = recording.events
+        let (text, pieces) = Self.make(recording)
+        self.text = text
+        self.pieces = pieces
+        last = Array(repeating: nil, count: recording.values.count)
+    }
+
+    /// The string jansson writes where the value in slot `index` goes.
+    private static func placeholder(_ index: Int) -> [UInt8] {
+        SharedJSON.placeholder + Array("t\(index)".utf8)
+    }
+
+    private static func make(_ recording: JSONRecording) -> (text: [UInt8], pieces: [Range<Int>]?) {
+        let root = json_object()!
+        var objects = [root]
+        var slot = 0
+        for (event, key) in zip(recording.events, recording.keys) {
+            switch event & 3 {
+            case JSONRecording.Event.value:
+                let placeholder = placeholder(slot).withUnsafeBufferPointer { placeholder in
+                    placeholder.withMemoryRebound(to: CChar.self) { json_stringn_nocheck($0.baseAddress, $0.count) }
+                }
+                put(objects[objects.count - 1], key, placeholder)
+                slot += 1
+            case JSONRecording.Event.begin:
+                let child = json_object()!
+                // The parent holds the child's one reference, and outlives it.
+                put(objects[objects.count - 1], key, child)
+                objects.append(child)
+            default:
+                objects.removeLast()
+            }
+        }
+        var text: [UInt8] = []
+        JSONCodec.dump(root, precision: 1, into: &text, sizeHint: 64 + 24 * recording.events.count)
+        // Each placeholder once, in order, quoted as a value; none elsewhere.
+        var pieces: [Range<Int>] = []
+        var start = 0
+        for index in 0..<slot {
+            let quoted = [UInt8(ascii: "\"")] + placeholder(index) + [UInt8(ascii: "\"")]
+            guard let found = Self.find(quoted, in: text, from: start) else { return (text, nil) }
+            pieces.append(start..<found)
+            start = found + quoted.count
+        }
+        pieces.append(start..<text.count)
+        for piece in pieces where find(SharedJSON.placeholder, in: Array(text[piece]), from: 0) != nil {
+            return (text, nil)
+        }
+        return (text, pieces)
+    }
+
+    private static func put(_ object: UnsafeMutablePointer<json_t>, _ key: StaticString, _ value: UnsafeMutablePointer<json_t>?) {
+        key.withUTF8Buffer { key in
+            key.baseAddress!.withMemoryRebound(to: CChar.self, capacity: key.count) { chars in
+                _ = json_object_setn_new_nocheck(object, chars, key.count, value)
+            }
+        }
+    }
+
+    private static func find(_ needle: [UInt8], in text: [UInt8], from start: Int) -> Int? {
+        guard needle.count <= text.count - start else { return nil }
+        for offset in start...(text.count - needle.count)
+        where text[offset] == needle[0] && text[offset..<(offset + needle.count)].elementsEqual(needle) {
+            return offset
+        }
+        return nil
+    }
+
+    /// Appends the message `recording` holds, whose shape this is, to `text`.
+    func write(_ recording: JSONRecording, into text: inout [UInt8]) {
+        guard let pieces else { return }
+        self.text.withUnsafeBufferPointer { shape in
+            for (index, value) in recording.values.enumerated() {
+                text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[index]]))
+                write(value, slot: index, recording, into: &text)
+            }
+            text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[pieces.count - 1]]))
+        }
+    }
+
+    private func write(_ value: JSONRecording.Value, slot: Int, _ recording: JSONRecording, into text: inout [UInt8]) {
+        let precision = recording.precision
+        let tree: UnsafeMutablePointer<json_t>?
+        var sizeHint = 8
+        switch value {
+        case .text(let shared, let index):
+            return text.append(contentsOf: shared.texts[index])
+        case .tree(let made):
+            // The recording keeps its reference, the dump takes this one.
+            return JSONCodec.dump(courier_json_incref(made)!, precision: precision, into: &text, sizeHint: 256)
+        case .string(let string):
+            if let last = last[slot], case .string(let other) = last.value, Self.sameBytes(string, other) {
+                return text.append(contentsOf: last.text)
+            }
+            tree = JSONCodec.withChars(string) { chars, count in json_stringn_nocheck(chars, count) }
+            sizeHint = string.utf8.count + 2
+        case .integer(let number):
+            if let last = last[slot], case .integer(let other) = last.value, number == other {
+                return text.append(contentsOf: last.text)
+            }
+            tree = json_integer(number)
+        case .real(let number):
+            if let last = last[slot], case .real(let other) = last.value, number.bitPattern == other.bitPattern,
+                last.precision == precision
+            {
+                return text.append(contentsOf: last.text)
+            }
+            tree = json_real(number) ?? json_null()
+            sizeHint = 24
+        case .bool(let flag):
+            if let last = last[slot], case .bool(let other) = last.value, flag == other {
+                return text.append(contentsOf: last.text)
+            }
+            tree = flag ? json_true() : json_false()
+        case .null:
+            if let last = last[slot], case .null = last.value {
+                return text.append(contentsOf: last.text)
+            }
+            tree = json_null()
+        }
+        guard let tree else { return }
+        let start = text.count
+        JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
+        last[slot] = (value, precision, Array(text[start...]))
+    }
+
+    /// Whether two strings hold the same UTF-8 bytes (`==` compares
+    /// characters: `é` and `e` with an accent are equal, their texts not).
+    private static func sameBytes(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        var a = a
+        var b = b
+        return a.withUTF8 { a in
+            b.withUTF8 { b in
+                guard let left = a.baseAddress, let right = b.baseAddress else { return true }
+                return memcmp(left, right, a.count) == 0
+            }
+        }
+    }
+}
+
+/// Each thread's recording and templates: a thread writing messages keeps
+/// them to itself, with no lock.
+final class JSONTemplates {
+    let recording = JSONRecording()
+    /// Whether the recording is in use: a message written while another is
+    /// being written (by its closure) is written as a tree.
+    var busy = false
+    private var templates: [Int: JSONTemplate] = [:]
+    /// Shapes beyond this many start the collection anew.
+    private static let limit = 256
+
+    /// The template of the shape `recording` holds.
+    func template(for recording: JSONRecording) -> JSONTemplate {
+        if let template = templates[recording.hash], template.events == recording.events { return template }
+        if templates.count >= Self.limit { templates.removeAll() }
+        let template = JSONTemplate(recording)
+        templates[recording.hash] = template
+        return template
+    }
+
+    /// The calling thread's.
+    static var current: JSONTemplates {
+        if let stored = pthread_getspecific(key) { return Unmanaged<JSONTemplates>.fromOpaque(stored).takeUnretainedValue() }
+        let made = JSONTemplates()
+        pthread_setspecific(key, Unmanaged.passRetained(made).toOpaque())
+        return made
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key) { stored in
+            #if canImport(Glibc)
+            guard let stored else { return }
+            #endif
+            Unmanaged<JSONTemplates>.fromOpaque(stored).release()
+        }
+        return key
+    }()
+}

@@ -1,0 +1,146 @@
+@testable import JSON
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The text of the object `members` writes.
+private func written(_ members: (JSONObjectWriter) -> Void) -> String {
+    var text: [UInt8] = []
+    JSONCodec.encodeObject(into: &text, members)
+    return String(decoding: text, as: UTF8.self)
+}
+
+/// The text jansson writes for the same members put in one tree.
+private func asTree(_ members: (JSONObjectWriter) -> Void) -> String {
+    String(decoding: JSONCodec.encode(JSON(object: members)), as: UTF8.self)
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct JSONTemplateTests {
+    /// Members of every kind, nested, with values from `values`.
+    private static func message(_ values: [String], _ number: Int64, _ real: Double) -> (JSONObjectWriter) -> Void {
+        { object in
+            object.set("a", values[0])
+            object.set("b", object: { inner in
+                inner.set("c", number)
+                inner.set("d", real)
+                inner.set("e", object: { _ in })
+                inner.set("f", strings: values)
+                inner.set("g", nil as String?)
+            })
+            object.set("h", number % 2 == 0)
+            object.set("i", strings: ["k": values[1], "j": values[0]])
+            object.set("j", ["x": .string(values[1]), "y": .double(real)] as JSON)
+            object.set("k", values[1])
+            object.set("l", Double.nan)
+            object.set("m", nil as Int64?)
+        }
+    }
+
+    private static let strings: [[String]] = [
+        ["plain", "other"],
+        ["x\u{0}y\"\\", "\u{1}\u{1F}\t\n/"],
+        ["é日本語😀", "\u{2028}"],
+        ["", ""],
+        ["plain", "other"],
+    ]
+
+    @Test func everyMessageOfAShapeIsTheTextItsTreeWrites() {
+        // Given messages of one shape, whose values change or repeat from
+        // one message to the next
+        for (index, values) in Self.strings.enumerated() {
+            for real in [0.1, 1.0 / 3, 100.0, 0.1] {
+                let members = Self.message(values, Int64(index) - 2, real)
+
+                // Then each is written as its members put in one tree
+                #expect(written(members) == asTree(members))
+            }
+        }
+    }
+
+    @Test func aValueWithTheSameCharactersButOtherBytesIsWrittenAsItsBytes() {
+        // Given a value, then one Swift calls equal to it with other bytes
+        let composed = written { $0.set("a", "\u{E9}") }
+        let decomposed = written { $0.set("a", "e\u{301}") }
+
+        // Then each is written as its own bytes
+        #expect(Array(composed.utf8) == Array(#"{"a":""#.utf8) + [0xC3, 0xA9] + Array(#""}"#.utf8))
+        #expect(Array(decomposed.utf8) == Array(#"{"a":"e"#.utf8) + [0xCC, 0x81] + Array(#""}"#.utf8))
+    }
+
+    @Test func aRealRepeatedIsWrittenWithTheDigitsOfItsMessage() {
+        // Given a real written beside one needing few digits, then beside
+        // one needing 17 (a power of two), then few again
+        let few = written { $0.set("a", 0.1); $0.set("b", 0.2) }
+        let many = written { $0.set("a", 0.1); $0.set("b", 0.5) }
+        let fewAgain = written { $0.set("a", 0.1); $0.set("b", 0.2) }
+
+        // Then each message writes it with the digits its reals need
+        #expect(few == #"{"a":0.1,"b":0.2}"#)
+        #expect(many == #"{"a":0.10000000000000001,"b":0.5}"#)
+        #expect(fewAgain == few)
+    }
+
+    @Test func aKeySetTwiceIsWrittenAsTheTreeHasIt() {
+        // Given a message setting a key twice, written twice
+        let members: (JSONObjectWriter) -> Void = { object in
+            object.set("a", 1)
+            object.set("b", "x")
+            object.set("a", 2)
+        }
+
+        // Then it is what one tree writes each time: the later value in
+        // the earlier place
+        #expect(written(members) == #"{"a":2,"b":"x"}"#)
+        #expect(written(members) == asTree(members))
+    }
+
+    @Test func aValueEqualToThePlaceholderIsWrittenAsItself() {
+        // Given strings equal to what the shape's text holds in a value's place
+        let forged = String(decoding: SharedJSON.placeholder + Array("t0".utf8), as: UTF8.self)
+        let members: (JSONObjectWriter) -> Void = { object in
+            object.set("a", forged)
+            object.set("b", forged + "\"")
+        }
+
+        // Then they are written as they are
+        #expect(written(members) == #"{"a":"\#(forged)","b":"\#(forged)\""}"#)
+    }
+
+    @Test func aMessageWrittenWhileAnotherIsIsWhole() {
+        // Given a message whose closure writes another message
+        var inner = ""
+        let outer = written { object in
+            object.set("a", "outer")
+            inner = written { $0.set("b", "inner") }
+            object.set("c", 1)
+        }
+
+        // Then both are whole
+        #expect(outer == #"{"a":"outer","c":1}"#)
+        #expect(inner == #"{"b":"inner"}"#)
+    }
+
+    @Test func threadsWritingAtOnceWriteTheirOwnValues() async {
+        // Given many tasks writing messages of one shape with their own values
+        let results = await withTaskGroup(of: (Int, [String]).self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    (task, (0..<200).map { index in written { $0.set("task", task); $0.set("value", "v\(index)") } })
+                }
+            }
+            return await group.reduce(into: [Int: [String]]()) { $0[$1.0] = $1.1 }
+        }
+
+        // Then each message has its own
+        for (task, texts) in results {
+            for (index, text) in texts.enumerated() {
+                #expect(text == #"{"task":\#(task),"value":"v\#(index)"}"#)
+            }
+        }
+    }
+}
