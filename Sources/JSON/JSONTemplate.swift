@@ -34,17 +34,20 @@ final class JSONRecording {
 
     /// Each member's event (`Event`), each with its key; a value's event
     /// has a slot in `values`.
-    private(set) var events: [Int] = []
-    private(set) var keys: [StaticString] = []
-    private(set) var values: [Value] = []
+    ///
+    /// Properties of one thread's, read and written many times a
+    /// message: not checked for exclusive access at run time.
+    @exclusivity(unchecked) private(set) var events: [Int] = []
+    @exclusivity(unchecked) private(set) var keys: [StaticString] = []
+    @exclusivity(unchecked) private(set) var values: [Value] = []
     /// Of `events`, to find the shape's template.
-    private(set) var hash = 0
+    @exclusivity(unchecked) private(set) var hash = 0
     /// The significant digits the message's reals need.
-    var precision = 1
+    @exclusivity(unchecked) var precision = 1
     /// The `SharedJSON` the message may copy text of.
-    var owner: ObjectIdentifier?
+    @exclusivity(unchecked) var owner: ObjectIdentifier?
     /// The last real and its digits: a message's reals repeat.
-    private var lastReal: (bits: UInt64, digits: Int) = (0, 1)
+    @exclusivity(unchecked) private var lastReal: (bits: UInt64, digits: Int) = (0, 1)
 
     enum Event {
         static let value = 0
@@ -123,7 +126,7 @@ final class JSONTemplate {
     private let text: [UInt8]
     private let pieces: [Range<Int>]?
     /// The last value of each slot and jansson's text for it.
-    private var last: [(value: JSONRecording.Value, precision: Int, text: [UInt8])?]
+    @exclusivity(unchecked) private var last: [(value: JSONRecording.Value, precision: Int, text: [UInt8])?]
 
     var isWritable: Bool { pieces != nil }
 
@@ -275,8 +278,8 @@ final class JSONTemplates {
     let recording = JSONRecording()
     /// Whether the recording is in use: a message written while another is
     /// being written (by its closure) is written as a tree.
-    var busy = false
-    private var templates: [Int: JSONTemplate] = [:]
+    @exclusivity(unchecked) var busy = false
+    @exclusivity(unchecked) private var templates: [Int: JSONTemplate] = [:]
     /// Shapes beyond this many start the collection anew.
     private static let limit = 256
 
