@@ -168,7 +168,7 @@ public enum JSONCodec {
         // Keys go in sorted as the tree is built and jansson keeps insertion
         // order, so JSON_SORT_KEYS (a sort and a look-up per key, in every
         // object, on every dump) is not needed for sorted output.
-        let flags = Int(JSON_COMPACT | JSON_ENCODE_ANY) | courier_json_real_precision(Int32(precision))
+        let flags = flags(precision: precision)
         let start = text.count
         let hint = max(sizeHint, 0)
         let room = hint + hint / 8 + 64
@@ -194,6 +194,12 @@ public enum JSONCodec {
                 return 0
             }, text, flags)
         }
+    }
+
+    /// What `json_dumpb` is told: compact, any value at the top, reals
+    /// with `precision` significant digits.
+    static func flags(precision: Int) -> Int {
+        Int(JSON_COMPACT | JSON_ENCODE_ANY) | courier_json_real_precision(Int32(precision))
     }
 
     /// Builds a jansson tree holding a new reference, and raises `precision`

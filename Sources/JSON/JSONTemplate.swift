@@ -252,9 +252,23 @@ final class JSONTemplate {
             tree = json_null()
         }
         guard let tree else { return }
-        let start = text.count
-        JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
-        last[slot] = (value, precision, Array(text[start...]))
+        // A value's text is short: jansson writes it into room on the
+        // stack, whence it is appended and kept; a longer one is dumped
+        // again onto the text.
+        let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { room -> [UInt8]? in
+            let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
+            guard size <= room.count else { return nil }
+            return Array(UnsafeRawBufferPointer(start: room.baseAddress, count: size))
+        }
+        guard let made else {
+            let start = text.count
+            JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
+            last[slot] = (value, precision, Array(text[start...]))
+            return
+        }
+        courier_json_decref(tree)
+        text.append(contentsOf: made)
+        last[slot] = (value, precision, made)
     }
 
     /// Whether two strings hold the same UTF-8 bytes (`==` compares

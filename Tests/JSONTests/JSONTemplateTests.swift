@@ -62,6 +62,18 @@ struct JSONTemplateTests {
         }
     }
 
+    @Test func longValuesAreWholeWrittenAndRepeated() {
+        // Given values of many escapes, longer than a value's room, written
+        // in one place by messages of one shape, the same one twice
+        let values = [String(repeating: "\u{1}é\"", count: 100), String(repeating: "x", count: 1000)]
+        for value in values + values {
+            let members: (JSONObjectWriter) -> Void = { $0.set("a", value); $0.set("b", value.utf8.count) }
+
+            // Then each is written whole
+            #expect(written(members) == asTree(members))
+        }
+    }
+
     @Test func aValueWithTheSameCharactersButOtherBytesIsWrittenAsItsBytes() {
         // Given a value, then one Swift calls equal to it with other bytes
         let composed = written { $0.set("a", "\u{E9}") }
