@@ -113,9 +113,11 @@ public struct JSONObjectWriter {
     }
 
     /// The text of `shared` when the message copies it (see
-    /// `JSONMessage(estimate:sharing:object:)`): its placeholder, which
-    /// the text replaces once jansson has written the message; else the
-    /// object of string members `members`, the same members.
+    /// `JSONMessage(estimate:sharing:object:)`), copied where the member
+    /// goes (through the template of the message's shape, or, for a
+    /// message written as one tree, in place of a placeholder once jansson
+    /// has written it); else the object of string members `members`, the
+    /// same members.
     public func set(_ key: StaticString, shared: SharedJSON?, or members: [String: String]) {
         if let recording {
             guard let shared, recording.owner == ObjectIdentifier(shared), shared.keys[0].isEmpty else {
@@ -133,9 +135,9 @@ public struct JSONObjectWriter {
 
     /// The run of members `shared` holds that starts with `key`
     /// (`SharedJSON(membersFrom:sizeHint:_:)`), when the message copies its
-    /// text: a placeholder for `key`, which the text replaces once jansson
-    /// has written the message; else the members `members` writes, the
-    /// same ones. Either way the members that follow come after the run's.
+    /// text: copied where `key` goes, as `set(_:shared:or:)` copies an
+    /// object's; else the members `members` writes, the same ones. Either
+    /// way the members that follow come after the run's.
     public func set(_ key: StaticString, sharedMembers shared: SharedJSON?, or members: (JSONObjectWriter) -> Void) {
         if let recording {
             guard let shared, recording.owner == ObjectIdentifier(shared), let run = shared.run(startingWith: key) else {

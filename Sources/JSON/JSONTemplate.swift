@@ -253,18 +253,18 @@ final class JSONTemplate {
         }
         guard let tree else { return }
         // A value's text is short: jansson writes it into room on the
-        // stack, whence it is appended and kept; a longer one is dumped
-        // again onto the text.
+        // stack, whence it is appended and kept for the next message; a
+        // longer one is dumped again onto the text.
         let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { room -> [UInt8]? in
             let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
             guard size <= room.count else { return nil }
             return Array(UnsafeRawBufferPointer(start: room.baseAddress, count: size))
         }
         guard let made else {
-            let start = text.count
-            JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
-            last[slot] = (value, precision, Array(text[start...]))
-            return
+            // Not kept: a long value (a body's text) is not held past its
+            // message.
+            last[slot] = nil
+            return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
         }
         courier_json_decref(tree)
         text.append(contentsOf: made)

@@ -74,6 +74,38 @@ struct JSONTemplateTests {
         }
     }
 
+    @Test func randomMessagesAreTheTextTheirTreesWrite() {
+        // Given messages of a few random shapes (keys in byte order, some
+        // left out, some objects), with random values that often repeat
+        var generator = SplitMix(seed: 26)
+        let strings = ["", "r1", "r2", "é", "e\u{301}", "\u{0}\"\\", "日本", String(repeating: "\u{1}", count: 60)]
+        let reals = [0.1, 0.5, 1.0 / 3, 100.0, -0.0, 1e300, 2.5e-8]
+        for _ in 0..<400 {
+            let picks = (0..<6).map { _ in generator.next() }
+            let members: (JSONObjectWriter) -> Void = { object in
+                func value(_ key: StaticString, _ pick: UInt64) {
+                    switch pick % 7 {
+                    case 0: object.set(key, strings[Int(pick / 7 % UInt64(strings.count))])
+                    case 1: object.set(key, reals[Int(pick / 7 % UInt64(reals.count))])
+                    case 2: object.set(key, Int64(pick / 7 % 5) - 2)
+                    case 3: object.set(key, pick & 8 == 0)
+                    case 4: object.set(key, nil as String?)
+                    case 5: object.set(key, .array([.double(reals[Int(pick / 7 % UInt64(reals.count))])]) as JSON)
+                    default: object.set(key, object: { $0.set("in", strings[Int(pick / 7 % UInt64(strings.count))]) })
+                    }
+                }
+                if picks[0] % 3 != 0 { value("a", picks[1]) }
+                value("b", picks[2])
+                if picks[0] % 2 == 0 { value("c", picks[3]) }
+                value("d", picks[4])
+                if picks[0] % 5 != 0 { value("e", picks[5]) }
+            }
+
+            // Then each is what its members put in one tree write
+            #expect(written(members) == asTree(members))
+        }
+    }
+
     @Test func aValueWithTheSameCharactersButOtherBytesIsWrittenAsItsBytes() {
         // Given a value, then one Swift calls equal to it with other bytes
         let composed = written { $0.set("a", "\u{E9}") }
@@ -154,5 +186,18 @@ struct JSONTemplateTests {
                 #expect(text == #"{"task":\#(task),"value":"v\#(index)"}"#)
             }
         }
+    }
+}
+
+/// A small deterministic generator, so a failure repeats.
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
