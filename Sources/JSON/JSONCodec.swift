@@ -80,7 +80,7 @@ public enum JSONCodec {
     public static func encodeObject(
         into text: inout [UInt8], sizeHint: Int = 1024, _ members: (JSONObjectWriter) -> Void
     ) {
-        guard !encodeRecorded(into: &text, sharing: nil, members) else { return }
+        guard !encodeRecorded(into: &text, sizeHint: sizeHint, sharing: nil, members) else { return }
         encodeObject(into: &text, sizeHint: sizeHint, shared: nil, members)
     }
 
@@ -91,7 +91,7 @@ public enum JSONCodec {
         into text: inout [UInt8], sizeHint: Int = 1024, sharing shared: SharedJSON,
         _ members: @Sendable (JSONObjectWriter) -> Void
     ) {
-        guard !encodeRecorded(into: &text, sharing: shared, members) else { return }
+        guard !encodeRecorded(into: &text, sizeHint: sizeHint, sharing: shared, members) else { return }
         encodeObjectAsTree(into: &text, sizeHint: sizeHint, sharing: shared, members)
     }
 
@@ -121,7 +121,7 @@ public enum JSONCodec {
     /// puts a key twice in an object, or a message of this thread is being
     /// written already (by the closure of another).
     private static func encodeRecorded(
-        into text: inout [UInt8], sharing shared: SharedJSON?, _ members: (JSONObjectWriter) -> Void
+        into text: inout [UInt8], sizeHint: Int, sharing shared: SharedJSON?, _ members: (JSONObjectWriter) -> Void
     ) -> Bool {
         let templates = JSONTemplates.current
         guard !templates.busy else { return false }
@@ -135,7 +135,7 @@ public enum JSONCodec {
         members(JSONObjectWriter(recording: recording))
         let template = templates.template(for: recording)
         guard template.isWritable else { return false }
-        template.write(recording, into: &text)
+        template.write(recording, into: &text, sizeHint: sizeHint)
         return true
     }
 

@@ -199,34 +199,43 @@ final class JSONTemplate {
         return nil
     }
 
-    /// Appends the message `recording` holds, whose shape this is, to `text`.
-    func write(_ recording: JSONRecording, into text: inout [UInt8]) {
+    /// Appends the message `recording` holds, whose shape this is, to
+    /// `text`; the message is about `sizeHint` bytes long.
+    func write(_ recording: JSONRecording, into text: inout [UInt8], sizeHint: Int) {
         guard let pieces else { return }
         self.text.withUnsafeBufferPointer { shape in
             for (index, value) in recording.values.enumerated() {
                 text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[index]]))
-                write(value, slot: index, recording, into: &text)
+                write(value, slot: index, recording, into: &text, sizeHint: sizeHint)
             }
             text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[pieces.count - 1]]))
         }
     }
 
-    private func write(_ value: JSONRecording.Value, slot: Int, _ recording: JSONRecording, into text: inout [UInt8]) {
+    /// Appends the text of `value`, in slot `slot` of a message about
+    /// `messageSize` bytes long.
+    private func write(
+        _ value: JSONRecording.Value, slot: Int, _ recording: JSONRecording, into text: inout [UInt8], sizeHint messageSize: Int
+    ) {
         let precision = recording.precision
         let tree: UnsafeMutablePointer<json_t>?
-        var sizeHint = 8
+        // At most what a value's room on the stack takes, unless said.
+        var sizeHint = 0
         switch value {
         case .text(let shared, let index):
             return text.append(contentsOf: shared.texts[index])
         case .tree(let made):
             // The recording keeps its reference, the dump takes this one.
-            return JSONCodec.dump(courier_json_incref(made)!, precision: precision, into: &text, sizeHint: 256)
+            // As long as the message at most, as its text is part of it.
+            return JSONCodec.dump(courier_json_incref(made)!, precision: precision, into: &text, sizeHint: messageSize)
         case .string(let string):
             if let last = last[slot], case .string(let other) = last.value, Self.sameBytes(string, other) {
                 return text.append(contentsOf: last.text)
             }
             tree = JSONCodec.withChars(string) { chars, count in json_stringn_nocheck(chars, count) }
-            sizeHint = string.utf8.count + 2
+            // A string longer than the room goes straight onto the text,
+            // with room for the message's estimate, which counts it.
+            if string.utf8.count > Self.room - 2 { sizeHint = max(string.utf8.count + 2, messageSize) }
         case .integer(let number):
             if let last = last[slot], case .integer(let other) = last.value, number == other {
                 return text.append(contentsOf: last.text)
@@ -239,7 +248,6 @@ final class JSONTemplate {
                 return text.append(contentsOf: last.text)
             }
             tree = json_real(number) ?? json_null()
-            sizeHint = 24
         case .bool(let flag):
             if let last = last[slot], case .bool(let other) = last.value, flag == other {
                 return text.append(contentsOf: last.text)
@@ -252,24 +260,31 @@ final class JSONTemplate {
             tree = json_null()
         }
         guard let tree else { return }
-        // A value's text is short: jansson writes it into room on the
-        // stack, whence it is appended and kept for the next message; a
-        // longer one is dumped again onto the text.
-        let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { room -> [UInt8]? in
-            let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
-            guard size <= room.count else { return nil }
-            return Array(UnsafeRawBufferPointer(start: room.baseAddress, count: size))
-        }
-        guard let made else {
+        guard sizeHint == 0 else {
             // Not kept: a long value (a body's text) is not held past its
             // message.
             last[slot] = nil
             return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
         }
+        // A value's text is short: jansson writes it into room on the
+        // stack, whence it is appended and kept for the next message.
+        let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.room) { room -> [UInt8]? in
+            let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
+            guard size <= room.count else { return nil }
+            return Array(UnsafeRawBufferPointer(start: room.baseAddress, count: size))
+        }
+        guard let made else {
+            last[slot] = nil
+            return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: Self.room)
+        }
         courier_json_decref(tree)
         text.append(contentsOf: made)
         last[slot] = (value, precision, made)
     }
+
+    /// Room for a short value's text: any integer or real, and strings
+    /// that need few escapes.
+    private static let room = 256
 
     /// Whether two strings hold the same UTF-8 bytes (`==` compares
     /// characters: `é` and `e` with an accent are equal, their texts not).
