@@ -8,7 +8,8 @@ import JSON
 /// patterns, strings with any code point, nesting) survives encode/decode;
 /// and a message copying a shared object's text, or a shared run of members
 /// holding it (string members built from the bytes), is byte for byte the
-/// one that encodes the same members.
+/// one that encodes the same members; and messages of one shape written
+/// one after another are each the text of their members as one tree.
 @main
 enum FuzzCodec {
     static func main() {
@@ -31,7 +32,49 @@ public func fuzzCodec(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     roundTrip(reader.value(depth: 0), source: Array(bytes))
     var strings = ByteReader(bytes: Array(bytes))
     copiesSharedText(strings.stringMembers())
+    var shaped = ByteReader(bytes: Array(bytes))
+    writesOneShapeAsTreesDo(&shaped)
     return 0
+}
+
+/// Messages of one shape, written one after another through
+/// `JSONObjectWriter` (jansson's text of the shape copied around jansson's
+/// text of each value, a value equal to the one in its place in the last
+/// message copying that text), are each the text their members encode to
+/// as one tree. Values are drawn from the bytes, each kept from the message
+/// before or made anew, so both copies and fresh values meet every place.
+private func writesOneShapeAsTreesDo(_ reader: inout ByteReader) {
+    var text = reader.string(keySafe: false)
+    var integer = Int64(bitPattern: reader.word())
+    var real = Double(bitPattern: reader.word())
+    var flag = false
+    var other = reader.string(keySafe: false)
+    for _ in 0..<4 {
+        let choice = reader.byte() ?? 0
+        if choice & 1 != 0 { text = reader.string(keySafe: false) }
+        if choice & 2 != 0 { integer = Int64(bitPattern: reader.word()) }
+        if choice & 4 != 0 { real = Double(bitPattern: reader.word()) }
+        if choice & 8 != 0 { flag.toggle() }
+        if choice & 16 != 0 { other = reader.string(keySafe: false) }
+        let (text, integer, real, flag, other) = (text, integer, real, flag, other)
+        var written: [UInt8] = []
+        JSONCodec.encodeObject(into: &written) { object in
+            object.set("a", text)
+            object.set("b", integer)
+            object.set("c", object: { inner in
+                inner.set("d", real)
+                inner.set("e", flag)
+            })
+            object.set("f", other)
+        }
+        let tree = JSONCodec.encode(.object([
+            "a": .string(text), "b": .integer(integer),
+            "c": .object(["d": real.isFinite ? .double(real) : .null, "e": .bool(flag)]), "f": .string(other),
+        ]))
+        guard written == tree else {
+            fatalError("a written message differs from its tree: \(String(decoding: written, as: UTF8.self)) against \(String(decoding: tree, as: UTF8.self))")
+        }
+    }
 }
 
 /// The message copying the text is given no members of its own, so only
