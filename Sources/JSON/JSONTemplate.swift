@@ -171,12 +171,12 @@ final class JSONTemplate {
         var start = 0
         for index in 0..<slot {
             let quoted = [UInt8(ascii: "\"")] + placeholder(index) + [UInt8(ascii: "\"")]
-            guard let found = Self.find(quoted, in: text, from: start) else { return (text, nil) }
+            guard let found = text[start...].firstRange(of: quoted)?.lowerBound else { return (text, nil) }
             pieces.append(start..<found)
             start = found + quoted.count
         }
         pieces.append(start..<text.count)
-        for piece in pieces where find(SharedJSON.placeholder, in: Array(text[piece]), from: 0) != nil {
+        for piece in pieces where text[piece].firstRange(of: SharedJSON.placeholder) != nil {
             return (text, nil)
         }
         return (text, pieces)
@@ -188,15 +188,6 @@ final class JSONTemplate {
                 _ = json_object_setn_new_nocheck(object, chars, key.count, value)
             }
         }
-    }
-
-    private static func find(_ needle: [UInt8], in text: [UInt8], from start: Int) -> Int? {
-        guard needle.count <= text.count - start else { return nil }
-        for offset in start...(text.count - needle.count)
-        where text[offset] == needle[0] && text[offset..<(offset + needle.count)].elementsEqual(needle) {
-            return offset
-        }
-        return nil
     }
 
     /// Appends the message `recording` holds, whose shape this is, to
