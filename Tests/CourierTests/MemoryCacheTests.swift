@@ -122,13 +122,20 @@ struct MemoryCacheTests {
         #expect(cache.peek("a") == nil)
     }
 
-    @Test func aBodyReadForAStoredEntryKeepsTheTextAndItsCost() throws {
-        // Given an entry whose body is stored on disk, hit once
+    /// A cache holding one entry, under "k", whose 3-byte body is stored
+    /// on disk, and that stored body.
+    private static func cacheHoldingAStoredBody() -> (MemoryCache, MemoryCache.StoredBody) {
         let response = CachedResponse(
             status: 200, headers: [("etag", "\"x\"")], url: "http://a/b", requestTime: Date(), responseTime: Date())
         let stored = MemoryCache.StoredBody(name: "f", length: 3, checksum: 0)
         let cache = MemoryCache(capacity: 10_000, afterPurge: 10_000)
         cache.set(MemoryCache.Entry(response: response, stored: stored), for: "k")
+        return (cache, stored)
+    }
+
+    @Test func aBodyReadForAStoredEntryKeepsTheTextAndItsCost() throws {
+        // Given an entry whose body is stored on disk, hit once
+        let (cache, stored) = Self.cacheHoldingAStoredBody()
         let shared = try #require(cache.get("k")?.sharedHeaders)
         let usage = cache.usage
 
@@ -181,11 +188,7 @@ struct MemoryCacheTests {
 
     @Test func findGivesAStoredEntryAsItIsAndItsHitOnceItsBodyIsHeld() throws {
         // Given an entry whose body is stored on disk
-        let response = CachedResponse(
-            status: 200, headers: [("etag", "\"x\"")], url: "http://a/b", requestTime: Date(), responseTime: Date())
-        let stored = MemoryCache.StoredBody(name: "f", length: 3, checksum: 0)
-        let cache = MemoryCache(capacity: 10_000, afterPurge: 10_000)
-        cache.set(MemoryCache.Entry(response: response, stored: stored), for: "k")
+        let (cache, stored) = Self.cacheHoldingAStoredBody()
 
         // When it is found, then its body read and held, and it is found again
         guard case .entry(let entry)? = cache.find("k") else {

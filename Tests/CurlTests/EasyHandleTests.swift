@@ -104,7 +104,9 @@ struct EasyHandleTests {
         }
     }
 
-    @Test func aTransferGoesThroughTheEnvironmentsProxyUnlessItsHostBypassesIt() throws {
+    /// Runs `body` with an origin and a proxy listening on 127.0.0.1 and
+    /// a multi handle, all closed after.
+    private func withOriginAndProxy(_ body: (Listener, Listener, MultiHandle) throws -> Void) throws {
         CurlLibrary.initialize()
         let origin = try #require(Listener())
         let proxy = try #require(Listener())
@@ -114,66 +116,65 @@ struct EasyHandleTests {
         }
         let multi = MultiHandle()
         defer { multi.cleanup() }
-        let url = "http://127.0.0.1:\(origin.port)/a"
-        let through = ProxyEnvironment(variables: ["http_proxy": "http://127.0.0.1:\(proxy.port)"])
+        try body(origin, proxy, multi)
+    }
 
-        // Given an environment naming a proxy for http:// URLs
-        var options = EasyOptions(url: url)
-        options.proxyEnvironment = through
-        let handle = multi.makeEasyHandle()
-        handle.configure(options)
+    @Test func aTransferGoesThroughTheEnvironmentsProxyUnlessItsHostBypassesIt() throws {
+        try withOriginAndProxy { origin, proxy, multi in
+            let url = "http://127.0.0.1:\(origin.port)/a"
+            let through = ProxyEnvironment(variables: ["http_proxy": "http://127.0.0.1:\(proxy.port)"])
 
-        // Then the request goes to the proxy, in absolute form
-        #expect(proxy.request(of: handle, on: multi).hasPrefix("GET \(url) HTTP/1.1\r\n"))
-        multi.recycle(handle)
+            // Given an environment naming a proxy for http:// URLs
+            var options = EasyOptions(url: url)
+            options.proxyEnvironment = through
+            let handle = multi.makeEasyHandle()
+            handle.configure(options)
 
-        // And when the environment's no_proxy names the host, the reused
-        // handle's request goes to the origin
-        options.proxyEnvironment = ProxyEnvironment(variables: ["http_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": "127.0.0.1"])
-        let again = multi.makeEasyHandle()
-        again.configure(options)
-        #expect(origin.request(of: again, on: multi).hasPrefix("GET /a HTTP/1.1\r\n"))
-        multi.recycle(again)
+            // Then the request goes to the proxy, in absolute form
+            #expect(proxy.request(of: handle, on: multi).hasPrefix("GET \(url) HTTP/1.1\r\n"))
+            multi.recycle(handle)
 
-        // And an explicit proxy wins over the environment's no_proxy
-        options.proxy = "http://127.0.0.1:\(proxy.port)"
-        let third = multi.makeEasyHandle()
-        third.configure(options)
-        #expect(proxy.request(of: third, on: multi).hasPrefix("GET \(url) HTTP/1.1\r\n"))
-        multi.recycle(third)
+            // And when the environment's no_proxy names the host, the reused
+            // handle's request goes to the origin
+            options.proxyEnvironment = ProxyEnvironment(variables: ["http_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": "127.0.0.1"])
+            let again = multi.makeEasyHandle()
+            again.configure(options)
+            #expect(origin.request(of: again, on: multi).hasPrefix("GET /a HTTP/1.1\r\n"))
+            multi.recycle(again)
+
+            // And an explicit proxy wins over the environment's no_proxy
+            options.proxy = "http://127.0.0.1:\(proxy.port)"
+            let third = multi.makeEasyHandle()
+            third.configure(options)
+            #expect(proxy.request(of: third, on: multi).hasPrefix("GET \(url) HTTP/1.1\r\n"))
+            multi.recycle(third)
+        }
     }
 
     @Test func aReusedHandleTakesTheEnvironmentsProxyForItsURLsScheme() throws {
-        CurlLibrary.initialize()
-        let origin = try #require(Listener())
-        let proxy = try #require(Listener())
-        defer {
-            close(origin.fd)
-            close(proxy.fd)
+        try withOriginAndProxy { origin, proxy, multi in
+            let environment = ProxyEnvironment(variables: ["https_proxy": "http://127.0.0.1:\(proxy.port)"])
+
+            // Given a handle whose https:// transfer went through the
+            // environment's proxy for https
+            var secure = EasyOptions(url: "https://127.0.0.1:\(origin.port)/s")
+            secure.proxyEnvironment = environment
+            let handle = multi.makeEasyHandle()
+            handle.configure(secure)
+            #expect(proxy.request(of: handle, on: multi).hasPrefix("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\n"))
+            multi.recycle(handle)
+
+            // When it is reused for an http:// URL, for which there is none
+            var plain = EasyOptions(url: "http://127.0.0.1:\(origin.port)/a")
+            plain.proxyEnvironment = environment
+            let again = multi.makeEasyHandle()
+            #expect(again === handle)
+            again.configure(plain)
+
+            // Then its request goes to the origin itself
+            #expect(origin.request(of: again, on: multi).hasPrefix("GET /a HTTP/1.1\r\n"))
+            multi.recycle(again)
         }
-        let multi = MultiHandle()
-        defer { multi.cleanup() }
-        let environment = ProxyEnvironment(variables: ["https_proxy": "http://127.0.0.1:\(proxy.port)"])
-
-        // Given a handle whose https:// transfer went through the
-        // environment's proxy for https
-        var secure = EasyOptions(url: "https://127.0.0.1:\(origin.port)/s")
-        secure.proxyEnvironment = environment
-        let handle = multi.makeEasyHandle()
-        handle.configure(secure)
-        #expect(proxy.request(of: handle, on: multi).hasPrefix("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\n"))
-        multi.recycle(handle)
-
-        // When it is reused for an http:// URL, for which there is none
-        var plain = EasyOptions(url: "http://127.0.0.1:\(origin.port)/a")
-        plain.proxyEnvironment = environment
-        let again = multi.makeEasyHandle()
-        #expect(again === handle)
-        again.configure(plain)
-
-        // Then its request goes to the origin itself
-        #expect(origin.request(of: again, on: multi).hasPrefix("GET /a HTTP/1.1\r\n"))
-        multi.recycle(again)
     }
 }
 

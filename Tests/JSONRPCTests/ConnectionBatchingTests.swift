@@ -20,16 +20,7 @@ private func lines(_ count: Int, from pipe: Pipe) -> [String] {
 struct ConnectionBatchingTests {
     /// Runs `body` with a connection and the pipe its output goes to.
     private static func withConnection(_ body: (Connection, Pipe) -> Void) {
-        signal(SIGPIPE, SIG_IGN)
-        let (input, output) = (Pipe(), Pipe(capacity: 64 << 10))
-        defer {
-            input.close()
-            output.close()
-        }
-        let connection = Connection(
-            input: input.readEnd, output: output.writeEnd, mode: .ndjson, maxMessageBytes: 1 << 20,
-            logger: Logger(label: "courier.tests.batching"))
-        body(connection, output)
+        withPipedConnection(label: "courier.tests.batching", body)
     }
 
     @Test("messages wait for the end of the outermost batchingOutput, not of a nested one")

@@ -9,24 +9,17 @@ struct ConnectionWireTests {
     /// What `send` writes on a connection forced to `framing`, read back
     /// once the connection has flushed it.
     private static func written(in framing: Framing, _ send: (Connection) -> Void) -> [UInt8] {
-        signal(SIGPIPE, SIG_IGN)
-        let (input, output) = (Pipe(), Pipe(capacity: 64 << 10))
-        defer {
-            input.close()
-            output.close()
+        withPipedConnection(mode: framing == .lsp ? .lsp : .ndjson, label: "courier.tests.wire") { connection, output in
+            send(connection)
+            #expect(connection.flush(timeout: 10))
+            var bytes: [UInt8] = []
+            while output.isReadable(within: 0) {
+                let got = output.readSome(64 << 10)
+                if got.isEmpty { break }
+                bytes += got
+            }
+            return bytes
         }
-        let connection = Connection(
-            input: input.readEnd, output: output.writeEnd, mode: framing == .lsp ? .lsp : .ndjson,
-            maxMessageBytes: 1 << 20, logger: Logger(label: "courier.tests.wire"))
-        send(connection)
-        #expect(connection.flush(timeout: 10))
-        var bytes: [UInt8] = []
-        while output.isReadable(within: 0) {
-            let got = output.readSome(64 << 10)
-            if got.isEmpty { break }
-            bytes += got
-        }
-        return bytes
     }
 
     private static let params: JSON = ["received": 10, "headers": ["b": "2", "a": "1"], "text": "é\"\n"]

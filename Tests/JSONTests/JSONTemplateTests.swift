@@ -77,7 +77,7 @@ struct JSONTemplateTests {
     @Test func randomMessagesAreTheTextTheirTreesWrite() {
         // Given messages of a few random shapes (keys in byte order, some
         // left out, some objects), with random values that often repeat
-        var generator = SplitMix(seed: 26)
+        var generator = SplitMix64(seed: 26)
         let strings = ["", "r1", "r2", "é", "e\u{301}", "\u{0}\"\\", "日本", String(repeating: "\u{1}", count: 60)]
         let reals = [0.1, 0.5, 1.0 / 3, 100.0, -0.0, 1e300, 2.5e-8]
         for _ in 0..<400 {
@@ -186,18 +186,5 @@ struct JSONTemplateTests {
                 #expect(text == #"{"task":\#(task),"value":"v\#(index)"}"#)
             }
         }
-    }
-}
-
-/// A small deterministic generator, so a failure repeats.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
