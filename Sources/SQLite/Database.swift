@@ -125,6 +125,11 @@ public struct SQL: ExpressibleByStringInterpolation, Sendable {
 /// calls. Prepared statements are kept for reuse, found as `SQL` says.
 public final class Database {
     private var handle: OpaquePointer?
+    /// The prepared statements of literals, found by the literal's address
+    /// and length in a scan: a program holds a few dozen at most, and two
+    /// integers compared for each cost less than the key hashed once.
+    private var literalStatements: [(address: UInt, count: Int, statement: OpaquePointer)] = []
+    /// The prepared statements of texts made as courier runs, by their text.
     private var statements: [SQL.Key: OpaquePointer] = [:]
 
     /// The longest text or blob a row may hold: what a hostile file can
@@ -202,6 +207,8 @@ public final class Database {
     /// Finalizes the kept statements and closes the connection; nothing
     /// may be asked of it afterwards.
     public func close() {
+        literalStatements.forEach { sqlite3_finalize($0.statement) }
+        literalStatements = []
         statements.values.forEach { sqlite3_finalize($0) }
         statements = [:]
         if let handle { sqlite3_close_v2(handle) }
@@ -303,29 +310,60 @@ public final class Database {
     }
 
     private func prepared(_ sql: SQL) throws(SQLiteError) -> OpaquePointer {
-        if let statement = statements[sql.key] { return statement }
+        if case .literal(let address, let count) = sql.key {
+            for kept in literalStatements where kept.address == address && kept.count == count { return kept.statement }
+        } else if let statement = statements[sql.key] {
+            return statement
+        }
         var statement: OpaquePointer?
         let code = sql.prepare(on: handle, &statement)
         guard code == SQLITE_OK, let statement else { throw SQLiteError(code: code, message: errorMessage) }
-        statements[sql.key] = statement
+        if case .literal(let address, let count) = sql.key {
+            literalStatements.append((address, count, statement))
+        } else {
+            statements[sql.key] = statement
+        }
         return statement
     }
 
     /// Binds `parameters` from `index` on, then runs `body` while the bytes
-    /// of each text and blob bound stay where they were bound.
+    /// of each text and blob bound stay where they were bound. Numbers and
+    /// nulls are bound in a loop; only a text or a blob, whose bytes are in
+    /// reach inside a closure alone, takes a call of its own for the
+    /// parameters after it (most statements bind one or two).
     private func binding<Returned>(
+        _ parameters: ArraySlice<SQLiteValue>, at index: Int32, in statement: OpaquePointer,
+        _ body: () throws(SQLiteError) -> Returned
+    ) throws(SQLiteError) -> Returned {
+        var index = index
+        var position = parameters.startIndex
+        while position < parameters.endIndex {
+            switch parameters[position] {
+            case .null:
+                try check(sqlite3_bind_null(statement, index))
+            case .integer(let number):
+                try check(sqlite3_bind_int64(statement, index, number))
+            case .real(let number):
+                try check(sqlite3_bind_double(statement, index, number))
+            case .text, .blob:
+                return try bindingBytes(parameters[position...], at: index, in: statement, body)
+            }
+            position += 1
+            index += 1
+        }
+        return try body()
+    }
+
+    /// `binding` from a text or a blob, the first of `parameters`.
+    private func bindingBytes<Returned>(
         _ parameters: ArraySlice<SQLiteValue>, at index: Int32, in statement: OpaquePointer,
         _ body: () throws(SQLiteError) -> Returned
     ) throws(SQLiteError) -> Returned {
         guard let value = parameters.first else { return try body() }
         let rest = parameters.dropFirst()
         switch value {
-        case .null:
-            try check(sqlite3_bind_null(statement, index))
-        case .integer(let number):
-            try check(sqlite3_bind_int64(statement, index, number))
-        case .real(let number):
-            try check(sqlite3_bind_double(statement, index, number))
+        case .null, .integer, .real:
+            return try binding(parameters, at: index, in: statement, body)
         case .text(let text):
             return try text.utf8CString.withUnsafeBufferPointer { text in
                 let code = courier_sqlite_bind_text_static(statement, index, text.baseAddress, Int32(clamping: text.count - 1))

@@ -1,0 +1,51 @@
+import Foundation
+import SQLite
+import Testing
+
+/// The SQLite connection's statements: parameters bound in order, whatever
+/// their kinds and however they alternate.
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteDatabaseTests {
+    private func withDatabase(_ body: (Database) throws -> Void) throws {
+        let directory = NSTemporaryDirectory() + "courier-sqlite-\(getpid())-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try Database(openingDefensively: directory + "/test.db")
+        defer { database.close() }
+        try body(database)
+    }
+
+    @Test func everyKindOfParameterIsBoundAtItsPlace() throws {
+        try withDatabase { database in
+            // Given numbers, nulls, texts and blobs in every order, an empty
+            // blob among them
+            try database.execute("CREATE TABLE t (a, b, c, d, e, f, g, h, i)")
+            let long = String(repeating: "long text ", count: 40)
+            let values: [SQLiteValue] = [
+                .integer(1), .null, .text("é"), .integer(-2), .blob([1, 2, 3]), .blob([]), .real(0.5), .text(long), .integer(9),
+            ]
+            // When they are bound to one statement
+            #expect(try database.run("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values) == 1)
+            // Then each column holds its own parameter
+            let rows = try database.rows("SELECT a, b, c, d, e, f, g, h, i FROM t")
+            #expect(rows == [values])
+        }
+    }
+
+    @Test func parametersAfterTheLastTextOrBlobAreBound() throws {
+        try withDatabase { database in
+            // Given numbers only, and numbers after a blob
+            try database.execute("CREATE TABLE t (a, b, c)")
+            try database.run("INSERT INTO t VALUES (?, ?, ?)", [.integer(7), .real(1.5), .null])
+            try database.run("INSERT INTO t VALUES (?, ?, ?)", [.blob([0xFF]), .integer(8), .integer(9)])
+            // Then the rows hold them all, in order
+            let rows = try database.rows("SELECT a, b, c FROM t ORDER BY rowid")
+            #expect(rows == [[.integer(7), .real(1.5), .null], [.blob([0xFF]), .integer(8), .integer(9)]])
+            // And a statement run again binds its new parameters, not the old
+            let found = try database.rows("SELECT count(*) FROM t WHERE b = ? AND c IS ?", [.integer(8), .integer(9)])
+            #expect(found == [[.integer(1)]])
+            let none = try database.rows("SELECT count(*) FROM t WHERE b = ? AND c IS ?", [.integer(8), .null])
+            #expect(none == [[.integer(0)]])
+        }
+    }
+}
