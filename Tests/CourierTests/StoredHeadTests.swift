@@ -158,4 +158,20 @@ import Testing
             #expect(a.timeIntervalSinceReferenceDate.bitPattern == b.timeIntervalSinceReferenceDate.bitPattern)
         }
     }
+
+    @Test func headOfLongAndEmptyFieldsReadsBackExactly() throws {
+        // Given fields of every size around a small string's limit, and
+        // several lines of one name
+        let values = ["", "a", String(repeating: "b", count: 15), String(repeating: "c", count: 16), String(repeating: "d", count: 4000)]
+        let response = CachedResponse(
+            status: 200, headers: values.map { ("x-field", $0) } + [("set-cookie", "a=1"), ("set-cookie", "b=2")],
+            url: "http://o/" + String(repeating: "p", count: 300), requestTime: Date(timeIntervalSince1970: 1),
+            responseTime: Date(timeIntervalSince1970: 2), varyValues: ["x-long": String(repeating: "v", count: 100)])
+        // When its head is written and read
+        let written = StoredHead.write(key: "url " + String(repeating: "k", count: 200), response: response)
+        let (key, parsed) = try #require(StoredHead.read(written))
+        // Then every field is there as it was, in order
+        #expect(key == "url " + String(repeating: "k", count: 200))
+        #expect(parsed == response)
+    }
 }

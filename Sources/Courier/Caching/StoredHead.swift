@@ -41,74 +41,101 @@ enum StoredHead {
 
     // MARK: - Writing
 
-    /// The head of `response` stored under `key`.
+    /// The head of `response` stored under `key`: its length counted
+    /// first, then every field copied into that many uninitialized bytes,
+    /// with no growth check or reference count per append.
     static func write(key: String, response: CachedResponse) -> [UInt8] {
-        var head: [UInt8] = []
-        head.reserveCapacity(length(key: key, response: response))
-        head.append(contentsOf: magic)
-        append(UInt16(truncatingIfNeeded: response.status), to: &head)
-        append(response.requestTime.timeIntervalSinceReferenceDate.bitPattern, to: &head)
-        append(response.responseTime.timeIntervalSinceReferenceDate.bitPattern, to: &head)
-        append(response.storedAt.timeIntervalSinceReferenceDate.bitPattern, to: &head)
-        append(key, to: &head)
-        append(response.url, to: &head)
-        append(UInt32(response.headers.count), to: &head)
-        for (name, value) in response.headers {
-            append(name, to: &head)
-            append(value, to: &head)
-        }
-        append(UInt32(response.varyValues.count), to: &head)
-        for (name, value) in response.varyValues {
-            append(name, to: &head)
-            append(value, to: &head)
-        }
-        append(UInt32(response.rawValues.count), to: &head)
-        for (name, bytes) in response.rawValues {
-            append(name, to: &head)
-            append(bytes, to: &head)
-        }
         // Most responses have no digest: no set to make and sort.
         let algorithms = response.digests.isEmpty ? [] : response.digests.algorithms.sorted()
-        append(UInt32(algorithms.count), to: &head)
-        for algorithm in algorithms {
-            append(algorithm.rawValue, to: &head)
-            append(response.digests[algorithm] ?? [], to: &head)
+        let count = length(key: key, response: response, algorithms: algorithms)
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var head = Writer(buffer: UnsafeMutableRawBufferPointer(buffer))
+            head.put(magic)
+            head.put(UInt16(truncatingIfNeeded: response.status))
+            head.put(response.requestTime.timeIntervalSinceReferenceDate.bitPattern)
+            head.put(response.responseTime.timeIntervalSinceReferenceDate.bitPattern)
+            head.put(response.storedAt.timeIntervalSinceReferenceDate.bitPattern)
+            head.put(string: key)
+            head.put(string: response.url)
+            head.put(UInt32(response.headers.count))
+            for (name, value) in response.headers {
+                head.put(string: name)
+                head.put(string: value)
+            }
+            head.put(UInt32(response.varyValues.count))
+            for (name, value) in response.varyValues {
+                head.put(string: name)
+                head.put(string: value)
+            }
+            head.put(UInt32(response.rawValues.count))
+            for (name, bytes) in response.rawValues {
+                head.put(string: name)
+                head.put(lengthPrefixed: bytes)
+            }
+            head.put(UInt32(algorithms.count))
+            for algorithm in algorithms {
+                head.put(string: algorithm.rawValue)
+                head.put(lengthPrefixed: response.digests[algorithm] ?? [])
+            }
+            precondition(head.offset == count, "a stored head is the length counted for it")
+            initialized = head.offset
         }
-        return head
     }
 
-    /// The bytes `write` takes for `response` under `key`.
-    private static func length(key: String, response: CachedResponse) -> Int {
+    /// The bytes `write` takes for `response` under `key`, with the
+    /// digests of `algorithms`.
+    private static func length(key: String, response: CachedResponse, algorithms: [HashAlgorithm]) -> Int {
         var length = magic.count + 2 + 3 * 8 + 4 * 4 + 8 + key.utf8.count + response.url.utf8.count
         for (name, value) in response.headers { length += 8 + name.utf8.count + value.utf8.count }
         for (name, value) in response.varyValues { length += 8 + name.utf8.count + value.utf8.count }
         for (name, bytes) in response.rawValues { length += 8 + name.utf8.count + bytes.count }
-        for algorithm in response.digests.algorithms { length += 8 + algorithm.rawValue.utf8.count + algorithm.digestLength }
+        for algorithm in algorithms { length += 8 + algorithm.rawValue.utf8.count + (response.digests[algorithm]?.count ?? 0) }
         return length
     }
 
-    /// `value`'s bytes, least significant first, appended one by one: a
-    /// head is made with room for all of them.
-    private static func append<Integer: FixedWidthInteger>(_ value: Integer, to head: inout [UInt8]) {
-        var value = value
-        for _ in 0..<MemoryLayout<Integer>.size {
-            head.append(UInt8(truncatingIfNeeded: value))
-            value >>= 8
+    /// Copies a head's fields into the room counted for them, front to
+    /// back; a field that would not fit stops the program, as a count that
+    /// disagrees with the fields is a fault of `length`.
+    private struct Writer {
+        let buffer: UnsafeMutableRawBufferPointer
+        private(set) var offset = 0
+
+        init(buffer: UnsafeMutableRawBufferPointer) {
+            self.buffer = buffer
         }
-    }
 
-    /// Bytes: their length, then them.
-    private static func append(_ bytes: [UInt8], to head: inout [UInt8]) {
-        append(UInt32(truncatingIfNeeded: bytes.count), to: &head)
-        head.append(contentsOf: bytes)
-    }
+        /// `value`'s bytes, least significant first.
+        mutating func put<Integer: FixedWidthInteger>(_ value: Integer) {
+            let size = MemoryLayout<Integer>.size
+            precondition(buffer.count - offset >= size, "a stored head is the length counted for it")
+            buffer.storeBytes(of: value.littleEndian, toByteOffset: offset, as: Integer.self)
+            offset += size
+        }
 
-    /// A string: its length, then its UTF-8, copied from its storage.
-    private static func append(_ string: String, to head: inout [UInt8]) {
-        var string = string
-        string.withUTF8 { bytes in
-            append(UInt32(truncatingIfNeeded: bytes.count), to: &head)
-            head.append(contentsOf: bytes)
+        mutating func put(_ bytes: UnsafeRawBufferPointer) {
+            guard !bytes.isEmpty else { return }
+            precondition(buffer.count - offset >= bytes.count, "a stored head is the length counted for it")
+            UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + bytes.count]).copyMemory(from: bytes)
+            offset += bytes.count
+        }
+
+        mutating func put(_ bytes: [UInt8]) {
+            bytes.withUnsafeBytes { put($0) }
+        }
+
+        /// Bytes: their length, then them.
+        mutating func put(lengthPrefixed bytes: [UInt8]) {
+            put(UInt32(truncatingIfNeeded: bytes.count))
+            put(bytes)
+        }
+
+        /// A string: its length, then its UTF-8, copied from its storage.
+        mutating func put(string: String) {
+            var string = string
+            string.withUTF8 { bytes in
+                put(UInt32(truncatingIfNeeded: bytes.count))
+                put(UnsafeRawBufferPointer(bytes))
+            }
         }
     }
 
