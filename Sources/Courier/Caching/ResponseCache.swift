@@ -167,7 +167,7 @@ final class ResponseCache: Sendable {
     /// own key, since a temporary redirect must be asked again. Each key
     /// once.
     static func storageKeys(
-        for requests: [DownloadRequest], redirects: [ResponseHead], finalURL: String?
+        for requests: some Collection<DownloadRequest>, redirects: [ResponseHead], finalURL: String?
     ) -> [String] {
         if redirects.contains(where: { CacheControl($0.headers).noStore }) { return [] }
         // Without a redirect the final URL is the one each request asked,

@@ -23,7 +23,7 @@ struct IntegrityCheck {
     /// Checks `requests` against a body whose digests `taken` are; the body's
     /// digests by any other algorithm they name come from `digest`, which
     /// reads the body (nil when it cannot: those receipts fail `io`).
-    init(_ requests: [DownloadRequest], taken: BodyDigests, digest: (Set<HashAlgorithm>) -> BodyDigests?) {
+    init(_ requests: some Collection<DownloadRequest>, taken: BodyDigests, digest: (Set<HashAlgorithm>) -> BodyDigests?) {
         // Most downloads name no digest: nothing to gather or hold.
         guard requests.contains(where: { $0.integrity != nil }) else {
             (failures, digests) = ([], taken)

@@ -150,14 +150,17 @@ final class TransferDelivery: Sendable {
     /// A batch's outcomes go as soon as its own are made, so the text and
     /// base64 they hold never wait for another batch's.
     private func deliver(_ batches: [Batch]) {
-        // Orders are read where they lie and results moved out of
-        // `stored`: a copy of either retains every string and array it holds.
+        // Orders are read where they lie (through their arrays' buffers,
+        // which lend each in place) and results moved out of `stored`: a
+        // copy of either retains every string and array it holds.
         var stored = batches.map { [DeliveryResult?](repeating: nil, count: $0.orders.count) }
         cache.batch {
             for index in batches.indices {
                 let limit = batches[index].memoryBodyLimit
-                for position in batches[index].orders.indices where !batches[index].orders[position].carriesBody {
-                    stored[index][position] = deliver(batches[index].orders[position], memoryBodyLimit: limit)
+                batches[index].orders.withUnsafeBufferPointer { orders in
+                    for position in orders.indices where !orders[position].carriesBody {
+                        stored[index][position] = deliver(orders[position], memoryBodyLimit: limit)
+                    }
                 }
             }
         }
@@ -166,9 +169,14 @@ final class TransferDelivery: Sendable {
             var results: [DeliveryResult] = []
             results.reserveCapacity(batch.hits.count + batch.orders.count)
             for hit in batch.hits { results.append(serve(hit, memoryBodyLimit: batch.memoryBodyLimit)) }
-            for position in batch.orders.indices {
-                let result = stored[index][position].take()
-                results.append(result ?? deliver(batch.orders[position], memoryBodyLimit: batch.memoryBodyLimit))
+            batch.orders.withUnsafeBufferPointer { orders in
+                for position in orders.indices {
+                    if let result = stored[index][position].take() {
+                        results.append(result)
+                    } else {
+                        results.append(deliver(orders[position], memoryBodyLimit: batch.memoryBodyLimit))
+                    }
+                }
             }
             batch.done(results)
         }
@@ -217,7 +225,8 @@ final class TransferDelivery: Sendable {
     /// The outcomes of a finished transfer for the receipts it had.
     private func deliver(_ order: DeliveryOrder, memoryBodyLimit: Int64) -> DeliveryResult {
         if order.carriesBody { awaitOutputRoom() }
-        let requests = order.receipts.map(\.request)
+        // Read where they lie: a list of them copies each request whole.
+        let requests = order.receipts.lazy.map { $0.request }
         let outcomes: [Outcome]
         if let response = order.result.response, let target = order.result.body, order.result.failure == nil {
             let responseDate = Date()
@@ -244,9 +253,10 @@ final class TransferDelivery: Sendable {
             } else {
                 let keys = ResponseCache.storageKeys(for: requests, redirects: order.result.redirects, finalURL: response.finalURL)
                 var bytes = order.result.bytes
-                let check = IntegrityCheck(requests, taken: order.result.digests) { missing in
-                    order.result.bytes.map { BodyDigests.of($0, missing) }
-                        ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: order.result.size, missing)
+                let size = order.result.size
+                let check = IntegrityCheck(requests, taken: order.result.digests) { [bytes] missing in
+                    bytes.map { BodyDigests.of($0, missing) }
+                        ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: size, missing)
                 }
                 // A body held in memory alone is written to the file made
                 // ahead beside its destination first, so the disk tier
@@ -276,7 +286,7 @@ final class TransferDelivery: Sendable {
                 ).deliver(to: order.receipts, failing: check.failures)
             }
         } else {
-            outcomes = Delivery.failures(of: order.result, for: requests)
+            outcomes = Delivery.failures(of: order.result, for: Array(requests))
         }
         return .delivered(zip(order.receipts, outcomes).map { (receipt: $0.0.id, outcome: $0.1) }, of: order.delivered)
     }
