@@ -131,10 +131,11 @@ enum HTTPCachePolicy {
 
     /// Whether `name` holds no upper-case letter and nothing but ASCII.
     static func isLowercased(_ name: String) -> Bool {
-        var name = name
-        return name.withUTF8 { bytes in
-            bytes.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        func check(_ bytes: some Sequence<UInt8>) -> Bool {
+            bytes.allSatisfy { $0 < 0x80 && ($0 < UInt8(ascii: "A") || $0 > UInt8(ascii: "Z")) }
         }
+        // A native string lends its bytes without being made contiguous.
+        return name.utf8.withContiguousStorageIfAvailable(check) ?? check(name.utf8)
     }
 
     // MARK: - Freshness

@@ -133,8 +133,10 @@ final class MemoryCache: Sendable {
     func set(_ entry: Entry, for key: String) -> Bool {
         let cost = Self.cost(of: entry, key: key)
         return state.withLock { state in
-            if let node = state.index[key] { state.remove(node) }
-            guard cost <= state.capacity else { return false }
+            guard cost <= state.capacity else {
+                if let node = state.index[key] { state.remove(node) }
+                return false
+            }
             let node = state.insert(key: key, entry: entry, cost: cost)
             if state.usage > state.capacity { state.purge(keeping: node) }
             return true
@@ -240,6 +242,8 @@ final class MemoryCache: Sendable {
             self.afterPurge = afterPurge
         }
 
+        /// Puts `entry` at the head under `key`, in place of the entry
+        /// `key` had: the key is hashed once for both.
         mutating func insert(key: String, entry: Entry, cost: Int) -> Int {
             let node = Node(key: key, entry: entry, cost: cost, previous: State.none, next: State.none)
             let slot: Int
@@ -250,16 +254,21 @@ final class MemoryCache: Sendable {
                 nodes.append(node)
                 slot = nodes.count - 1
             }
-            index[key] = slot
+            if let replaced = index.updateValue(slot, forKey: key) { release(replaced) }
             usage += cost
             linkAtHead(slot)
             return slot
         }
 
         mutating func remove(_ node: Int) {
+            index[nodes[node].key] = nil
+            release(node)
+        }
+
+        /// Frees `node`, which the index no longer names.
+        private mutating func release(_ node: Int) {
             unlink(node)
             usage -= nodes[node].cost
-            index[nodes[node].key] = nil
             nodes[node] = Node(key: "", entry: nil, cost: 0, previous: State.none, next: State.none)
             free.append(node)
         }
