@@ -219,47 +219,84 @@ final class ResponseStore: Sendable {
     /// replaced or evicted are unlinked once the transaction (in a batch,
     /// the batch's) has committed.
     func insert(_ insert: Insert) -> Inserted {
-        // A body file's id and name, drawn for a body file only.
-        let id = if case .bytes = insert.body { UInt64(0) } else { bodyIDs.next() }
-        let name = id == 0 ? "" : Self.fileName(id)
-        let file: SQLiteValue = id == 0 ? .null : .integer(Int64(bitPattern: id))
-        let inline: SQLiteValue = if case .bytes(let bytes) = insert.body { .blob(bytes) } else { .null }
-        let key = SQLiteValue.blob(insert.key)
-        let size = Int64(insert.head.count) + insert.bodyLength
-        let values: [SQLiteValue] = [
-            key, .integer(size), .integer(insert.bodyLength), .integer(Int64(bitPattern: insert.checksum)), file,
-            Self.column(insert.digests, .sha256), Self.column(insert.digests, .sha384), Self.column(insert.digests, .sha512),
-            .blob(insert.head), .integer(Int64(bitPattern: XXH3.hash(insert.head))), inline,
-        ]
-        // Rolled back, now or with the batch it is part of: the link made
-        // for it names nothing.
-        let removeLink: @Sendable () -> Void = { [directory] in if id != 0 { directory.remove(name) } }
+        let row = NewRow(insert, into: self)
+        // Each of the write's closures holds the row alone, or the store
+        // alone: that one reference is its context, and nothing is
+        // allocated for it.
         let write = CacheDatabase.Write(
-            prepare: { [directory, body = insert.body] in
-                // The body file first, under the write lock (so that
-                // `removeUnnamedFiles` never finds it without its row): a link
-                // that fails changes nothing.
-                switch body {
-                case .bytes: true
-                case .link(let source): source.link(into: directory, as: name)
-                case .unnamed(let fd): directory.link(fd, as: name) == nil
-                }
-            },
-            statements: { [self] database, leavingUsage throws(SQLiteError) in
-                let (files, change) = try replaceRow(key: key, values: values, size: size, in: database)
-                if leavingUsage { return .init(committed: { [self] in unlink(files) }, unsettled: change) }
-                let evicted = try apply(change, in: database)
-                return .init(committed: { [self] in unlink(files + evicted) })
-            },
-            rolledBack: removeLink,
+            prepare: { row.prepare() },
+            statements: { database, leavingUsage throws(SQLiteError) in try row.statements(in: database, leavingUsage: leavingUsage) },
+            rolledBack: { row.rolledBack() },
             settle: { [self] database, change throws(SQLiteError) in
                 let evicted = try apply(change, in: database)
+                if evicted.isEmpty { return {} }
                 return { [self] in unlink(evicted) }
             })
         switch database.write(write) {
-        case .made: return .stored(id == 0 ? nil : id)
+        case .made: return .stored(row.id == 0 ? nil : row.id)
         case .unprepared: if case .link = insert.body { return .notLinked } else { return .failed }
         case .failed: return .failed
+        }
+    }
+
+    /// What an insert writes: its row's columns, and the body file it puts
+    /// in place (its id, 0 for a body kept inline, and name). One object,
+    /// which every closure of the write holds.
+    private final class NewRow: Sendable {
+        let store: ResponseStore
+        let id: UInt64
+        let name: String
+        let key: SQLiteValue
+        /// The columns of `replaceRow`'s `INSERT`.
+        let values: [SQLiteValue]
+        let size: Int64
+        let body: NewBody
+
+        init(_ insert: Insert, into store: ResponseStore) {
+            self.store = store
+            // A body file's id and name, drawn for a body file only.
+            id = if case .bytes = insert.body { UInt64(0) } else { store.bodyIDs.next() }
+            name = id == 0 ? "" : ResponseStore.fileName(id)
+            let file: SQLiteValue = id == 0 ? .null : .integer(Int64(bitPattern: id))
+            let inline: SQLiteValue = if case .bytes(let bytes) = insert.body { .blob(bytes) } else { .null }
+            key = .blob(insert.key)
+            size = Int64(insert.head.count) + insert.bodyLength
+            values = [
+                key, .integer(size), .integer(insert.bodyLength), .integer(Int64(bitPattern: insert.checksum)), file,
+                ResponseStore.column(insert.digests, .sha256), ResponseStore.column(insert.digests, .sha384),
+                ResponseStore.column(insert.digests, .sha512), .blob(insert.head),
+                .integer(Int64(bitPattern: XXH3.hash(insert.head))), inline,
+            ]
+            body = insert.body
+        }
+
+        /// The body file first, under the write lock (so that
+        /// `removeUnnamedFiles` never finds it without its row): a link
+        /// that fails changes nothing.
+        func prepare() -> Bool {
+            switch body {
+            case .bytes: true
+            case .link(let source): source.link(into: store.directory, as: name)
+            case .unnamed(let fd): store.directory.link(fd, as: name) == nil
+            }
+        }
+
+        func statements(in database: Database, leavingUsage: Bool) throws(SQLiteError) -> CacheDatabase.Write.Made {
+            let (files, change) = try store.replaceRow(key: key, values: values, size: size, in: database)
+            if leavingUsage {
+                // A new key, the usual case, replaced no file: nothing to do
+                // once committed, and no closure made for it.
+                if files.isEmpty { return .init(committed: {}, unsettled: change) }
+                return .init(committed: { [store] in store.unlink(files) }, unsettled: change)
+            }
+            let evicted = try store.apply(change, in: database)
+            return .init(committed: { [store] in store.unlink(files + evicted) })
+        }
+
+        /// Rolled back, now or with the batch it was part of: the link made
+        /// for it names nothing.
+        func rolledBack() {
+            if id != 0 { store.directory.remove(name) }
         }
     }
 
