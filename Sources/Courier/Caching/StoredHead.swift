@@ -129,12 +129,16 @@ enum StoredHead {
             put(bytes)
         }
 
-        /// A string: its length, then its UTF-8, copied from its storage.
+        /// A string: its length, then its UTF-8, copied from its storage
+        /// (a native string lends it as it is).
         mutating func put(string: String) {
-            var string = string
-            string.withUTF8 { bytes in
-                put(UInt32(truncatingIfNeeded: bytes.count))
-                put(UnsafeRawBufferPointer(bytes))
+            func put(bytes: UnsafeBufferPointer<UInt8>) {
+                self.put(UInt32(truncatingIfNeeded: bytes.count))
+                self.put(UnsafeRawBufferPointer(bytes))
+            }
+            if string.utf8.withContiguousStorageIfAvailable(put(bytes:)) == nil {
+                var string = string
+                string.withUTF8(put(bytes:))
             }
         }
     }
