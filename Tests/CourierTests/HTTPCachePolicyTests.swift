@@ -371,4 +371,23 @@ struct HTTPCachePolicyTests {
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 25:49:37 GMT") == nil)
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 PST") == nil)
     }
+
+    @Test func fieldNamesCompareWithoutCaseAsBytes() {
+        // ASCII names match in any case, and only names of the same bytes
+        #expect(HTTPCachePolicy.isNamed("Cache-Control", "cache-control"))
+        #expect(HTTPCachePolicy.isNamed("CACHE-CONTROL", "cache-control"))
+        #expect(!HTTPCachePolicy.isNamed("Cache-Contro1", "cache-control"))
+        #expect(!HTTPCachePolicy.isNamed("cache-control ", "cache-control"))
+        #expect(!HTTPCachePolicy.isNamed("@ge", "`ge"))
+        #expect(!HTTPCachePolicy.isNamed("[ge", "{ge"))
+        // A name longer than a small string, and one that is not ASCII
+        let long = "x-" + String(repeating: "Long-Name-", count: 4)
+        #expect(HTTPCachePolicy.isNamed(long, long.lowercased()))
+        #expect(HTTPCachePolicy.isNamed("ÉTAG", "étag"))
+        #expect(!HTTPCachePolicy.isNamed("ÉTAG", "etag"))
+        #expect(HTTPCachePolicy.isLowercased("content-type"))
+        #expect(!HTTPCachePolicy.isLowercased("content-Type"))
+        #expect(!HTTPCachePolicy.isLowercased("étag"))
+        #expect(HTTPCachePolicy.isLowercased("@[`{"))
+    }
 }

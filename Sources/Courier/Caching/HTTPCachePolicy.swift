@@ -309,21 +309,25 @@ enum HTTPCachePolicy {
     /// same length) compared without case: byte by byte for an ASCII name,
     /// with no lower-case copy made.
     static func isNamed(_ name: String, _ lowered: String) -> Bool {
-        var name = name
-        var lowered = lowered
         // Nil when a byte of `name` is not ASCII: then it is lowered whole.
-        let equal: Bool? = name.withUTF8 { bytes in
-            lowered.withUTF8 { expected in
-                guard bytes.count == expected.count else { return false }
-                for (byte, other) in zip(bytes, expected) {
-                    if byte >= 0x80 { return nil }
-                    let folded = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
-                    if folded != other { return false }
-                }
-                return true
+        func compare(_ bytes: UnsafeBufferPointer<UInt8>, _ expected: UnsafeBufferPointer<UInt8>) -> Bool? {
+            guard bytes.count == expected.count else { return false }
+            for index in bytes.indices {
+                let byte = bytes[index]
+                if byte >= 0x80 { return nil }
+                let folded = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
+                if folded != expected[index] { return false }
             }
+            return true
         }
-        return equal ?? (lowercased(name) == lowered)
+        // Native strings, as header names are, lend their bytes as they are.
+        let equal: Bool?? = name.utf8.withContiguousStorageIfAvailable { bytes in
+            lowered.utf8.withContiguousStorageIfAvailable { compare(bytes, $0) } ?? nil
+        }
+        if let equal { return equal ?? (lowercased(name) == lowered) }
+        var (name, lowered) = (name, lowered)
+        let slow = name.withUTF8 { bytes in lowered.withUTF8 { compare(bytes, $0) } }
+        return slow ?? (lowercased(name) == lowered)
     }
 
     /// A field's value with the whitespace around its list items removed, so
