@@ -158,7 +158,7 @@ final class TransferDelivery: Sendable {
             for index in batches.indices {
                 let limit = batches[index].memoryBodyLimit
                 batches[index].orders.withUnsafeBufferPointer { orders in
-                    for position in orders.indices where !orders[position].carriesBody {
+                    for position in orders.indices where !DeliveryOrder.carryBody(orders[position].receipts) {
                         stored[index][position] = deliver(orders[position], memoryBodyLimit: limit)
                     }
                 }
@@ -253,10 +253,11 @@ final class TransferDelivery: Sendable {
             } else {
                 let keys = ResponseCache.storageKeys(for: requests, redirects: order.result.redirects, finalURL: response.finalURL)
                 var bytes = order.result.bytes
-                let size = order.result.size
+                // The closure holds what it reads, not the whole target.
+                let (size, directory, name) = (order.result.size, target.directory, target.name)
                 let check = IntegrityCheck(requests, taken: order.result.digests) { [bytes] missing in
                     bytes.map { BodyDigests.of($0, missing) }
-                        ?? IntegrityCheck.digests(ofFile: target.name, in: target.directory, length: size, missing)
+                        ?? IntegrityCheck.digests(ofFile: name, in: directory, length: size, missing)
                 }
                 // A body held in memory alone is written to the file made
                 // ahead beside its destination first, so the disk tier
@@ -275,14 +276,19 @@ final class TransferDelivery: Sendable {
                         responseTime: responseDate, body: file)
                     bytes = bytes ?? stored
                 }
+                // Made here, not in an autoclosure, which would hold a copy
+                // of the target.
+                let placed: BodyFile
+                if let body {
+                    placed = body
+                } else {
+                    placed = BodyFile(
+                        target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes,
+                        written: !order.result.bodyIsInMemoryOnly)
+                }
                 outcomes = delivery(
-                    response: response, size: order.result.size,
-                    body: body
-                        ?? BodyFile(
-                            target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes,
-                            written: !order.result.bodyIsInMemoryOnly),
-                    source: .network, memoryBodyLimit: memoryBodyLimit,
-                    resumedFrom: order.result.resumedFrom
+                    response: response, size: order.result.size, body: placed, source: .network,
+                    memoryBodyLimit: memoryBodyLimit, resumedFrom: order.result.resumedFrom
                 ).deliver(to: order.receipts, failing: check.failures)
             }
         } else {
@@ -320,5 +326,10 @@ extension DeliveryOrder {
 
     /// Some receipt takes the body as text or base64: its outcome waits
     /// for room in the client's output.
-    fileprivate var carriesBody: Bool { receipts.contains { $0.request.body != .none } }
+    fileprivate var carriesBody: Bool { Self.carryBody(receipts) }
+
+    /// Whether some of `receipts` take the body as text or base64.
+    fileprivate static func carryBody(_ receipts: [(id: ReceiptID, request: DownloadRequest)]) -> Bool {
+        receipts.contains { $0.request.body != .none }
+    }
 }
