@@ -245,13 +245,13 @@ final class MemoryCache: Sendable {
         /// Puts `entry` at the head under `key`, in place of the entry
         /// `key` had: the key is hashed once for both.
         mutating func insert(key: String, entry: Entry, cost: Int) -> Int {
-            let node = Node(key: key, entry: entry, cost: cost, previous: State.none, next: State.none)
+            // Each node made where it goes, not copied there.
             let slot: Int
             if let reused = free.popLast() {
-                nodes[reused] = node
+                nodes[reused] = Node(key: key, entry: entry, cost: cost, previous: State.none, next: State.none)
                 slot = reused
             } else {
-                nodes.append(node)
+                nodes.append(Node(key: key, entry: entry, cost: cost, previous: State.none, next: State.none))
                 slot = nodes.count - 1
             }
             if let replaced = index.updateValue(slot, forKey: key) { release(replaced) }
