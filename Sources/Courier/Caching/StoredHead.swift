@@ -41,45 +41,40 @@ enum StoredHead {
 
     // MARK: - Writing
 
-    /// The head of `response` stored under `key`: its length counted
-    /// first, then every field copied into that many uninitialized bytes,
-    /// with no growth check or reference count per append.
+    /// The head of `response` stored under `key`, made with room for all
+    /// of it and appended a whole field at a time.
     static func write(key: String, response: CachedResponse) -> [UInt8] {
         // Most responses have no digest: no set to make and sort.
         let algorithms = response.digests.isEmpty ? [] : response.digests.algorithms.sorted()
-        let count = length(key: key, response: response, algorithms: algorithms)
-        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var head = Writer(buffer: UnsafeMutableRawBufferPointer(buffer))
-            head.put(magic)
-            head.put(UInt16(truncatingIfNeeded: response.status))
-            head.put(response.requestTime.timeIntervalSinceReferenceDate.bitPattern)
-            head.put(response.responseTime.timeIntervalSinceReferenceDate.bitPattern)
-            head.put(response.storedAt.timeIntervalSinceReferenceDate.bitPattern)
-            head.put(string: key)
-            head.put(string: response.url)
-            head.put(UInt32(response.headers.count))
-            for (name, value) in response.headers {
-                head.put(string: name)
-                head.put(string: value)
-            }
-            head.put(UInt32(response.varyValues.count))
-            for (name, value) in response.varyValues {
-                head.put(string: name)
-                head.put(string: value)
-            }
-            head.put(UInt32(response.rawValues.count))
-            for (name, bytes) in response.rawValues {
-                head.put(string: name)
-                head.put(lengthPrefixed: bytes)
-            }
-            head.put(UInt32(algorithms.count))
-            for algorithm in algorithms {
-                head.put(string: algorithm.rawValue)
-                head.put(lengthPrefixed: response.digests[algorithm] ?? [])
-            }
-            precondition(head.offset == count, "a stored head is the length counted for it")
-            initialized = head.offset
+        var head = Writer(capacity: length(key: key, response: response, algorithms: algorithms))
+        head.put(magic)
+        head.put(UInt16(truncatingIfNeeded: response.status))
+        head.put(response.requestTime.timeIntervalSinceReferenceDate.bitPattern)
+        head.put(response.responseTime.timeIntervalSinceReferenceDate.bitPattern)
+        head.put(response.storedAt.timeIntervalSinceReferenceDate.bitPattern)
+        head.put(string: key)
+        head.put(string: response.url)
+        head.put(UInt32(response.headers.count))
+        for (name, value) in response.headers {
+            head.put(string: name)
+            head.put(string: value)
         }
+        head.put(UInt32(response.varyValues.count))
+        for (name, value) in response.varyValues {
+            head.put(string: name)
+            head.put(string: value)
+        }
+        head.put(UInt32(response.rawValues.count))
+        for (name, bytes) in response.rawValues {
+            head.put(string: name)
+            head.put(lengthPrefixed: bytes)
+        }
+        head.put(UInt32(algorithms.count))
+        for algorithm in algorithms {
+            head.put(string: algorithm.rawValue)
+            head.put(lengthPrefixed: response.digests[algorithm] ?? [])
+        }
+        return head.bytes
     }
 
     /// The bytes `write` takes for `response` under `key`, with the
@@ -93,30 +88,22 @@ enum StoredHead {
         return length
     }
 
-    /// Copies a head's fields into the room counted for them, front to
-    /// back; a field that would not fit stops the program, as a count that
-    /// disagrees with the fields is a fault of `length`.
+    /// Appends a head's fields to bytes made with room for them all, a
+    /// whole field at a time.
     private struct Writer {
-        let buffer: UnsafeMutableRawBufferPointer
-        private(set) var offset = 0
+        private(set) var bytes: [UInt8] = []
 
-        init(buffer: UnsafeMutableRawBufferPointer) {
-            self.buffer = buffer
+        init(capacity: Int) {
+            bytes.reserveCapacity(capacity)
         }
 
         /// `value`'s bytes, least significant first.
         mutating func put<Integer: FixedWidthInteger>(_ value: Integer) {
-            let size = MemoryLayout<Integer>.size
-            precondition(buffer.count - offset >= size, "a stored head is the length counted for it")
-            buffer.storeBytes(of: value.littleEndian, toByteOffset: offset, as: Integer.self)
-            offset += size
+            withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
         }
 
         mutating func put(_ bytes: UnsafeRawBufferPointer) {
-            guard !bytes.isEmpty else { return }
-            precondition(buffer.count - offset >= bytes.count, "a stored head is the length counted for it")
-            UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + bytes.count]).copyMemory(from: bytes)
-            offset += bytes.count
+            self.bytes.append(contentsOf: bytes)
         }
 
         mutating func put(_ bytes: [UInt8]) {
