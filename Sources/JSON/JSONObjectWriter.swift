@@ -82,7 +82,19 @@ public struct JSONObjectWriter {
     }
 
     public func set(_ key: StaticString, _ value: JSON) {
-        if let recording { return recording.value(key, .tree(JSONCodec.makeJSONT(value, precision: &recording.precision))) }
+        if let recording {
+            // A scalar (a request's id) as the setter of its type records
+            // it, so that it is written as one without a tree.
+            switch value {
+            case .null: return recording.value(key, .null)
+            case .bool(let flag): return recording.value(key, .bool(flag))
+            case .integer(let number): return recording.value(key, .integer(number))
+            case .double(let number): return recording.real(key, number)
+            case .string(let text): return recording.value(key, .string(text))
+            case .array, .object:
+                return recording.value(key, .tree(JSONCodec.makeJSONT(value, precision: &recording.precision)))
+            }
+        }
         put(key, JSONCodec.makeJSONT(value, precision: &precision!.pointee))
     }
 
@@ -108,7 +120,7 @@ public struct JSONObjectWriter {
 
     /// An object of string members, whatever order `members` has.
     public func set(_ key: StaticString, strings members: [String: String]) {
-        if let recording { return recording.value(key, .tree(Self.stringObject(members))) }
+        if let recording { return recording.value(key, .strings(members)) }
         put(key, Self.stringObject(members))
     }
 

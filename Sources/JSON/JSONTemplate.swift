@@ -26,6 +26,10 @@ final class JSONRecording {
         case real(Double)
         case bool(Bool)
         case null
+        /// An object of string members (a response's headers), kept as
+        /// they are, so that an object of the same members can copy the
+        /// text made for it.
+        case strings([String: String])
         /// A tree the recording holds a reference to.
         case tree(UnsafeMutablePointer<json_t>)
         /// The text at `index` of `shared`'s texts.
@@ -249,6 +253,19 @@ final class JSONTemplate {
                 return text.append(contentsOf: last.text)
             }
             tree = json_null()
+        case .strings(let members):
+            if let last = last[slot], case .strings(let other) = last.value, Self.sameMembers(members, other) {
+                return text.append(contentsOf: last.text)
+            }
+            // Longer than a scalar's room, and written whole: dumped
+            // straight onto the text, and kept when it is short.
+            let start = text.count
+            JSONCodec.dump(
+                JSONObjectWriter.stringObject(members), precision: precision, into: &text,
+                sizeHint: Self.encodedCount(members))
+            let count = text.count - start
+            last[slot] = count <= Self.keptObject ? (value, precision, Array(text[start...])) : nil
+            return
         }
         guard let tree else { return }
         guard sizeHint == 0 else {
@@ -276,6 +293,31 @@ final class JSONTemplate {
     /// Room for a short value's text: any integer or real, and strings
     /// that need few escapes.
     private static let room = 256
+
+    /// The longest text of an object of string members kept for the next
+    /// message: a response's headers, not a value that would hold memory.
+    private static let keptObject = 4096
+
+    /// About how many bytes the text of the object of `members` takes:
+    /// exact but for escapes.
+    private static func encodedCount(_ members: [String: String]) -> Int {
+        var count = 2 + max(members.count - 1, 0)
+        for (name, value) in members { count += name.utf8.count + value.utf8.count + 5 }
+        return count
+    }
+
+    /// Whether two objects of string members hold the same names with the
+    /// same values, byte for byte (a dictionary finds a name by its
+    /// characters, which other bytes may spell).
+    private static func sameMembers(_ a: [String: String], _ b: [String: String]) -> Bool {
+        guard a.count == b.count else { return false }
+        for (name, value) in a {
+            guard let index = b.index(forKey: name) else { return false }
+            let (otherName, otherValue) = b[index]
+            guard sameBytes(value, otherValue), sameBytes(name, otherName) else { return false }
+        }
+        return true
+    }
 
     /// Whether two strings hold the same UTF-8 bytes (`==` compares
     /// characters: `é` and `e` with an accent are equal, their texts not).

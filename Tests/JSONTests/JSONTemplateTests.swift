@@ -106,6 +106,56 @@ struct JSONTemplateTests {
         }
     }
 
+    @Test func objectsOfStringMembersRepeatedOrChangedAreTheTextTheirTreesWrite() {
+        // Given objects of string members (a response's headers) written in
+        // one place by messages of one shape: the same members again, a
+        // value changed, a name or a value of the same characters in other
+        // bytes, a member more, one too long to be kept, none
+        let long = String(repeating: "\u{1}x\"", count: 2000)
+        let objects: [[String: String]] = [
+            ["Date": "1", "ETag": "\"a\"", "\u{E9}": "v"],
+            ["Date": "1", "ETag": "\"a\"", "\u{E9}": "v"],
+            ["Date": "2", "ETag": "\"a\"", "\u{E9}": "v"],
+            ["Date": "2", "ETag": "\"a\"", "e\u{301}": "v"],
+            ["Date": "2", "ETag": "\"a\"", "e\u{301}": "v", "X": "\u{E9}"],
+            ["Date": "2", "ETag": "\"a\"", "e\u{301}": "v", "X": "e\u{301}"],
+            ["Date": "2", "ETag": "\"a\"", "e\u{301}": "v", "X": "e\u{301}"],
+            ["Long": long], ["Long": long], [:], [:], ["Date": "2"],
+        ]
+        for headers in objects {
+            let members: (JSONObjectWriter) -> Void = { object in
+                object.set("headers", strings: headers)
+                object.set("id", 1)
+            }
+
+            // Then each is what its members put in one tree write, byte
+            // for byte
+            #expect(Array(written(members).utf8) == Array(asTree(members).utf8))
+        }
+    }
+
+    @Test func scalarsGivenAsJSONAreTheTextTheirTreesWrite() {
+        // Given values given as JSON (a request's id) in one place of
+        // messages of one shape, beside a real: scalars that repeat or
+        // change, strings of the same characters in other bytes, reals
+        // needing few digits and many, an array and an object
+        let values: [JSON] = [
+            .null, .null, .bool(true), .bool(false), .integer(-3), .integer(-3), .integer(7), .double(0.1), .double(0.1),
+            .double(1.0 / 3), .double(0.5), .string("\u{E9}"), .string("e\u{301}"), .string(""), .string("\u{0}\""),
+            .array([.integer(1), .double(0.2)]), .object(["a": .null]), .integer(7),
+        ]
+        for (index, value) in values.enumerated() {
+            let members: (JSONObjectWriter) -> Void = { object in
+                object.set("a", index % 2 == 0 ? 0.2 : 0.5)
+                object.set("id", value)
+            }
+
+            // Then each is what its members put in one tree write, byte
+            // for byte
+            #expect(Array(written(members).utf8) == Array(asTree(members).utf8))
+        }
+    }
+
     @Test func aValueWithTheSameCharactersButOtherBytesIsWrittenAsItsBytes() {
         // Given a value, then one Swift calls equal to it with other bytes
         let composed = written { $0.set("a", "\u{E9}") }
