@@ -10,7 +10,10 @@ import Testing
 struct DownloadRequestTests {
     private let defaults = Configuration(cacheDir: "/nonexistent")
 
-    @Test(arguments: ["http://o/a b", "http://o/\u{0}", "not a url"])
+    @Test(arguments: [
+        "http://o/a b", "http://o/\u{0}", "not a url", "http://o/a\u{7F}", "http://origin.example/a-long-path\u{1}/b",
+        "http://origin.example/a-long-path/b\u{7F}",
+    ])
     func anInvalidURLIsRefused(url: String) {
         #expect(throws: DownloadRequest.Refusal.invalidURL) { try DownloadRequest(url: url, defaults: defaults) }
     }
@@ -31,6 +34,9 @@ struct DownloadRequestTests {
         #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, textEncoding: "klingon", defaults: defaults) } == .textEncoding("klingon"))
         #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, destination: "tmp/x", defaults: defaults) } == .relativeDestination)
         #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, destination: "/tmp/\u{0}", defaults: defaults) } == .destinationWithNUL)
+        #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, destination: "/tmp/a-long-directory/\u{0}/x", defaults: defaults) } == .destinationWithNUL)
+        #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, destination: "/tmp/a-long-directory/x\u{0}", defaults: defaults) } == .destinationWithNUL)
+        #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, destination: "/tmp/a-long-directory/\u{E9}x", defaults: defaults) } == nil)
         #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, mirrors: ["nonsense"], defaults: defaults) } == .invalidMirror)
         #expect(refusal { () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, mirrors: ["ftp://o/a"], defaults: defaults) } == .mirrorScheme)
         guard case .integrity = refusal({ () throws(DownloadRequest.Refusal) in try DownloadRequest(url: url, integrity: "md5-x", defaults: defaults) }) else {

@@ -224,7 +224,7 @@ extension DownloadRequest {
         headers.sort { $0.name.lowercased() < $1.name.lowercased() }
         if let textEncoding, !TextDecoding.isSupported(textEncoding) { throw .textEncoding(textEncoding) }
         if let destination, !destination.isAbsolutePath { throw .relativeDestination }
-        if let destination, destination.utf8.contains(0) { throw .destinationWithNUL }
+        if let destination, !Self.holds(destination, noByteBut: { $0 != 0 }) { throw .destinationWithNUL }
         for mirror in mirrors { try Self.checkMirror(mirror) }
         var expected: Integrity?
         if let integrity {
@@ -303,7 +303,7 @@ extension DownloadRequest {
     /// takes, with a host for http and https.
     static func checkedURL(_ url: String) throws(Refusal) -> CheckedURL {
         if let last = lastURL.withLock({ $0 }), last.url.isExactly(url) { return last }
-        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }), let parsed = CurlURL(url) else {
+        guard Self.holds(url, noByteBut: { $0 > 0x20 && $0 != 0x7F }), let parsed = CurlURL(url) else {
             throw .invalidURL
         }
         if parsed.scheme == "http" || parsed.scheme == "https", (parsed.host ?? "").isEmpty {
@@ -312,6 +312,18 @@ extension DownloadRequest {
         let checked = CheckedURL(url: url, scheme: parsed.scheme, hasUserInfo: parsed.hasUserInfo)
         lastURL.withLock { $0 = checked }
         return checked
+    }
+
+    /// Whether every UTF-8 byte of `text` is one `allowed` allows: read
+    /// from where the string holds them in one piece (a native string
+    /// always does), as a loop over the bytes of a view steps through the
+    /// string's storage for each.
+    static func holds(_ text: String, noByteBut allowed: (UInt8) -> Bool) -> Bool {
+        let checked = text.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where !allowed(byte) { return false }
+            return true
+        }
+        return checked ?? text.utf8.allSatisfy(allowed)
     }
 
     /// A `mirrors` entry checked as `url` is, and http or https whatever
