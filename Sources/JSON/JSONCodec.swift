@@ -32,16 +32,34 @@ public enum JSONCodec {
     /// Strings may hold `\u0000`, object keys may not (jansson refuses a
     /// NUL in a key); integers beyond 64 bits are an error.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(JSONDecodeError) -> JSON {
+        try decode(bytes, reading: \.json)
+    }
+
+    /// Parses one JSON text, as `decode(_:)` does, and hands `read` the
+    /// root of jansson's tree, which lives only while `read` runs: it
+    /// copies what it keeps (`ParsedJSON.json`).
+    public static func decode<Read>(
+        _ bytes: UnsafeRawBufferPointer, reading read: (ParsedJSON) -> Read
+    ) throws(JSONDecodeError) -> Read {
         var error = json_error_t()
         let flags = Int(JSON_DECODE_ANY | JSON_ALLOW_NUL)
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw JSONDecodeError(reason: .syntax, message: "empty message", position: 0)
         }
-        // The tree lives only while it is copied: one arena for all of it.
+        // The tree lives only while it is read: one arena for all of it.
         let parsed = courier_json_loadb_arena(base.assumingMemoryBound(to: CChar.self), bytes.count, flags, &error)
         defer { courier_json_parsed_drop(parsed) }
         guard let root = parsed.root else { throw JSONDecodeError(error) }
-        return JSON(borrowing: root)
+        return read(ParsedJSON(root))
+    }
+
+    /// `decode(_:reading:)` of the bytes of an array.
+    public static func decode<Read>(_ bytes: [UInt8], reading read: (ParsedJSON) -> Read) throws(JSONDecodeError) -> Read {
+        let result: Result<Read, JSONDecodeError> = bytes.withUnsafeBytes { buffer in
+            do throws(JSONDecodeError) { return .success(try decode(buffer, reading: read)) }
+            catch { return .failure(error) }
+        }
+        return try result.get()
     }
 
     public static func decode(_ bytes: some Collection<UInt8>) throws(JSONDecodeError) -> JSON {

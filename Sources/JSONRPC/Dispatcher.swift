@@ -53,9 +53,9 @@ public final class Dispatcher: Sendable {
             sink.send(Self.errorResponse(id: .null, error))
             return
         }
-        let message: JSON
+        let decoded: Decoded
         do {
-            message = try JSONCodec.decode(bytes)
+            decoded = try JSONCodec.decode(bytes) { root in Decoded(root, limits: limits) }
         } catch {
             let text: String
             switch error.reason {
@@ -69,22 +69,23 @@ public final class Dispatcher: Sendable {
             return
         }
 
-        guard case .array(let elements) = message else {
-            handle(Incoming(message), send: { sink.send($0) })
+        let incoming: [Incoming]
+        switch decoded {
+        case .single(let message):
+            handle(message, send: { sink.send($0) })
             return
-        }
-        guard !elements.isEmpty else {
+        case .emptyBatch:
             sink.send(Self.errorResponse(id: .null, .invalidRequest("Invalid Request: empty batch")))
             return
-        }
-        guard elements.count <= limits.maxBatchLength else {
+        case .batchTooLong(let count):
             let error = RPCError.invalidRequest(
-                "Invalid Request: a batch may hold at most \(limits.maxBatchLength) entries, not \(elements.count)",
-                data: ["limit": .integer(Int64(limits.maxBatchLength)), "size": .integer(Int64(elements.count))])
+                "Invalid Request: a batch may hold at most \(limits.maxBatchLength) entries, not \(count)",
+                data: ["limit": .integer(Int64(limits.maxBatchLength)), "size": .integer(Int64(count))])
             sink.send(Self.errorResponse(id: .null, error))
             return
+        case .batch(let elements):
+            incoming = elements
         }
-        let incoming = elements.map(Incoming.init)
         let expected = incoming.filter(\.expectsResponse).count
         guard expected > 0 else {
             for element in incoming { handle(element, send: { _ in }) }
@@ -146,6 +147,36 @@ public final class Dispatcher: Sendable {
     }
 }
 
+/// What a message holds, read from jansson's tree while it lives: one
+/// element, or a batch's elements, each classified; a batch of more
+/// entries than `limits` allow is not read further.
+private enum Decoded {
+    case single(Incoming)
+    case batch([Incoming])
+    case emptyBatch
+    case batchTooLong(Int)
+
+    init(_ root: ParsedJSON, limits: MessageLimits) {
+        guard root.isArray else {
+            self = .single(Incoming(root))
+            return
+        }
+        let count = root.count
+        guard count > 0 else {
+            self = .emptyBatch
+            return
+        }
+        guard count <= limits.maxBatchLength else {
+            self = .batchTooLong(count)
+            return
+        }
+        var elements: [Incoming] = []
+        elements.reserveCapacity(count)
+        for index in 0..<count { elements.append(Incoming(root[index])) }
+        self = .batch(elements)
+    }
+}
+
 /// One element of what a client sent, classified.
 enum Incoming {
     case request(id: JSON, method: String, params: JSON?)
@@ -153,57 +184,60 @@ enum Incoming {
     case response(JSON)
     case invalid(id: JSON, RPCError)
 
-    init(_ message: JSON) {
-        guard case .object(let members) = message else {
+    /// Read from jansson's tree: only the id, the method's name and the
+    /// params are copied, and a response whole.
+    init(_ message: ParsedJSON) {
+        guard message.isObject else {
             self = .invalid(id: .null, .invalidRequest("Invalid Request: a message must be an object, not \(message.typeName)"))
             return
         }
-        // One pass over the members, comparing names rather than hashing
-        // each looked for: every request costs this.
-        var givenID: JSON?
-        var givenMethod: JSON?
-        var givenParams: JSON?
-        var version: JSON?
+        // One pass over the members, comparing names' bytes: every request
+        // costs this.
+        var givenID: ParsedJSON?
+        var givenMethod: ParsedJSON?
+        var givenParams: ParsedJSON?
+        var version: ParsedJSON?
         var answers = false
-        for (name, value) in members {
-            switch name {
-            case "id": givenID = value
-            case "method": givenMethod = value
-            case "params": givenParams = value
-            case "jsonrpc": version = value
-            case "result", "error": answers = true
-            default: break
+        message.forEachMember { name, value in
+            if name.holdsExactly("id") {
+                givenID = value
+            } else if name.holdsExactly("method") {
+                givenMethod = value
+            } else if name.holdsExactly("params") {
+                givenParams = value
+            } else if name.holdsExactly("jsonrpc") {
+                version = value
+            } else if name.holdsExactly("result") || name.holdsExactly("error") {
+                answers = true
             }
         }
         var id = JSON.null
         if let givenID {
-            switch givenID {
-            case .string, .integer, .double, .null:
-                id = givenID
-            default:
+            guard givenID.isIDScalar else {
                 self = .invalid(id: .null, .invalidRequest("Invalid Request: id must be a string, a number or null, not \(givenID.typeName)"))
                 return
             }
+            id = givenID.json
         }
         if givenMethod == nil, answers {
-            self = .response(message)
+            self = .response(message.json)
             return
         }
-        guard case .string("2.0")? = version else {
+        guard version?.isString("2.0") == true else {
             self = .invalid(id: id, .invalidRequest("Invalid Request: \"jsonrpc\" must be \"2.0\""))
             return
         }
-        guard case .string(let method)? = givenMethod else {
+        guard let method = givenMethod?.stringValue else {
             self = .invalid(id: id, .invalidRequest("Invalid Request: \"method\" must be a string"))
             return
         }
         var params: JSON?
-        switch givenParams {
-        case nil, .null?: params = nil
-        case .array?, .object?: params = givenParams
-        case let other?:
-            self = .invalid(id: id, .invalidRequest("Invalid Request: \"params\" must be an object or an array, not \(other.typeName)"))
-            return
+        if let givenParams, !givenParams.isNull {
+            guard givenParams.isArray || givenParams.isObject else {
+                self = .invalid(id: id, .invalidRequest("Invalid Request: \"params\" must be an object or an array, not \(givenParams.typeName)"))
+                return
+            }
+            params = givenParams.json
         }
         self = givenID == nil ? .notification(method: method, params: params) : .request(id: id, method: method, params: params)
     }

@@ -254,6 +254,10 @@ struct DispatcherRequestTests {
         #"{"jsonrpc":"2.0","id":1,"method":"echo","params":5}"#,
         #"{"jsonrpc":"2.0","id":1,"method":"echo","params":"text"}"#,
         #"{"jsonrpc":"2.0","id":1,"method":"echo","params":true}"#,
+        #"{"jsonrpc":"2.0\u0000","id":1,"method":"ping"}"#,
+        #"{"jsonrpc":"2.","id":1,"method":"ping"}"#,
+        #"{"jsonrpc":"2.00","id":1,"method":"ping"}"#,
+        #"{"jsonrpc2":"2.0","id":1,"method":"ping"}"#,
     ])
     func invalidRequestsKeepTheirId(input: String) {
         let sent = exchange(input)
@@ -261,6 +265,17 @@ struct DispatcherRequestTests {
         #expect(errorCode(sent.first) == -32600)
         #expect(sent.first?["id"] == 1)
         sent.forEach { expectWellFormed($0) }
+    }
+
+    @Test func envelopeNamesAreMatchedWholeAndARepeatedOneKeepsItsLastValue() {
+        // Given a request with members whose names start like the
+        // envelope's, or hold one, and naming its method twice
+        let sent = exchange(
+            #"{"i":0,"ids":1,"jsonrpc":"2.0","method":"nope","methods":"x","param":5,"id":7,"method":"echo","params_":true,"":"","resulted":1}"#
+        )
+
+        // Then only whole names count, and the later method is the one run
+        #expect(sent == [["jsonrpc": "2.0", "id": 7, "result": "no params"]])
     }
 
     @Test(arguments: ["1", #""text""#, "null", "true"])
