@@ -38,6 +38,19 @@ public struct CurlURL: Sendable {
         self.hasUserInfo = Self.has(handle, CURLUPART_USER) || Self.has(handle, CURLUPART_PASSWORD)
     }
 
+    /// What a download's check reads of `string`, parsed as `init?(_:)`
+    /// parses it, without the parts it does not read (path, port): the
+    /// scheme, the host, and whether a user name or password is given.
+    public static func checked(_ string: String) -> (scheme: String, host: String?, hasUserInfo: Bool)? {
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        let flags = UInt32(CURLU_NON_SUPPORT_SCHEME)
+        guard curl_url_set(handle, CURLUPART_URL, string, flags) == CURLUE_OK,
+            let scheme = part(handle, CURLUPART_SCHEME)
+        else { return nil }
+        return (scheme.lowercased(), part(handle, CURLUPART_HOST), has(handle, CURLUPART_USER) || has(handle, CURLUPART_PASSWORD))
+    }
+
     /// The text of the URL libcurl goes to when it follows a redirect to
     /// `bytes` itself (the bytes of `CURLINFO_REDIRECT_URL`, which need not be
     /// UTF-8): parsed by libcurl's URL API as `curl -L` parses a `Location`,

@@ -15,6 +15,23 @@ struct DownloadURLCheckTests {
         try DownloadRequest(Params(["url": .string(url)]), defaults: settings)
     }
 
+    @Test(arguments: [
+        "http://o/a", "HTTPS://u:p@o:8443/a?b#c", "http://u@o/", "http://:p@o/", "file:///etc/passwd", "x-other://h/p",
+        "http:///a", "http://[::1]:80/a", "http://o:99999/a", "not a url", "http://\u{E9}.example/", "",
+    ])
+    func theCheckReadsWhatAParseReads(url: String) {
+        // Given a URL, parsed whole and parsed for the check
+        let whole = CurlURL(url)
+        let checked = CurlURL.checked(url)
+
+        // Then the check finds the same scheme, host and credentials, or
+        // refuses the same URLs
+        #expect(checked?.scheme == whole?.scheme)
+        #expect(checked?.host == whole?.host)
+        #expect(checked?.hasUserInfo == whole?.hasUserInfo)
+        #expect((checked == nil) == (whole == nil))
+    }
+
     @Test func theSameURLTwiceGivesTheSameRequest() throws {
         // Given a URL with credentials checked once
         let first = try request("HTTP://u:p@o/a")

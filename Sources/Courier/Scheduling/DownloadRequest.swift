@@ -303,7 +303,7 @@ extension DownloadRequest {
     /// takes, with a host for http and https.
     static func checkedURL(_ url: String) throws(Refusal) -> CheckedURL {
         if let last = lastURL.withLock({ $0 }), last.url.isExactly(url) { return last }
-        guard Self.holds(url, noByteBut: { $0 > 0x20 && $0 != 0x7F }), let parsed = CurlURL(url) else {
+        guard Self.holds(url, noByteBut: { $0 > 0x20 && $0 != 0x7F }), let parsed = CurlURL.checked(url) else {
             throw .invalidURL
         }
         if parsed.scheme == "http" || parsed.scheme == "https", (parsed.host ?? "").isEmpty {
