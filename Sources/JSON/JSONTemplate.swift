@@ -129,8 +129,13 @@ final class JSONTemplate {
     /// written as a tree.
     private let text: [UInt8]
     private let pieces: [Range<Int>]?
-    /// The last value of each slot and jansson's text for it.
-    @exclusivity(unchecked) private var last: [(value: JSONRecording.Value, precision: Int, text: [UInt8])?]
+    /// The last value of each slot, the digits of its message's reals,
+    /// and jansson's text for it: apart, so that a value is compared and
+    /// its text copied without copying the others, and the room of a
+    /// slot's text is kept for its next one.
+    @exclusivity(unchecked) private var lastValues: [JSONRecording.Value?]
+    @exclusivity(unchecked) private var lastPrecisions: [Int]
+    @exclusivity(unchecked) private var lastTexts: [[UInt8]]
 
     var isWritable: Bool { pieces != nil }
 
@@ -139,7 +144,9 @@ final class JSONTemplate {
         let (text, pieces) = Self.make(recording)
         self.text = text
         self.pieces = pieces
-        last = Array(repeating: nil, count: recording.values.count)
+        lastValues = Array(repeating: nil, count: recording.values.count)
+        lastPrecisions = Array(repeating: 0, count: recording.values.count)
+        lastTexts = Array(repeating: [], count: recording.values.count)
     }
 
     /// The string jansson writes where the value in slot `index` goes.
@@ -224,38 +231,38 @@ final class JSONTemplate {
             // As long as the message at most, as its text is part of it.
             return JSONCodec.dump(courier_json_incref(made)!, precision: precision, into: &text, sizeHint: messageSize)
         case .string(let string):
-            if let last = last[slot], case .string(let other) = last.value, Self.sameBytes(string, other) {
-                return text.append(contentsOf: last.text)
+            if case .string(let other)? = lastValues[slot], Self.sameBytes(string, other) {
+                return text.append(contentsOf: lastTexts[slot])
             }
             tree = JSONCodec.withChars(string) { chars, count in json_stringn_nocheck(chars, count) }
             // A string longer than the room goes straight onto the text,
             // with room for the message's estimate, which counts it.
             if string.utf8.count > Self.room - 2 { sizeHint = max(string.utf8.count + 2, messageSize) }
         case .integer(let number):
-            if let last = last[slot], case .integer(let other) = last.value, number == other {
-                return text.append(contentsOf: last.text)
+            if case .integer(let other)? = lastValues[slot], number == other {
+                return text.append(contentsOf: lastTexts[slot])
             }
             tree = json_integer(number)
         case .real(let number):
-            if let last = last[slot], case .real(let other) = last.value, number.bitPattern == other.bitPattern,
-                last.precision == precision
+            if case .real(let other)? = lastValues[slot], number.bitPattern == other.bitPattern,
+                lastPrecisions[slot] == precision
             {
-                return text.append(contentsOf: last.text)
+                return text.append(contentsOf: lastTexts[slot])
             }
             tree = json_real(number) ?? json_null()
         case .bool(let flag):
-            if let last = last[slot], case .bool(let other) = last.value, flag == other {
-                return text.append(contentsOf: last.text)
+            if case .bool(let other)? = lastValues[slot], flag == other {
+                return text.append(contentsOf: lastTexts[slot])
             }
             tree = flag ? json_true() : json_false()
         case .null:
-            if let last = last[slot], case .null = last.value {
-                return text.append(contentsOf: last.text)
+            if case .null? = lastValues[slot] {
+                return text.append(contentsOf: lastTexts[slot])
             }
             tree = json_null()
         case .strings(let members):
-            if let last = last[slot], case .strings(let other) = last.value, Self.sameMembers(members, other) {
-                return text.append(contentsOf: last.text)
+            if case .strings(let other)? = lastValues[slot], Self.sameMembers(members, other) {
+                return text.append(contentsOf: lastTexts[slot])
             }
             // Longer than a scalar's room, and written whole: dumped
             // straight onto the text, and kept when it is short.
@@ -263,31 +270,50 @@ final class JSONTemplate {
             JSONCodec.dump(
                 JSONObjectWriter.stringObject(members), precision: precision, into: &text,
                 sizeHint: Self.encodedCount(members))
-            let count = text.count - start
-            last[slot] = count <= Self.keptObject ? (value, precision, Array(text[start...])) : nil
+            if text.count - start <= Self.keptObject {
+                keep(value, precision: precision, slot: slot, text[start...])
+            } else {
+                forget(slot)
+            }
             return
         }
         guard let tree else { return }
         guard sizeHint == 0 else {
             // Not kept: a long value (a body's text) is not held past its
             // message.
-            last[slot] = nil
+            forget(slot)
             return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
         }
         // A value's text is short: jansson writes it into room on the
         // stack, whence it is appended and kept for the next message.
-        let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.room) { room -> [UInt8]? in
+        let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.room) { room -> Bool in
             let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
-            guard size <= room.count else { return nil }
-            return Array(UnsafeRawBufferPointer(start: room.baseAddress, count: size))
+            guard size <= room.count else { return false }
+            let made = UnsafeRawBufferPointer(start: room.baseAddress, count: size)
+            text.append(contentsOf: made)
+            keep(value, precision: precision, slot: slot, made)
+            return true
         }
-        guard let made else {
-            last[slot] = nil
+        guard made else {
+            forget(slot)
             return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: Self.room)
         }
         courier_json_decref(tree)
-        text.append(contentsOf: made)
-        last[slot] = (value, precision, made)
+    }
+
+    /// Keeps `value` and its text as the last of slot `slot`, in the room
+    /// the slot's last text took.
+    private func keep(_ value: JSONRecording.Value, precision: Int, slot: Int, _ made: some Collection<UInt8>) {
+        lastValues[slot] = value
+        lastPrecisions[slot] = precision
+        lastTexts[slot].removeAll(keepingCapacity: true)
+        lastTexts[slot].append(contentsOf: made)
+    }
+
+    /// Keeps nothing for slot `slot`, nor the room of its last text.
+    private func forget(_ slot: Int) {
+        lastValues[slot] = nil
+        lastTexts[slot] = []
     }
 
     /// Room for a short value's text: any integer or real, and strings

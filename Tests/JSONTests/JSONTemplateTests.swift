@@ -106,6 +106,27 @@ struct JSONTemplateTests {
         }
     }
 
+    @Test func aPlaceWhoseValueGrowsAndShrinksIsWrittenWhole() {
+        // Given values in one place of messages of one shape that go from
+        // short to longer than a value's room and back, each twice, and
+        // from one kind to another
+        let long = String(repeating: "\u{1}é", count: 200)
+        let values: [JSON] = [
+            .string("ab"), .string("ab"), .string(long), .string(long), .string("a"), .string("a"), .integer(12345),
+            .integer(12345), .string(long), .integer(1), .double(0.1), .double(0.1), .string("abc"),
+        ]
+        for value in values {
+            let members: (JSONObjectWriter) -> Void = { object in
+                object.set("a", value)
+                object.set("b", 1)
+            }
+
+            // Then each is what its members put in one tree write, byte
+            // for byte
+            #expect(Array(written(members).utf8) == Array(asTree(members).utf8))
+        }
+    }
+
     @Test func objectsOfStringMembersRepeatedOrChangedAreTheTextTheirTreesWrite() {
         // Given objects of string members (a response's headers) written in
         // one place by messages of one shape: the same members again, a
