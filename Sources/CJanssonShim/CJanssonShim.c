@@ -28,6 +28,17 @@ void courier_json_parsed_drop(courier_json_parsed parsed) {
     if (parsed.root != NULL) json_decref(parsed.root);
 }
 
+int courier_json_scratch_begin(void *buffer, size_t size) {
+    (void)buffer;
+    (void)size;
+    return 0;
+}
+
+void courier_json_scratch_end(int began, void *buffer) {
+    (void)began;
+    (void)buffer;
+}
+
 #else
 
 /* One block of memory of an arena; an arena's chunks form a list, newest
@@ -116,6 +127,29 @@ courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, 
         parsed.arena = NULL;
     }
     return parsed;
+}
+
+/* The lent bytes become the arena's first chunk; chunks it grows into are
+   freed at the end. */
+int courier_json_scratch_begin(void *buffer, size_t size) {
+    if (arena_current != NULL || buffer == NULL || size <= sizeof(struct arena_chunk)) return 0;
+    struct arena_chunk *chunk = buffer;
+    chunk->previous = NULL;
+    chunk->size = size - sizeof(struct arena_chunk);
+    chunk->used = 0;
+    arena_current = chunk;
+    return 1;
+}
+
+void courier_json_scratch_end(int began, void *buffer) {
+    if (!began) return;
+    struct arena_chunk *chunk = arena_current;
+    while (chunk != NULL && (void *)chunk != buffer) {
+        struct arena_chunk *previous = chunk->previous;
+        free(chunk);
+        chunk = previous;
+    }
+    arena_current = NULL;
 }
 
 void courier_json_parsed_drop(courier_json_parsed parsed) {

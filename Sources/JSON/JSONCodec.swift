@@ -214,6 +214,19 @@ public enum JSONCodec {
         }
     }
 
+    /// Runs `body` with the blocks jansson makes meanwhile on this thread
+    /// taken from `byteCount` bytes of scratch room on the stack, and from
+    /// blocks freed on return once those are taken
+    /// (`courier_json_scratch_begin`): for a tree made, dumped and dropped
+    /// inside `body`, which must keep nothing jansson made.
+    static func withScratch<Result>(byteCount: Int, _ body: () -> Result) -> Result {
+        withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 16) { scratch in
+            let began = courier_json_scratch_begin(scratch.baseAddress, scratch.count)
+            defer { courier_json_scratch_end(began, scratch.baseAddress) }
+            return body()
+        }
+    }
+
     /// What `json_dumpb` is told: compact, any value at the top, reals
     /// with `precision` significant digits.
     static func flags(precision: Int) -> Int {

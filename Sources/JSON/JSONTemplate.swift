@@ -220,9 +220,6 @@ final class JSONTemplate {
         _ value: JSONRecording.Value, slot: Int, _ recording: JSONRecording, into text: inout [UInt8], sizeHint messageSize: Int
     ) {
         let precision = recording.precision
-        let tree: UnsafeMutablePointer<json_t>?
-        // At most what a value's room on the stack takes, unless said.
-        var sizeHint = 0
         switch value {
         case .text(let shared, let index):
             return text.append(contentsOf: shared.texts[index])
@@ -234,32 +231,33 @@ final class JSONTemplate {
             if case .string(let other)? = lastValues[slot], Self.sameBytes(string, other) {
                 return text.append(contentsOf: lastTexts[slot])
             }
-            tree = JSONCodec.withChars(string) { chars, count in json_stringn_nocheck(chars, count) }
-            // A string longer than the room goes straight onto the text,
-            // with room for the message's estimate, which counts it.
-            if string.utf8.count > Self.room - 2 { sizeHint = max(string.utf8.count + 2, messageSize) }
+            if string.utf8.count > Self.room - 2 {
+                // A string longer than the room goes straight onto the
+                // text, with room for the message's estimate, which counts
+                // it. Not kept: a long value (a body's text) is not held
+                // past its message.
+                forget(slot)
+                guard let tree = JSONCodec.withChars(string, { chars, count in json_stringn_nocheck(chars, count) }) else { return }
+                return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: max(string.utf8.count + 2, messageSize))
+            }
         case .integer(let number):
             if case .integer(let other)? = lastValues[slot], number == other {
                 return text.append(contentsOf: lastTexts[slot])
             }
-            tree = json_integer(number)
         case .real(let number):
             if case .real(let other)? = lastValues[slot], number.bitPattern == other.bitPattern,
                 lastPrecisions[slot] == precision
             {
                 return text.append(contentsOf: lastTexts[slot])
             }
-            tree = json_real(number) ?? json_null()
         case .bool(let flag):
             if case .bool(let other)? = lastValues[slot], flag == other {
                 return text.append(contentsOf: lastTexts[slot])
             }
-            tree = flag ? json_true() : json_false()
         case .null:
             if case .null? = lastValues[slot] {
                 return text.append(contentsOf: lastTexts[slot])
             }
-            tree = json_null()
         case .strings(let members):
             if case .strings(let other)? = lastValues[slot], Self.sameMembers(members, other) {
                 return text.append(contentsOf: lastTexts[slot])
@@ -277,28 +275,40 @@ final class JSONTemplate {
             }
             return
         }
-        guard let tree else { return }
-        guard sizeHint == 0 else {
-            // Not kept: a long value (a body's text) is not held past its
-            // message.
-            forget(slot)
-            return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: sizeHint)
+        // A short value: its tree, and what jansson takes to dump it, are
+        // made and dropped here, in scratch room on the stack; jansson
+        // writes its text into room on the stack, whence it is appended
+        // and kept for the next message.
+        JSONCodec.withScratch(byteCount: Self.scratch) {
+            guard let tree = Self.tree(of: value) else { return }
+            let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.room) { room -> Bool in
+                let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
+                guard size <= room.count else { return false }
+                let made = UnsafeRawBufferPointer(start: room.baseAddress, count: size)
+                text.append(contentsOf: made)
+                keep(value, precision: precision, slot: slot, made)
+                return true
+            }
+            guard made else {
+                forget(slot)
+                return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: Self.room)
+            }
+            courier_json_decref(tree)
         }
-        // A value's text is short: jansson writes it into room on the
-        // stack, whence it is appended and kept for the next message.
-        let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.room) { room -> Bool in
-            let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
-            guard size <= room.count else { return false }
-            let made = UnsafeRawBufferPointer(start: room.baseAddress, count: size)
-            text.append(contentsOf: made)
-            keep(value, precision: precision, slot: slot, made)
-            return true
+    }
+
+    /// A new tree of the scalar `value`; nil for any other, or when
+    /// jansson finds no memory for it (the value is then left out, as
+    /// jansson leaves it out of a tree).
+    private static func tree(of value: JSONRecording.Value) -> UnsafeMutablePointer<json_t>? {
+        switch value {
+        case .string(let string): JSONCodec.withChars(string) { chars, count in json_stringn_nocheck(chars, count) }
+        case .integer(let number): json_integer(number)
+        case .real(let number): json_real(number) ?? json_null()
+        case .bool(let flag): flag ? json_true() : json_false()
+        case .null: json_null()
+        case .strings, .tree, .text: nil
         }
-        guard made else {
-            forget(slot)
-            return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: Self.room)
-        }
-        courier_json_decref(tree)
     }
 
     /// Keeps `value` and its text as the last of slot `slot`, in the room
@@ -319,6 +329,11 @@ final class JSONTemplate {
     /// Room for a short value's text: any integer or real, and strings
     /// that need few escapes.
     private static let room = 256
+
+    /// Scratch room for a short value's tree and its dump: the value, a
+    /// copy of a string of up to `room` bytes, and the table of the
+    /// values the dump is inside.
+    private static let scratch = 1024
 
     /// The longest text of an object of string members kept for the next
     /// message: a response's headers, not a value that would hold memory.

@@ -1,4 +1,4 @@
-import JSON
+@testable import JSON
 import Testing
 
 /// The text `encode` writes, as a string.
@@ -537,6 +537,32 @@ struct JSONCodecArenaTests {
         let value: JSON = ["list": .array((0..<1000).map { .integer(Int64($0)) }), "text": "t"]
         #expect(encoded(value).hasPrefix(#"{"list":[0,1,2,"#))
         #expect(try roundTrip(value) == value)
+    }
+
+    @Test func treesMadeAndDumpedInScratchRoomAreWholeWhateverTheirSize() {
+        // Given values far larger than the scratch room lent for them,
+        // or fitting in it, made, dumped and dropped inside it, a scratch
+        // inside another, and a decode between them
+        let values: [JSON] = [
+            .string("short"), 12, .double(0.1), nil,
+            .object(Dictionary(uniqueKeysWithValues: (0..<300).map { ("key \($0)", JSON.string(String(repeating: "v", count: $0))) })),
+            .array((0..<1000).map { .integer(Int64($0)) }),
+        ]
+        for byteCount in [48, 64, 1024, 16 << 10] {
+            for value in values {
+                let text: [UInt8] = JSONCodec.withScratch(byteCount: byteCount) {
+                    var precision = 1
+                    var text: [UInt8] = []
+                    JSONCodec.dump(JSONCodec.makeJSONT(value, precision: &precision), precision: precision, into: &text, sizeHint: 16)
+                    let inner: [UInt8] = JSONCodec.withScratch(byteCount: byteCount) { JSONCodec.encode(value) }
+                    return text == inner ? text : []
+                }
+
+                // Then each is the text encoding it writes
+                #expect(text == JSONCodec.encode(value), "\(byteCount)")
+                #expect((try? JSONCodec.decode(text)) == value)
+            }
+        }
     }
 
     @Test func threadsDecodeAndEncodeAtOnce() async throws {

@@ -36,4 +36,17 @@ typedef struct {
 courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, size_t flags, json_error_t *error);
 void courier_json_parsed_drop(courier_json_parsed parsed);
 
+/*
+ * Lends jansson `size` bytes at `buffer` (aligned to 16) for what the
+ * calling thread makes next: a value made, dumped and dropped at once
+ * takes its blocks (the value's, and the table json_dumpb keeps of the
+ * values it is inside) from there rather than from a malloc and a free
+ * each, and what does not fit from blocks freed at the end. Nothing made
+ * meanwhile may be kept past courier_json_scratch_end, which is given what
+ * begin returned. Returns 0, lending nothing, while the thread parses or
+ * lends already, and always under a sanitizer.
+ */
+int courier_json_scratch_begin(void *buffer, size_t size);
+void courier_json_scratch_end(int began, void *buffer);
+
 #endif
