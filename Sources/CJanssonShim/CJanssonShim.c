@@ -1,12 +1,20 @@
+/* For memmem. */
+#define _GNU_SOURCE
+
 #include "CJanssonShim.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 json_type courier_json_typeof(const json_t *value) { return json_typeof(value); }
 void courier_json_decref(json_t *value) { json_decref(value); }
 size_t courier_json_real_precision(int digits) { return JSON_REAL_PRECISION(digits); }
 json_t *courier_json_incref(json_t *value) { return json_incref(value); }
+
+const void *courier_memmem(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length) {
+    return memmem(haystack, haystack_length, needle, needle_length);
+}
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)

@@ -14,6 +14,11 @@ void courier_json_decref(json_t *value);
 json_t *courier_json_incref(json_t *value);
 size_t courier_json_real_precision(int digits);
 
+/* libc's memmem, which Swift's Glibc module does not declare: where the
+   first `needle_length` bytes at `needle` first lie in the `haystack_length`
+   bytes at `haystack`, or NULL. */
+const void *courier_memmem(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length);
+
 /*
  * json_loadb, with every block of the tree it makes (and of its lexer's
  * buffers) taken from an arena of the parse's own rather than from one
