@@ -217,8 +217,9 @@ public enum JSONCodec {
     /// Runs `body` with the blocks jansson makes meanwhile on this thread
     /// taken from `byteCount` bytes of scratch room on the stack, and from
     /// blocks freed on return once those are taken
-    /// (`courier_json_scratch_begin`): for a tree made, dumped and dropped
-    /// inside `body`, which must keep nothing jansson made.
+    /// (`courier_json_scratch_begin`, as `JSONTemplate` lends its own
+    /// room): for a tree made, dumped and dropped inside `body`, which
+    /// must keep nothing jansson made.
     static func withScratch<Result>(byteCount: Int, _ body: () -> Result) -> Result {
         withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 16) { scratch in
             let began = courier_json_scratch_begin(scratch.baseAddress, scratch.count)

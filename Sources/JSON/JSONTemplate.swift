@@ -136,6 +136,10 @@ final class JSONTemplate {
     @exclusivity(unchecked) private var lastValues: [JSONRecording.Value?]
     @exclusivity(unchecked) private var lastPrecisions: [Int]
     @exclusivity(unchecked) private var lastTexts: [[UInt8]]
+    /// Scratch room for a value written anew (`scratchCount` bytes), then
+    /// room for its text (`room` bytes): the template's own, as it is its
+    /// thread's alone, so that writing a value allocates nothing.
+    private let scratch: UnsafeMutableRawPointer
 
     var isWritable: Bool { pieces != nil }
 
@@ -147,6 +151,11 @@ final class JSONTemplate {
         lastValues = Array(repeating: nil, count: recording.values.count)
         lastPrecisions = Array(repeating: 0, count: recording.values.count)
         lastTexts = Array(repeating: [], count: recording.values.count)
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: Self.scratchCount + Self.room, alignment: 16)
+    }
+
+    deinit {
+        scratch.deallocate()
     }
 
     /// The string jansson writes where the value in slot `index` goes.
@@ -291,25 +300,22 @@ final class JSONTemplate {
             return
         }
         // A short value: its tree, and what jansson takes to dump it, are
-        // made and dropped here, in scratch room on the stack; jansson
-        // writes its text into room on the stack, whence it is appended
-        // and kept for the next message.
-        JSONCodec.withScratch(byteCount: Self.scratch) {
-            guard let tree = Self.tree(of: value) else { return }
-            let made = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Self.room) { room -> Bool in
-                let size = json_dumpb(tree, room.baseAddress, room.count, JSONCodec.flags(precision: precision))
-                guard size <= room.count else { return false }
-                let made = UnsafeRawBufferPointer(start: room.baseAddress, count: size)
-                text.append(contentsOf: made)
-                keep(value, precision: precision, slot: slot, made)
-                return true
-            }
-            guard made else {
-                forget(slot)
-                return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: Self.room)
-            }
-            courier_json_decref(tree)
+        // made and dropped here, in the template's scratch room; jansson
+        // writes its text into the template's room for it, whence it is
+        // appended and kept for the next message.
+        let began = courier_json_scratch_begin(scratch, Self.scratchCount)
+        defer { courier_json_scratch_end(began, scratch) }
+        guard let tree = Self.tree(of: value) else { return }
+        let room = (scratch + Self.scratchCount).assumingMemoryBound(to: CChar.self)
+        let size = json_dumpb(tree, room, Self.room, JSONCodec.flags(precision: precision))
+        guard size <= Self.room else {
+            forget(slot)
+            return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: Self.room)
         }
+        courier_json_decref(tree)
+        let made = UnsafeRawBufferPointer(start: room, count: size)
+        text.append(contentsOf: made)
+        keep(value, precision: precision, slot: slot, made)
     }
 
     /// A new tree of the scalar `value`; nil for any other, or when
@@ -348,7 +354,7 @@ final class JSONTemplate {
     /// Scratch room for a short value's tree and its dump: the value, a
     /// copy of a string of up to `room` bytes, and the table of the
     /// values the dump is inside.
-    private static let scratch = 1024
+    private static let scratchCount = 1024
 
     /// The longest text of an object of string members kept for the next
     /// message: a response's headers, not a value that would hold memory.
