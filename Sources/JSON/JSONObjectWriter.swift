@@ -112,9 +112,9 @@ public struct JSONObjectWriter {
 
     /// An array of strings.
     public func set(_ key: StaticString, strings: some Sequence<String>) {
+        if let recording { return recording.value(key, .stringArray(Array(strings))) }
         let array = json_array()!
         for element in strings { json_array_append_new(array, string(element)) }
-        if let recording { return recording.value(key, .tree(array)) }
         put(key, array)
     }
 

@@ -30,6 +30,9 @@ final class JSONRecording {
         /// they are, so that an object of the same members can copy the
         /// text made for it.
         case strings([String: String])
+        /// An array of strings (a notice's receipts), kept as they are, so
+        /// that the same strings again can copy the text made for them.
+        case stringArray([String])
         /// A tree the recording holds a reference to.
         case tree(UnsafeMutablePointer<json_t>)
         /// The text at `index` of `shared`'s texts.
@@ -282,6 +285,10 @@ final class JSONTemplate {
             if case .null? = lastValues[slot] {
                 return text.append(contentsOf: lastTexts[slot])
             }
+        case .stringArray(let elements):
+            if case .stringArray(let other)? = lastValues[slot], Self.sameElements(elements, other) {
+                return text.append(contentsOf: lastTexts[slot])
+            }
         case .strings(let members):
             if case .strings(let other)? = lastValues[slot], Self.sameMembers(members, other) {
                 return text.append(contentsOf: lastTexts[slot])
@@ -328,6 +335,13 @@ final class JSONTemplate {
         case .real(let number): json_real(number) ?? json_null()
         case .bool(let flag): flag ? json_true() : json_false()
         case .null: json_null()
+        case .stringArray(let elements):
+            json_array().map { array in
+                for element in elements {
+                    json_array_append_new(array, JSONCodec.withChars(element) { chars, count in json_stringn_nocheck(chars, count) })
+                }
+                return array
+            }
         case .strings, .tree, .text: nil
         }
     }
@@ -366,6 +380,13 @@ final class JSONTemplate {
         var count = 2 + max(members.count - 1, 0)
         for (name, value) in members { count += name.utf8.count + value.utf8.count + 5 }
         return count
+    }
+
+    /// Whether two arrays hold the same strings, byte for byte.
+    private static func sameElements(_ a: [String], _ b: [String]) -> Bool {
+        guard a.count == b.count else { return false }
+        for (element, other) in zip(a, b) where !sameBytes(element, other) { return false }
+        return true
     }
 
     /// Whether two objects of string members hold the same names with the

@@ -155,6 +155,27 @@ struct JSONTemplateTests {
         }
     }
 
+    @Test func arraysOfStringsRepeatedOrChangedAreTheTextTheirTreesWrite() {
+        // Given arrays of strings (a notice's receipts) in one place of
+        // messages of one shape: the same again, one changed, one of the
+        // same characters in other bytes, one longer, one far longer than
+        // a value's room, none
+        let long = (0..<100).map { "r\($0)\u{1}" }
+        let arrays: [[String]] = [
+            ["r1"], ["r1"], ["r2"], ["\u{E9}"], ["e\u{301}"], ["e\u{301}", "r1"], ["e\u{301}", "r1"], long, long, [], [], ["r1"],
+        ]
+        for receipts in arrays {
+            let members: (JSONObjectWriter) -> Void = { object in
+                object.set("receipts", strings: receipts.lazy.map { $0 })
+                object.set("task", "t1")
+            }
+
+            // Then each is what its members put in one tree write, byte
+            // for byte
+            #expect(Array(written(members).utf8) == Array(asTree(members).utf8))
+        }
+    }
+
     @Test func scalarsGivenAsJSONAreTheTextTheirTreesWrite() {
         // Given values given as JSON (a request's id) in one place of
         // messages of one shape, beside a real: scalars that repeat or
