@@ -111,11 +111,18 @@ public struct JSONObjectWriter {
     }
 
     /// An array of strings.
-    public func set(_ key: StaticString, strings: some Sequence<String>) {
-        if let recording { return recording.value(key, .stringArray(Array(strings))) }
+    public func set(_ key: StaticString, strings: [String]) {
+        if let recording { return recording.value(key, .stringArray(strings)) }
         let array = json_array()!
         for element in strings { json_array_append_new(array, string(element)) }
         put(key, array)
+    }
+
+    /// An array of strings, from any sequence of them: made into an array
+    /// here, where the sequence's type is not known, so a caller that
+    /// writes many passes an array.
+    public func set(_ key: StaticString, strings: some Sequence<String>) {
+        set(key, strings: Array(strings))
     }
 
     /// An object of string members, whatever order `members` has.

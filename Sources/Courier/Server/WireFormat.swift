@@ -164,7 +164,7 @@ extension TaskProgress {
         object.set("expected", expected)
         object.set("fraction", fraction)
         if let receipt { object.set("receipt", receipt.description) }
-        if let receipts { object.set("receipts", strings: receipts.lazy.map(\.description)) }
+        if let receipts { object.set("receipts", strings: receipts.map(\.description)) }
         object.set("received", received)
         if let state { object.set("state", state.wireName) }
         object.set("task", task.description)
