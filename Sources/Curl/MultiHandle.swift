@@ -50,6 +50,9 @@ public final class MultiHandle {
     /// Handles `add` kept from libcurl because it refused one of their
     /// options: the next `completed()` reports them ended with its code.
     private var refused: [(handle: EasyHandle, code: CURLcode)] = []
+    /// A socket was ready at the last poll (or the poll failed), or a
+    /// handle was added or removed, since `performIfDue` last ran libcurl.
+    private var mayHaveWork = true
 
     public init(maxHostConnections: Int = 0, maxTotalConnections: Int = 0, waker: Waker = Waker()) {
         raw = curl_multi_init()
@@ -77,11 +80,13 @@ public final class MultiHandle {
             return
         }
         curl_multi_add_handle(raw, easy.raw)
+        mayHaveWork = true
     }
 
     public func remove(_ easy: EasyHandle) {
         if !refused.isEmpty { refused.removeAll { $0.handle === easy } }
         curl_multi_remove_handle(raw, easy.raw)
+        mayHaveWork = true
     }
 
     /// Removes `easy` from the multi handle and keeps it for a later
@@ -105,11 +110,28 @@ public final class MultiHandle {
         return Int(running)
     }
 
+    /// Runs `perform` when libcurl may have work: a socket was ready at the
+    /// last `poll`, a handle was added or removed since libcurl last ran
+    /// here, or libcurl's own timer is due (as it is at once after a
+    /// handle is unpaused). A poll ended by a `wakeup` alone leaves nothing
+    /// for libcurl to do, and each `perform` checks the socket of every
+    /// transfer under way with a system call of its own. True when libcurl
+    /// ran.
+    @discardableResult
+    public func performIfDue() -> Bool {
+        guard mayHaveWork || timeoutMilliseconds == 0 else { return false }
+        mayHaveWork = false
+        perform()
+        return true
+    }
+
     /// Waits for activity on libcurl's sockets, a `wakeup`, or `timeout`
     /// milliseconds, whichever comes first.
     public func poll(timeoutMilliseconds: Int) {
         var ready: Int32 = 0
-        curl_multi_poll(raw, nil, 0, Int32(clamping: timeoutMilliseconds), &ready)
+        // libcurl does not count its wake-up socket among the ready ones.
+        let code = curl_multi_poll(raw, nil, 0, Int32(clamping: timeoutMilliseconds), &ready)
+        if code != CURLM_OK || ready > 0 { mayHaveWork = true }
     }
 
     /// How long libcurl wants to wait at most before `perform` is due.

@@ -103,12 +103,12 @@ final class TransferEngine {
         transfer.finish(writeFailure: failure, checksum: checksum)
     }
 
-    /// Lets libcurl do the work that is ready, tells each transfer's
-    /// observer of the bytes that arrived, and ends the transfers libcurl
-    /// has finished.
+    /// Lets libcurl do the work that is ready, if any (a turn woken only by
+    /// the inbox leaves it none), tells each transfer's observer of the
+    /// bytes that arrived, and ends the transfers libcurl has finished.
     func turn() {
         for id in throttle.refill() { transfers[id]?.unthrottle() }
-        multi.perform()
+        multi.performIfDue()
         for transfer in transfers.values { transfer.reportData() }
         for (handle, code) in multi.completed() {
             guard let transfer = handle.delegate as? Transfer, transfers[transfer.id] === transfer else { continue }
@@ -128,11 +128,17 @@ final class TransferEngine {
 
     /// Waits for libcurl's sockets, a wake-up, libcurl's or the rate
     /// limiter's next moment, or `deadline` (monotonic seconds), whichever
-    /// comes first, and at most a second.
-    func poll(until deadline: Double? = nil) {
+    /// comes first, and at most a second. When one of those moments has
+    /// come already (libcurl's, for one, right after a transfer starts),
+    /// it returns at once without asking the system, as the next turn has
+    /// work either way: false then.
+    @discardableResult
+    func poll(until deadline: Double? = nil) -> Bool {
         var timeout = min(multi.timeoutMilliseconds ?? 1000, throttle.millisecondsToRefill ?? 1000, 1000)
-        if let deadline { timeout = min(timeout, Int(((deadline - MonotonicClock.now()) * 1000).rounded(.up))) }
-        multi.poll(timeoutMilliseconds: max(0, timeout))
+        if let deadline, timeout > 0 { timeout = min(timeout, Int(((deadline - MonotonicClock.now()) * 1000).rounded(.up))) }
+        guard timeout > 0 else { return false }
+        multi.poll(timeoutMilliseconds: timeout)
+        return true
     }
 
     /// Stops every transfer and waits up to `timeout` seconds for the body
