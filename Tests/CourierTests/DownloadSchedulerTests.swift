@@ -138,7 +138,7 @@ private struct Harness {
             Issue.record("\(task) has no transfer")
             return
         }
-        _ = scheduler.responseArrived(id, response(length: bytes), now: now)
+        _ = scheduler.responseArrived(id, response(length: bytes), length: bytes, now: now)
         _ = scheduler.dataArrived(id, received: bytes, expected: bytes, now: now)
         let result = TransferResult(
             response: response(length: bytes), size: bytes, bodyPath: "/body-\(task)", resumedFrom: resumedFrom)
@@ -194,7 +194,7 @@ private struct Harness {
             Issue.record("\(task) has no transfer")
             return false
         }
-        let goesOn = scheduler.responseArrived(id, response(status), retryAfter: retryAfter, now: now)
+        let goesOn = scheduler.responseArrived(id, response(status), length: nil, retryAfter: retryAfter, now: now)
         _ = take()
         return goesOn
     }
@@ -619,7 +619,7 @@ private struct Harness {
         let large = h.download(request(maxBytes: 100))
         let none = h.download(request())
         let id = h.transfers[t(1)]!
-        let goesOn = h.scheduler.responseArrived(id, response(length: 10), now: 0)
+        let goesOn = h.scheduler.responseArrived(id, response(length: 10), length: 10, now: 0)
         _ = h.take()
         #expect(goesOn)
         #expect(h.outcome(small.receipt)?.error?.code == .tooLarge)
@@ -656,7 +656,7 @@ private struct Harness {
         let base64 = h.download(request(body: .base64))
         let file = h.download(request())
         let id = try #require(h.transfers[t(1)])
-        _ = h.scheduler.responseArrived(id, ResponseHead(status: 200, headers: [("content-type", "text/plain")]), now: 0)
+        _ = h.scheduler.responseArrived(id, ResponseHead(status: 200, headers: [("content-type", "text/plain")]), length: nil, now: 0)
 
         // When 100 bytes that take 601 as a JSON string (read as UTF-8) arrive
         let goesOn = h.scheduler.dataArrived(id, received: 100, textLength: 601, expected: nil, now: 0)

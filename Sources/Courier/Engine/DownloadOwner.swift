@@ -317,7 +317,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         // long as `Retry-After` asks.
         let mayRetry = !(200...299).contains(response.status)
         let retryAfter = mayRetry ? response.header("retry-after").flatMap { RetryAfter.seconds($0, now: Date()) } : nil
-        return step { scheduler, now in scheduler.responseArrived(transfer.id, response, retryAfter: retryAfter, now: now) }
+        let length = transfer.announcedLength
+        return step { scheduler, now in
+            scheduler.responseArrived(transfer.id, response, length: length, retryAfter: retryAfter, now: now)
+        }
     }
 
     @_specialize(where Waiter == Reply)

@@ -9,8 +9,9 @@ import Darwin
 
 /// Receives a transfer's events on the engine's thread.
 protocol TransferObserver: AnyObject {
-    /// The final response's headers are in (after any redirects); return
-    /// false to stop the transfer.
+    /// The final response's headers are in (after any redirects), their
+    /// `announcedLength` read as the transfer's; return false to stop the
+    /// transfer.
     func transferDidReceiveResponse(_ transfer: Transfer, _ response: ResponseHead) -> Bool
     /// Bytes of the body have arrived: `received` so far (a body larger
     /// than `BodyWriter.directLimit` reaches its file a little later), which
@@ -173,7 +174,7 @@ final class Transfer: EasyHandleDelegate {
     @exclusivity(unchecked) private var head = ResponseHead(status: 0, headers: [])
     private var announced = false
     /// The final response's `announcedLength`, read once it is announced.
-    private var announcedLength: Int64?
+    private(set) var announcedLength: Int64?
     private var received: Int64 = 0
     /// Bytes have arrived since the observer last heard of them.
     private var unreported = false

@@ -386,14 +386,15 @@ struct DownloadScheduler<Waiter> {
 
     /// The final response's headers are in: receipts that cannot take it end
     /// now, unless its status is one to retry, the task is not suspended, and
-    /// the retry policy lets them wait for another attempt. `retryAfter` is what its `Retry-After` asks
-    /// for (`RetryAfter.seconds`). False when none is left, or all wait, and
+    /// the retry policy lets them wait for another attempt. `length` is the
+    /// response's `announcedLength`, which the transfer has read already;
+    /// `retryAfter` is what its `Retry-After` asks for
+    /// (`RetryAfter.seconds`). False when none is left, or all wait, and
     /// the transfer should stop.
     mutating func responseArrived(
-        _ transfer: TransferID, _ response: ResponseHead, retryAfter: Int64? = nil, now: Double
+        _ transfer: TransferID, _ response: ResponseHead, length: Int64?, retryAfter: Int64? = nil, now: Double
     ) -> Bool {
         guard let index = index(of: transfer) else { return false }
-        let length = response.announcedLength
         let (revalidates, taskReceipts, isRunning) = withTask(at: index) { task in
             var isRunning = false
             if case .running = task.state { isRunning = true }
