@@ -145,7 +145,10 @@ final class Transfer: EasyHandleDelegate {
     let id: TransferID
     /// When the first request was sent, for the stored response's age.
     let requestDate = Date()
-    let options: EasyOptions
+    /// The whole transfer's timeout, over every hop of its redirects.
+    private let timeoutMilliseconds: Int?
+    /// Bodies larger than this fail.
+    private let maxFileSize: Int64?
     let redirectPolicy: RedirectPolicy
     /// Where the body streams unless it streams in the partial store.
     let body: BodyTarget
@@ -248,13 +251,16 @@ final class Transfer: EasyHandleDelegate {
         easy?.delegate = nil
     }
 
+    /// Takes `options` over as its first hop's: the transfer keeps no
+    /// other copy of them.
     init(
-        id: TransferID, options: EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
+        id: TransferID, options: consuming EasyOptions, redirectPolicy: RedirectPolicy = RedirectPolicy(), body: BodyTarget,
         copyLimit: Int = 0, countsText: Bool = false, partials: PartialPlan? = nil, digesting: Set<HashAlgorithm> = [],
         maxRate: Int64? = nil, observer: any TransferObserver
     ) {
         self.id = id
-        self.options = options
+        timeoutMilliseconds = options.timeoutMilliseconds
+        maxFileSize = options.maxFileSize
         self.redirectPolicy = redirectPolicy
         self.body = body
         self.target = body
@@ -282,7 +288,7 @@ final class Transfer: EasyHandleDelegate {
         hasBegun = true
         self.writer = writer
         self.throttle = throttle
-        if let timeout = options.timeoutMilliseconds { deadline = MonotonicClock.now() + Double(timeout) / 1000 }
+        if let timeout = timeoutMilliseconds { deadline = MonotonicClock.now() + Double(timeout) / 1000 }
         start(hopOptions, on: multi)
     }
 
@@ -306,10 +312,10 @@ final class Transfer: EasyHandleDelegate {
         var next = hopOptions
         next.url = location
         next.headers = RedirectPolicy.headers(hopOptions.headers, from: current, to: target)
-        if options.timeoutMilliseconds != nil {
+        if let timeoutMilliseconds {
             let remaining = Int(((deadline - MonotonicClock.now()) * 1000).rounded(.up))
             guard remaining > 0 else {
-                throw TransferFailure(code: .timeout, message: "Operation timed out after \(options.timeoutMilliseconds!) milliseconds")
+                throw TransferFailure(code: .timeout, message: "Operation timed out after \(timeoutMilliseconds) milliseconds")
             }
             next.timeoutMilliseconds = remaining
         }
@@ -718,7 +724,7 @@ final class Transfer: EasyHandleDelegate {
                 firstBytes.append(contentsOf: data.prefix(ImageInfo.sniffLength - firstBytes.count))
             }
         }
-        if let limit = options.maxFileSize, received > limit {
+        if let limit = maxFileSize, received > limit {
             return stop(TransferFailure(code: .tooLarge, message: "the body exceeds \(limit) bytes"))
         }
         unreported = true
