@@ -185,8 +185,13 @@ public final class EasyHandle {
     /// Without `proxy`, the environment's proxy for the URL's scheme is set
     /// (empty for none), so libcurl does not read the environment itself.
     public func configure(_ options: EasyOptions) {
-        if let applied, applied.sharesFixedOptions(with: options) {
-            configureChanges(from: applied, to: options)
+        // Moved out of `applied` rather than read through it: each read of
+        // the stored options for a call copied them, every reference in
+        // them retained, and released again after.
+        var held: EasyOptions?
+        swap(&held, &applied)
+        if held?.sharesFixedOptions(with: options) == true {
+            configureChanges(from: held, to: options)
         } else {
             if !isFresh {
                 curl_easy_reset(raw)
