@@ -416,6 +416,40 @@ struct ResponseStoreTests {
         }
     }
 
+    @Test func lookupsReadTogetherShareOneSnapshotThatAnyWriteHereEnds() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            // Another process's store, with a connection of its own
+            let elsewhere = try self.store(directory)
+            let found = { (key: String) in store.find(key: Array(key.utf8)) != nil }
+            #expect(store.insert(insert("a", [1])) == .stored(nil))
+
+            store.database.readingTogether {
+                // Given a lookup that began the shared read
+                #expect(found("a"))
+                // When another process commits meanwhile (a reader never holds a writer back)
+                #expect(elsewhere.insert(insert("b", [2])) == .stored(nil))
+                // Then the lookups that follow see the database as the first did
+                #expect(!found("b"))
+                // And a write of this process's ends the read: it and what came before are seen
+                #expect(store.insert(insert("c", [3])) == .stored(nil))
+                #expect(found("b") && found("c"))
+                // So does a write on another thread, which does not wait for the read
+                #expect(elsewhere.insert(insert("d", [4])) == .stored(nil))
+                #expect(!found("d"))
+                DispatchQueue.global().sync {
+                    store.database.batch { #expect(store.insert(insert("e", [5])) == .stored(nil)) }
+                }
+                #expect(found("d") && found("e"))
+                #expect(elsewhere.insert(insert("f", [6])) == .stored(nil))
+            }
+
+            // And the read ends with `readingTogether`: a lookup after it sees every commit
+            #expect(store.database.use { $0.isInTransaction } == false)
+            #expect(found("f"))
+        }
+    }
+
     @Test func anotherThreadsWriteDoesNotWaitAndCommitsWithTheBatch() throws {
         try withDirectory { directory in
             let store = try store(directory)

@@ -120,6 +120,11 @@ final class CacheDatabase: Sendable {
         /// to it, and what makes it: made before anything else is read or
         /// written in the transaction, and before it commits.
         var unsettled: (change: UsageChange, settle: Write.Settle)?
+        /// The thread whose lookups share one read transaction
+        /// (`readingTogether`), if any.
+        var readThread: pthread_t?
+        /// A read transaction `read` began for `readThread` is open.
+        var readOpen = false
 
         /// The calling thread's batch is running.
         var isInCallersBatch: Bool {
@@ -147,7 +152,57 @@ final class CacheDatabase: Sendable {
     /// nothing of it (a reassignment is not kept either).
     @discardableResult
     func use<Result: Sendable>(_ body: (inout sending Database) throws(SQLiteError) -> Result) -> Result? {
+        use(sharingRead: false, body)
+    }
+
+    /// Runs `body`, which only reads, as `use` does; in the calling
+    /// thread's `readingTogether`, outside a batch, inside the read
+    /// transaction its lookups share (begun by the first).
+    @discardableResult
+    func read<Result: Sendable>(_ body: (inout sending Database) throws(SQLiteError) -> Result) -> Result? {
+        use(sharingRead: true, body)
+    }
+
+    /// Runs `body`, in which the calling thread's lookups (`read`) share
+    /// one read transaction: two locks taken on the WAL's shared memory for
+    /// all of them rather than two for each. The transaction is begun by
+    /// the first lookup and ended when `body` ends, or as soon as anything
+    /// else uses the connection (a write, a batch, another thread's read),
+    /// so it never holds back this process's writes, and each lookup sees
+    /// the database as it was at the first lookup or later, with what this
+    /// process wrote before it. For lookups of requests received before
+    /// `body` began, that is everything committed before they arrived,
+    /// which is what a lookup of its own would see. Only one thread's
+    /// lookups share at a time; another's, or a `readingTogether` inside
+    /// this one, runs `body` as it is.
+    func readingTogether<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        let sharing = connection.withLock(wake: false) { connection -> Bool in
+            guard connection.readThread == nil else { return false }
+            connection.readThread = pthread_self()
+            return true
+        }
+        guard sharing else { return try body() }
+        defer {
+            connection.withLock(wake: false) { connection in
+                endRead(&connection)
+                connection.readThread = nil
+            }
+        }
+        return try body()
+    }
+
+    /// `use` and `read`: with `sharingRead`, in the calling thread's
+    /// `readingTogether` and outside a batch, `body` runs in the read
+    /// transaction it shares; otherwise that transaction is ended first.
+    private func use<Result: Sendable>(
+        sharingRead: Bool, _ body: (inout sending Database) throws(SQLiteError) -> Result
+    ) -> Result? {
         let (result, settle) = connection.withLock(wake: false) { connection -> (Result?, [@Sendable () -> Void]) in
+            if sharingRead, connection.batchThread == nil, let reader = connection.readThread, pthread_equal(reader, pthread_self()) != 0 {
+                beginRead(&connection)
+            } else {
+                endRead(&connection)
+            }
             var settle: [@Sendable () -> Void] = []
             if connection.batchThread != nil {
                 begin(&connection)
@@ -243,6 +298,7 @@ final class CacheDatabase: Sendable {
     /// recovered from as from a failed write.
     func write(_ write: Write) -> Written {
         let (written, settle) = connection.withLock(wake: false) { connection -> (Written, [@Sendable () -> Void]) in
+            endRead(&connection)
             guard let database = connection.database else { return (.failed, []) }
             var prepared = false
             func once() -> Bool {
@@ -346,6 +402,7 @@ final class CacheDatabase: Sendable {
         connection.database?.close()
         drop()
         connection.database = open()
+        connection.readOpen = false
     }
 
     /// Runs `body`, in which every write made through `use` joins one
@@ -371,6 +428,7 @@ final class CacheDatabase: Sendable {
     func batch<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
         let outermost = connection.wait(until: { $0.batchThread == nil || $0.isInCallersBatch }) { connection -> Bool in
             guard connection.batchThread == nil else { return false }
+            endRead(&connection)
             connection.batchThread = pthread_self()
             return true
         }
@@ -391,6 +449,7 @@ final class CacheDatabase: Sendable {
     /// the batch's transaction is rolled back.
     func afterCommit(_ committed: @escaping @Sendable () -> Void, rolledBack: @escaping @Sendable () -> Void = {}) {
         let now = connection.withLock(wake: false) { connection -> Bool in
+            endRead(&connection)
             guard connection.isInCallersBatch, connection.database?.isInTransaction == true else { return true }
             connection.afterCommit.append(committed)
             connection.afterRollback.append(rolledBack)
@@ -402,12 +461,39 @@ final class CacheDatabase: Sendable {
     /// Begins the batch's transaction unless it is open; a failure
     /// (logged) leaves the write at hand its own.
     private func begin(_ connection: inout Connection) {
+        endRead(&connection)
         guard let database = connection.database, !database.isInTransaction else { return }
         do throws(SQLiteError) {
             try database.run("BEGIN IMMEDIATE")
             connection.savesEachWrite = false
         } catch {
             logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
+        }
+    }
+
+    /// Begins the read transaction the calling thread's lookups share,
+    /// unless it is open; a failure (logged) leaves the lookup at hand its
+    /// own. `BEGIN` takes no lock: the first read does.
+    private func beginRead(_ connection: inout Connection) {
+        guard !connection.readOpen, let database = connection.database, !database.isInTransaction else { return }
+        do throws(SQLiteError) {
+            try database.run("BEGIN")
+            connection.readOpen = true
+        } catch {
+            logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
+        }
+    }
+
+    /// Ends the read transaction that lookups share, if it is open, before
+    /// anything else uses the connection.
+    private func endRead(_ connection: inout Connection) {
+        guard connection.readOpen else { return }
+        connection.readOpen = false
+        guard let database = connection.database, database.isInTransaction else { return }
+        do throws(SQLiteError) {
+            try database.run("COMMIT")
+        } catch {
+            _ = try? database.run("ROLLBACK")
         }
     }
 
@@ -435,6 +521,7 @@ final class CacheDatabase: Sendable {
             connection.unsaved = []
             connection.unsettled = nil
         }
+        endRead(&connection)
         guard connection.database?.isInTransaction == true else { return ([], []) }
         let lost = settleUsage(&connection)
         let unsaved = connection.unsaved

@@ -170,6 +170,12 @@ final class DiskCache: Sendable {
         try store.database.batch(body)
     }
 
+    /// Runs `body`, in which this thread's lookups share one read
+    /// transaction of `Cache.db` (see `CacheDatabase.readingTogether`).
+    func readingTogether<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        try store.database.readingTogether(body)
+    }
+
     /// What a store put where.
     struct Stored: Equatable {
         /// The body file's name in `directory`; nil for a body kept inline.

@@ -146,6 +146,19 @@ final class ResponseCache: Sendable {
         return try opened.batch(body)
     }
 
+    /// Runs `body`, in which the lookups this thread makes in the disk
+    /// tier share one read transaction (see `DiskCache.readingTogether`):
+    /// for the requests of one message, received before `body` runs. While
+    /// the disk tier is still being opened, each lookup is its own.
+    func readingTogether<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        guard storesOnDisk else { return try body() }
+        let opened = diskTier.withLock(wake: false) { tier -> DiskCache? in
+            if case .open(let disk?) = tier { disk } else { nil }
+        }
+        guard let opened else { return try body() }
+        return try opened.readingTogether(body)
+    }
+
     /// Requests that carry credentials (`Authorization`, `Cookie`, a user
     /// or password in the URL), their own validators, or a range are passed
     /// through: the cache neither answers nor stores them. The disk tier is

@@ -154,7 +154,7 @@ final class ResponseStore: Sendable {
 
     /// `key`'s row, checked; a row that fails its checks is deleted.
     func find(key: [UInt8]) -> Row? {
-        let values = database.use { database throws(SQLiteError) in
+        let values = database.read { database throws(SQLiteError) in
             try database.rows(
                 """
                 SELECT id, head, body_length, body_checksum, body_file, body, head_checksum,
@@ -185,7 +185,7 @@ final class ResponseStore: Sendable {
     /// `digest`, the most recently used first, at most `limit`: a hint,
     /// which the row read by its key confirms or not.
     func keys(withDigest digest: [UInt8], _ algorithm: HashAlgorithm, limit: Int = 16) -> [[UInt8]] {
-        let rows = database.use { database throws(SQLiteError) in
+        let rows = database.read { database throws(SQLiteError) in
             // The column is one of three names, never text from outside.
             try database.rows(
                 "SELECT key FROM responses WHERE \(algorithm.rawValue) = ? ORDER BY used DESC LIMIT ?",
