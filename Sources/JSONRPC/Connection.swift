@@ -52,11 +52,17 @@ public final class Connection: AnswerSink {
     /// until the client has sent something.
     public var framing: Framing? { FramingCode.framing(detected.load(ordering: .acquiring)) }
 
-    /// Starts reading. `onEndOfInput` runs on the reading thread once the
-    /// input is closed and every message before it has been handled.
-    public func start(dispatcher: Dispatcher, onEndOfInput: @escaping @Sendable () -> Void) {
+    /// Starts reading. Each message is handled inside `around` (on the
+    /// reading thread, never while it waits for room in the output), so
+    /// what its requests share can be set up once for the message.
+    /// `onEndOfInput` runs on the reading thread once the input is closed
+    /// and every message before it has been handled.
+    public func start(
+        dispatcher: Dispatcher, handlingEachMessage around: @escaping @Sendable (() -> Void) -> Void = { $0() },
+        onEndOfInput: @escaping @Sendable () -> Void
+    ) {
         startThread(named: "courier.input", stackSize: 16 << 20) { [self] in
-            readLoop(dispatcher: dispatcher)
+            readLoop(dispatcher: dispatcher, around: around)
             onEndOfInput()
         }
     }
@@ -161,7 +167,7 @@ public final class Connection: AnswerSink {
         output.flush(timeout: timeout)
     }
 
-    private func readLoop(dispatcher: Dispatcher) {
+    private func readLoop(dispatcher: Dispatcher, around: (() -> Void) -> Void) {
         var framer = MessageFramer(mode: mode, maxMessageBytes: maxMessageBytes)
         let reply: @Sendable (JSON) -> Void = { [self] in send($0) }
         let source = FileDescriptor(rawValue: input)
@@ -179,7 +185,7 @@ public final class Connection: AnswerSink {
                 noteFraming(framer.framing)
                 for event in rest {
                     waitForOutputRoom()
-                    handle(event, dispatcher: dispatcher, reply: reply)
+                    around { handle(event, dispatcher: dispatcher, reply: reply) }
                 }
                 return
             }
@@ -188,7 +194,7 @@ public final class Connection: AnswerSink {
                 while let event = framer.next() {
                     noteFraming(framer.framing)
                     waitForOutputRoom()
-                    handle(event, dispatcher: dispatcher, reply: reply)
+                    around { handle(event, dispatcher: dispatcher, reply: reply) }
                 }
             }
         }

@@ -70,7 +70,11 @@ public final class CourierServer: Sendable {
 
     /// Starts serving; returns at once.
     public func start() {
-        connection.start(dispatcher: dispatcher) { [self] in finishAfterEndOfInput() }
+        // The lookups of one message (a batch of downloads) share a read
+        // transaction of the disk tier.
+        connection.start(dispatcher: dispatcher, handlingEachMessage: { [cache] in cache.readingTogether($0) }) { [self] in
+            finishAfterEndOfInput()
+        }
     }
 
     /// End of input means no more requests, not the end of the work asked
