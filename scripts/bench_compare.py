@@ -8,7 +8,10 @@ outputs and the cache directory are on --dir, a tmpfs by default):
 - W1: 2,000 downloads of 8 KiB, 8 at a time, each to its own destination;
   also with the outputs and the cache directory on disk (--disk-dir), so the
   cost of writing to disk shows, and with only courier's cache directory on
-  disk (its outputs on --dir), against courier's own W1;
+  disk (its outputs on --dir), against courier's own W1; and with courier's
+  requests written as 2,000 separate messages rather than one batch (W1
+  separately: the Python client's way), which courier may start on before
+  the last is parsed, alternated turn by turn with courier's W1 as a batch;
 - W1T: W1 over https from a second nginx offering HTTP/2, its certificate
   for 127.0.0.1 signed by a CA that openssl makes for the run (curl
   `--cacert`, aria2c `--ca-certificate`, courier `--ca-file`); curl must
@@ -60,7 +63,7 @@ process's ru_maxrss from wait4.
 
     scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
         [--dir /dev/shm] [--disk-dir /var/tmp] [--markdown FILE] [--json FILE]
-        [--only w1,w1t,w1disk,w1diskcache,w1nocache,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
+        [--only w1,w1t,w1msg,w1disk,w1diskcache,w1nocache,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
         [--w6-size 256MiB] [--w6-cut 32MiB]
 """
 
@@ -101,7 +104,7 @@ EXIT = "courier exit"
 # second) for all of them: exactly W7_SECONDS at the rate.
 W7_COUNT, W7_SIZE, W7_RATE = 4, 8 << 20, 8 << 20
 W7_SECONDS = W7_COUNT * W7_SIZE / W7_RATE
-WORKLOADS = ("w1", "w1t", "w1disk", "w1diskcache", "w1nocache", "w2", "w3", "w7", "startup", "cache")
+WORKLOADS = ("w1", "w1t", "w1msg", "w1disk", "w1diskcache", "w1nocache", "w2", "w3", "w7", "startup", "cache")
 DEFAULT_WORKLOADS = WORKLOADS
 # W6, a flaky link: scripts/bench_flaky.py.
 WORKLOADS += ("w6",)
@@ -204,9 +207,11 @@ def aria2c_transfers(pairs: list[tuple[str, str]], parallel: int, work: str,
 
 def courier_transfers(binary: str, pairs: list[tuple[str, str]], parallel: int, cache: str,
                       extra: Sequence[str] = (), prefix: Sequence[str] = (),
-                      timeout: float = 600) -> Run:
+                      timeout: float = 600, separately: bool = False) -> Run:
     """One courier process, every `download` written at once as one batch
-    through a raw pipe. The clock runs from the moment before courier is
+    through a raw pipe (with ``separately``, as as many messages, one per
+    line, written at once: courier may start on the first before the last
+    is parsed, as a batch must parse whole before any of it runs). The clock runs from the moment before courier is
     spawned to the last `download/finished` read: what a client that has
     its requests ready waits for until its last file is in place. Each
     output is looked up as soon as the clock stops, while courier still
@@ -216,7 +221,10 @@ def courier_transfers(binary: str, pairs: list[tuple[str, str]], parallel: int, 
     count = len(pairs)
     batch = [{"jsonrpc": "2.0", "id": i, "method": "download",
               "params": {"url": url, "destination": out}} for i, (url, out) in enumerate(pairs)]
-    payload = json.dumps(batch, separators=(",", ":")).encode() + b"\n"
+    if separately:
+        payload = b"".join(json.dumps(message, separators=(",", ":")).encode() + b"\n" for message in batch)
+    else:
+        payload = json.dumps(batch, separators=(",", ":")).encode() + b"\n"
     argv = [*prefix, binary, "--cache-dir", cache, "--max-active", str(parallel),
             "--log-level", "error", "--framing", "ndjson", *extra]
     stderr = open(os.path.join(cache, os.pardir, f"courier-{os.getpid()}.stderr"), "wb")
@@ -478,10 +486,12 @@ def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: st
                       tools: Sequence[str] = ("curl", "aria2c", "courier"),
                       rss: bool = False, curl_extra: Sequence[str] = (),
                       aria2c_extra: Sequence[str] = (),
-                      courier_http: str | None = None) -> dict[str, Callable[[int], Run]]:
+                      courier_http: str | None = None,
+                      separately: bool = False) -> dict[str, Callable[[int], Run]]:
     """Each tool's turn: ``count`` files from ``base`` into a fresh directory,
     checked against ``src_dir``; with ``courier_http``, every courier
-    outcome must name that HTTP version."""
+    outcome must name that HTTP version; with ``separately``, the pipe client
+    writes courier's requests as separate messages."""
     sources = [f"{src_dir}/{i}" for i in range(count)]
     peak = PeakRSS(work) if rss else None
     prefix = peak.prefix if peak else []
@@ -500,7 +510,8 @@ def transfer_subjects(binary: str, base: str, count: int, src_dir: str, name: st
                 else:
                     cache = fresh_dir(f"{cache_work or work}/{name}-cache-{run}")
                     if client == "pipe":
-                        result = courier_transfers(binary, pairs, parallel, cache, courier_extra, prefix)
+                        result = courier_transfers(binary, pairs, parallel, cache, courier_extra, prefix,
+                                                   separately=separately)
                     else:
                         result = courier_client_transfers(binary, pairs, parallel, cache, courier_extra)
                     shutil.rmtree(cache, ignore_errors=True)
@@ -713,6 +724,8 @@ def main(argv: list[str] | None = None) -> int:
         "w1disk": Row(f"W1 on disk ({args.disk_dir}: outputs and cache)", "ms", "≤ 1.2× curl", ratio_limit=1.2),
         "w1diskcache": Row(f"W1, courier's cache directory on disk ({args.disk_dir}), outputs on tmpfs, "
                            f"vs courier's own W1", "ms", "≤ 1.5× courier W1", ratio_limit=1.5, anchor="courier W1"),
+        "w1msg": Row(f"W1 separately: courier's {args.w1_count:,} requests as separate messages, vs courier's W1 "
+                     f"as one batch, alternated", "ms", "", anchor="courier W1"),
         "w1nocache": Row("W1, courier without cache (--memory-capacity 0 --disk-capacity 0; curl, aria2c from W1)",
                          "ms", ""),
         "w2": Row(f"W2 {args.w2_count:,} × 1 MiB, {P2} at a time", "ms", "≤ 1.2× curl, < aria2c",
@@ -740,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
     nginx = tls_nginx = None
     try:
         www = f"{root}/www"
-        need = {"w1": bool({"w1", "w1t", "w1disk", "w1diskcache", "w1nocache"} & only), "w2": "w2" in only, "w3": "w3" in only,
+        need = {"w1": bool({"w1", "w1t", "w1msg", "w1disk", "w1diskcache", "w1nocache"} & only), "w2": "w2" in only, "w3": "w3" in only,
                 "w7": "w7" in only}
         for name, count, size in (("w1", args.w1_count, 8192), ("w2", args.w2_count, 1 << 20), ("w3", 1, args.w3_size),
                                   ("w7", W7_COUNT, W7_SIZE)):
@@ -773,6 +786,14 @@ def main(argv: list[str] | None = None) -> int:
                                                    curl_extra=("--cacert", tls.ca),
                                                    aria2c_extra=(f"--ca-certificate={tls.ca}",), courier_http="2"),
                       "w1t", rows)
+        if "w1msg" in only:
+            # Alternated with courier's W1 as one batch, turn by turn: the
+            # two differ only in how the requests are framed.
+            separately = transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-msg", P1, root,
+                                           client=args.client, separately=True, tools=("courier",))
+            batch = transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-batch", P1, root,
+                                      client=args.client, tools=("courier",))
+            alternate(args.runs, {"courier": separately["courier"], "courier W1": batch["courier"]}, "w1msg", rows)
         if "w1nocache" in only:
             rows["w1nocache"].figures = {k: list(v) for k, v in rows["w1"].figures.items()
                                          if k in ("curl", "aria2c")}
