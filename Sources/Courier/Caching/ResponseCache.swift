@@ -138,11 +138,7 @@ final class ResponseCache: Sendable {
     /// outcome sent after it describes responses that are stored. While
     /// the disk tier is still being opened, each write is its own.
     func batch<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-        guard storesOnDisk else { return try body() }
-        let opened = diskTier.withLock(wake: false) { tier -> DiskCache? in
-            if case .open(let disk?) = tier { disk } else { nil }
-        }
-        guard let opened else { return try body() }
+        guard let opened = openedDownloadTier else { return try body() }
         return try opened.batch(body)
     }
 
@@ -151,12 +147,17 @@ final class ResponseCache: Sendable {
     /// for the requests of one message, received before `body` runs. While
     /// the disk tier is still being opened, each lookup is its own.
     func readingTogether<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-        guard storesOnDisk else { return try body() }
-        let opened = diskTier.withLock(wake: false) { tier -> DiskCache? in
+        guard let opened = openedDownloadTier else { return try body() }
+        return try opened.readingTogether(body)
+    }
+
+    /// The disk tier downloads use, when it is open already: nil while it
+    /// is being opened (nobody waits for it here) and with no disk tier.
+    private var openedDownloadTier: DiskCache? {
+        guard storesOnDisk else { return nil }
+        return diskTier.withLock(wake: false) { tier -> DiskCache? in
             if case .open(let disk?) = tier { disk } else { nil }
         }
-        guard let opened else { return try body() }
-        return try opened.readingTogether(body)
     }
 
     /// Requests that carry credentials (`Authorization`, `Cookie`, a user
