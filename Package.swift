@@ -62,7 +62,7 @@ package.targets += [
 
 package.targets += [
     .target(name: "JSON", dependencies: ["CLibjansson", "CJanssonShim"]),
-    .testTarget(name: "JSONTests", dependencies: ["JSON"]),
+    .testTarget(name: "JSONTests", dependencies: ["JSON", "CJanssonShim", "CLibjansson"]),
 ]
 
 // MARK: - SQLite: the only module that imports SQLite

@@ -3,6 +3,7 @@
 
 #include "CJanssonShim.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,38 @@ const void *courier_memmem(const void *haystack, size_t haystack_length, const v
     return memmem(haystack, haystack_length, needle, needle_length);
 }
 
+/* A text read as pieces one after another, e.g. `[`, a span of the
+   caller's buffer, and `]`, without copying them together. */
+struct text_pieces {
+    const char *bytes[3];
+    size_t lengths[3];
+    size_t piece;
+    size_t offset;
+};
+
+static size_t read_pieces(void *buffer, size_t size, void *data) {
+    struct text_pieces *text = data;
+    size_t written = 0;
+    while (written < size && text->piece < 3) {
+        size_t left = text->lengths[text->piece] - text->offset;
+        if (left == 0) {
+            text->piece++;
+            text->offset = 0;
+            continue;
+        }
+        size_t count = left < size - written ? left : size - written;
+        memcpy((char *)buffer + written, text->bytes[text->piece] + text->offset, count);
+        written += count;
+        text->offset += count;
+    }
+    return written;
+}
+
+/* json_loadb of the `length` bytes at `buffer`, or of `pieces` when given. */
+static json_t *load(const char *buffer, size_t length, struct text_pieces *pieces, size_t flags, json_error_t *error) {
+    return pieces != NULL ? json_load_callback(read_pieces, pieces, flags, error) : json_loadb(buffer, length, flags, error);
+}
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define COURIER_JSON_SANITIZED 1
@@ -27,8 +60,9 @@ const void *courier_memmem(const void *haystack, size_t haystack_length, const v
 
 #ifdef COURIER_JSON_SANITIZED
 
-courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, size_t flags, json_error_t *error) {
-    courier_json_parsed parsed = {json_loadb(buffer, length, flags, error), NULL};
+static courier_json_parsed load_arena(const char *buffer, size_t length, struct text_pieces *pieces, size_t flags,
+                                      json_error_t *error) {
+    courier_json_parsed parsed = {load(buffer, length, pieces, flags, error), NULL};
     return parsed;
 }
 
@@ -45,6 +79,14 @@ int courier_json_scratch_begin(void *buffer, size_t size) {
 void courier_json_scratch_end(int began, void *buffer) {
     (void)began;
     (void)buffer;
+}
+
+/* The tail's elements join the head array; the tail's root goes, either
+   way. */
+static int courier_json_parsed_join(courier_json_parsed *head, courier_json_parsed tail) {
+    int joined = json_array_extend(head->root, tail.root) == 0;
+    json_decref(tail.root);
+    return joined;
 }
 
 #else
@@ -117,17 +159,18 @@ __attribute__((constructor)) static void courier_json_install_allocator(void) {
     json_set_alloc_funcs(courier_json_malloc, courier_json_free);
 }
 
-courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, size_t flags, json_error_t *error) {
+static courier_json_parsed load_arena(const char *buffer, size_t length, struct text_pieces *pieces, size_t flags,
+                                      json_error_t *error) {
     /* A request's tree takes a few times the bytes of its text (more for a
        text of many small values, which the chunks after the first take). */
     size_t first = length <= (SIZE_MAX - 4096) / 4 ? length * 4 + 4096 : SIZE_MAX / 2;
     struct arena_chunk *chunk = arena_chunk_make(first, NULL);
     if (chunk == NULL) {
-        courier_json_parsed parsed = {json_loadb(buffer, length, flags, error), NULL};
+        courier_json_parsed parsed = {load(buffer, length, pieces, flags, error), NULL};
         return parsed;
     }
     arena_current = chunk;
-    json_t *root = json_loadb(buffer, length, flags, error);
+    json_t *root = load(buffer, length, pieces, flags, error);
     courier_json_parsed parsed = {root, arena_current};
     arena_current = NULL;
     if (root == NULL) {
@@ -160,6 +203,24 @@ void courier_json_scratch_end(int began, void *buffer) {
     arena_current = NULL;
 }
 
+/* The tail's elements join the head array, the head's arena taking the
+   grown element table, and the tail's arena goes with the head's. The tail
+   is the head's, or dropped, either way. */
+static int courier_json_parsed_join(courier_json_parsed *head, courier_json_parsed tail) {
+    if (head->arena == NULL || tail.arena == NULL) {
+        courier_json_parsed_drop(tail);
+        return 0;
+    }
+    arena_current = head->arena;
+    int joined = json_array_extend(head->root, tail.root) == 0;
+    head->arena = arena_current;
+    arena_current = NULL;
+    struct arena_chunk *oldest = head->arena;
+    while (oldest->previous != NULL) oldest = oldest->previous;
+    oldest->previous = tail.arena;
+    return joined;
+}
+
 void courier_json_parsed_drop(courier_json_parsed parsed) {
     struct arena_chunk *chunk = parsed.arena;
     if (chunk == NULL && parsed.root != NULL) json_decref(parsed.root);
@@ -171,3 +232,75 @@ void courier_json_parsed_drop(courier_json_parsed parsed) {
 }
 
 #endif
+
+courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, size_t flags, json_error_t *error) {
+    return load_arena(buffer, length, NULL, flags, error);
+}
+
+/* Below this many bytes a second thread costs more than the half parse it
+   saves. */
+enum { halves_threshold = 32 * 1024 };
+
+struct half_parse {
+    struct text_pieces text;
+    size_t length;
+    size_t flags;
+    json_error_t error;
+    courier_json_parsed parsed;
+};
+
+static void *courier_json_parse_half(void *argument) {
+    struct half_parse *half = argument;
+    half->parsed = load_arena(NULL, half->length, &half->text, half->flags, &half->error);
+    return NULL;
+}
+
+static int is_json_space(char byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
+
+/* A comma after the middle with `}` before it and `{` after it, spaces
+   aside; 0 when there is none. */
+static size_t courier_json_middle_comma(const char *buffer, size_t length) {
+    for (size_t index = length / 2; index < length; index++) {
+        const char *found = memchr(buffer + index, ',', length - index);
+        if (found == NULL) return 0;
+        index = (size_t)(found - buffer);
+        size_t before = index;
+        while (before > 0 && is_json_space(buffer[before - 1])) before--;
+        size_t after = index + 1;
+        while (after < length && is_json_space(buffer[after])) after++;
+        if (before > 0 && buffer[before - 1] == '}' && after < length && buffer[after] == '{') return index;
+    }
+    return 0;
+}
+
+courier_json_parsed courier_json_loadb_arena_halves(const char *buffer, size_t length, size_t flags) {
+    courier_json_parsed none = {NULL, NULL};
+    if (buffer == NULL || length < halves_threshold) return none;
+    size_t first = 0;
+    while (first < length && is_json_space(buffer[first])) first++;
+    if (first == length || buffer[first] != '[') return none;
+    size_t comma = courier_json_middle_comma(buffer, length);
+    if (comma == 0) return none;
+
+    /* `[a, b` + `]` here, and `[` + ` c, d]` on a thread of its own. */
+    struct half_parse head = {{{buffer, "]", ""}, {comma, 1, 0}, 0, 0}, comma + 1, flags};
+    struct half_parse tail = {{{"[", buffer + comma + 1, ""}, {1, length - comma - 1, 0}, 0, 0}, length - comma, flags};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, courier_json_parse_half, &tail) != 0) return none;
+    courier_json_parse_half(&head);
+    pthread_join(thread, NULL);
+
+    int arrays = head.parsed.root != NULL && tail.parsed.root != NULL && json_is_array(head.parsed.root) &&
+                 json_is_array(tail.parsed.root) && json_array_size(head.parsed.root) > 0 &&
+                 json_array_size(tail.parsed.root) > 0;
+    if (!arrays) {
+        courier_json_parsed_drop(head.parsed);
+        courier_json_parsed_drop(tail.parsed);
+        return none;
+    }
+    if (!courier_json_parsed_join(&head.parsed, tail.parsed)) {
+        courier_json_parsed_drop(head.parsed);
+        return none;
+    }
+    return head.parsed;
+}

@@ -46,8 +46,12 @@ public enum JSONCodec {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw JSONDecodeError(reason: .syntax, message: "empty message", position: 0)
         }
-        // The tree lives only while it is read: one arena for all of it.
-        let parsed = courier_json_loadb_arena(base.assumingMemoryBound(to: CChar.self), bytes.count, flags, &error)
+        // The tree lives only while it is read: one arena for all of it. A
+        // long batch is parsed in two halves at once; a text that does not
+        // parse so is parsed whole, which says where it is wrong.
+        let text = base.assumingMemoryBound(to: CChar.self)
+        var parsed = courier_json_loadb_arena_halves(text, bytes.count, flags)
+        if parsed.root == nil { parsed = courier_json_loadb_arena(text, bytes.count, flags, &error) }
         defer { courier_json_parsed_drop(parsed) }
         guard let root = parsed.root else { throw JSONDecodeError(error) }
         return read(ParsedJSON(root))

@@ -69,6 +69,12 @@ final class BatchCollector: Sendable {
         store(index, kept ? encoded : tooLarge(id: id, ran: true))
     }
 
+    /// The entry at `index` is answered with nothing: a notification, or
+    /// a response from the client.
+    func skip(_ index: Int) {
+        store(index, [])
+    }
+
     /// Answers the request at `index`, which is not run, with -32002.
     func refuse(_ index: Int, id: JSON) {
         store(index, tooLarge(id: id, ran: false))
@@ -90,10 +96,10 @@ final class BatchCollector: Sendable {
             state.remaining -= 1
             guard state.remaining == 0 else { return nil }
             defer { (state.answers, state.afterSent) = ([], []) }
-            return (state.answers, state.held, state.afterSent)
+            return (state.answers.filter { !$0.isEmpty }, state.held, state.afterSent)
         }
         guard let complete else { return }
-        sink.sendBatch(complete.answers, held: complete.held)
+        if !complete.answers.isEmpty { sink.sendBatch(complete.answers, held: complete.held) }
         for action in complete.actions { action() }
     }
 

@@ -53,9 +53,11 @@ public final class Dispatcher: Sendable {
             sink.send(Self.errorResponse(id: .null, error))
             return
         }
-        let decoded: Decoded
+        // A batch's entries are classified and run one after another while
+        // jansson's tree lives: the first runs before the last is copied.
+        let single: Incoming?
         do {
-            decoded = try JSONCodec.decode(bytes) { root in Decoded(root, limits: limits) }
+            single = try JSONCodec.decode(bytes) { root in receive(root, to: sink) }
         } catch {
             let text: String
             switch error.reason {
@@ -68,38 +70,34 @@ public final class Dispatcher: Sendable {
             sink.send(Self.errorResponse(id: .null, RPCError(.parseError, text)))
             return
         }
+        if let single { handle(single, send: { sink.send($0) }) }
+    }
 
-        let incoming: [Incoming]
-        switch decoded {
-        case .single(let message):
-            handle(message, send: { sink.send($0) })
-            return
-        case .emptyBatch:
+    /// Runs a parsed batch, or returns the one message that is no batch.
+    private func receive(_ root: ParsedJSON, to sink: some AnswerSink) -> Incoming? {
+        guard root.isArray else { return Incoming(root) }
+        let count = root.count
+        guard count > 0 else {
             sink.send(Self.errorResponse(id: .null, .invalidRequest("Invalid Request: empty batch")))
-            return
-        case .batchTooLong(let count):
+            return nil
+        }
+        guard count <= limits.maxBatchLength else {
             let error = RPCError.invalidRequest(
                 "Invalid Request: a batch may hold at most \(limits.maxBatchLength) entries, not \(count)",
                 data: ["limit": .integer(Int64(limits.maxBatchLength)), "size": .integer(Int64(count))])
             sink.send(Self.errorResponse(id: .null, error))
-            return
-        case .batch(let elements):
-            incoming = elements
+            return nil
         }
-        let expected = incoming.filter(\.expectsResponse).count
-        guard expected > 0 else {
-            for element in incoming { handle(element, send: { _ in }) }
-            return
-        }
-        let batch = BatchCollector(count: expected, sink: sink)
-        var slot = 0
-        for element in incoming {
+        // Every entry has its place; a notification's and a response's stay
+        // empty, and a batch of only those is answered with nothing.
+        let batch = BatchCollector(count: count, sink: sink)
+        for index in 0..<count {
+            let element = Incoming(root[index])
             guard element.expectsResponse else {
+                batch.skip(index)
                 handle(element, send: { _ in })
                 continue
             }
-            let index = slot
-            slot += 1
             if batch.isFull {
                 batch.refuse(index, id: element.id)
             } else {
@@ -108,6 +106,7 @@ public final class Dispatcher: Sendable {
                 }
             }
         }
+        return nil
     }
 
     private func handle(
@@ -144,36 +143,6 @@ public final class Dispatcher: Sendable {
 
     public static func errorResponse(id: JSON, _ error: RPCError) -> JSON {
         ["jsonrpc": "2.0", "id": id, "error": error.json]
-    }
-}
-
-/// What a message holds, read from jansson's tree while it lives: one
-/// element, or a batch's elements, each classified; a batch of more
-/// entries than `limits` allow is not read further.
-private enum Decoded {
-    case single(Incoming)
-    case batch([Incoming])
-    case emptyBatch
-    case batchTooLong(Int)
-
-    init(_ root: ParsedJSON, limits: MessageLimits) {
-        guard root.isArray else {
-            self = .single(Incoming(root))
-            return
-        }
-        let count = root.count
-        guard count > 0 else {
-            self = .emptyBatch
-            return
-        }
-        guard count <= limits.maxBatchLength else {
-            self = .batchTooLong(count)
-            return
-        }
-        var elements: [Incoming] = []
-        elements.reserveCapacity(count)
-        for index in 0..<count { elements.append(Incoming(root[index])) }
-        self = .batch(elements)
     }
 }
 

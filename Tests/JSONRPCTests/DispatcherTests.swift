@@ -489,6 +489,47 @@ struct DispatcherBatchTests {
         }
     }
 
+    @Test func aBatchIsAnsweredBeforeItsTrailingNotificationRuns() {
+        // Given a batch of a request and then a notification, as
+        // `[shutdown, exit]` is: the notification ends the output
+        let log = Locked<[String]>([])
+        let dispatcher = Dispatcher(logger: Logger(label: "test"))
+        dispatcher.register("ping") { _, reply in reply.success("pong") }
+        dispatcher.registerNotification("end") { _ in log.withLock { $0.append("end ran") } }
+        let sink = Collector { message in log.withLock { $0.append(message.arrayValue != nil ? "array" : "answer") } }
+
+        // When it is received
+        dispatcher.receive(Array(#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"end"}]"#.utf8), to: sink)
+
+        // Then the array, of the request's answer alone, is sent before the notification runs
+        #expect(log.withLock { $0 } == ["array", "end ran"])
+        #expect(sink.messages.first?.arrayValue?.count == 1)
+    }
+
+    @Test func aLongBatchRunsEveryEntryInOrder() throws {
+        // Given a batch of 3,000 entries, some 150 KiB: requests, and a
+        // notification after every tenth
+        let notes = Calls()
+        let entries = (0..<3000).map { index in
+            index % 10 == 9
+                ? #"{"jsonrpc":"2.0","method":"note","params":[\#(index)]}"#
+                : #"{"jsonrpc":"2.0","id":\#(index),"method":"echo","params":{"entry":\#(index),"pad":"0123456789abcdef"}}"#
+        }
+        let text = "[" + entries.joined(separator: ",") + "]"
+
+        // When it is received
+        let sent = exchange(text, makeDispatcher(notes: notes))
+
+        // Then one array answers the requests in order, and each notification ran in order
+        let answers = try #require(sent.first?.arrayValue)
+        #expect(sent.count == 1)
+        let requests: [JSON?] = (0..<3000).filter { $0 % 10 != 9 }.map { JSON.integer(Int64($0)) }
+        let noted: [JSON?] = (0..<3000).filter { $0 % 10 == 9 }.map { JSON.array([.integer(Int64($0))]) }
+        #expect(answers.map { $0["id"] } == requests)
+        #expect(answers.map { $0["result"]?["entry"] } == requests)
+        #expect(notes.params == noted)
+    }
+
     @Test func batchOfNotificationsGetsNothing() {
         let notes = Calls()
         let sent = exchange(

@@ -42,6 +42,20 @@ courier_json_parsed courier_json_loadb_arena(const char *buffer, size_t length, 
 void courier_json_parsed_drop(courier_json_parsed parsed);
 
 /*
+ * courier_json_loadb_arena of a long array (a JSON-RPC batch) made on two
+ * threads: the text is cut at a comma between two objects near its middle,
+ * `[a, b, c, d]` into `[a, b]` and `[c, d]`, and the second is parsed on a
+ * thread of its own while the calling thread parses the first; the two
+ * trees are then one array. When both halves are arrays of at least one
+ * element, the whole is one too, of their elements in order, whatever the
+ * comma was inside of. Otherwise (and for a text that is short, no array,
+ * or has no such comma, or when a thread or memory is lacking) the root is
+ * NULL and nothing is kept: the caller parses the whole, which gives the
+ * error the text deserves.
+ */
+courier_json_parsed courier_json_loadb_arena_halves(const char *buffer, size_t length, size_t flags);
+
+/*
  * Lends jansson `size` bytes at `buffer` (aligned to 16) for what the
  * calling thread makes next: a value made, dumped and dropped at once
  * takes its blocks (the value's, and the table json_dumpb keeps of the
