@@ -130,3 +130,38 @@ def test_a_bind_in_a_batch_is_answered_before_its_view_state(raw, origin):
         (get(m, "method") or "").startswith("view/") for m in seen))
     array_at = position(seen, lambda m: isinstance(m, list))
     assert position(seen, lambda m: (get(m, "method") or "").startswith("view/")) > array_at
+
+
+def test_a_long_batch_runs_every_entry_and_is_answered_in_order(raw, origin, tmp_path):
+    # 600 downloads, some 100 KiB of text: long enough to be parsed in halves
+    entries = [request(i, "download", {"url": origin.url(f"/bytes/{100 + i}"), "destination": str(tmp_path / f"f{i}")})
+               for i in range(600)]
+    assert len(json.dumps(entries)) > 64 * 1024
+    raw.send(entries)
+    seen = raw.until(lambda seen: any(isinstance(m, list) for m in seen)
+                     and sum(get(m, "method") == "download/finished" for m in seen) >= 600, timeout=60)
+    array = next(m for m in seen if isinstance(m, list))
+    assert [entry["id"] for entry in array] == list(range(600))
+    finished = {m["params"]["receipt"]: m["params"] for m in seen if get(m, "method") == "download/finished"}
+    for i, entry in enumerate(array):
+        assert finished[entry["result"]["receipt"]]["outcome"]["ok"] is True
+        assert (tmp_path / f"f{i}").stat().st_size == 100 + i
+
+
+def test_a_long_batch_broken_in_its_second_half_is_one_parse_error_and_runs_nothing(raw, origin, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    entries = [request(i, "download", {"url": origin.url(f"/bytes/{i}"), "destination": str(out / f"f{i}")})
+               for i in range(600)]
+    text = json.dumps(entries)
+    broken = text[:-1] + ', {"jsonrpc": "2.0", "id": 600, "method": "ping"'  # the last entry and the array unclosed
+    assert len(broken) > 64 * 1024
+    raw.proc.stdin.write(broken.encode() + b"\n")
+    raw.proc.stdin.flush()
+    raw.send(request("after", "progress", {}))
+    seen = raw.until(lambda seen: any(get(m, "id") == "after" for m in seen))
+    errors = [m for m in seen if get(m, "error")]
+    assert len(errors) == 1 and errors[0]["error"]["code"] == -32700 and errors[0]["id"] is None
+    assert not any(isinstance(m, list) or get(m, "method") == "download/finished" for m in seen)
+    assert list(out.iterdir()) == []
+    assert origin.hits("/bytes/1") == 0
