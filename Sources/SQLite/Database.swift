@@ -236,17 +236,44 @@ public final class Database {
         return Int(sqlite3_changes(handle))
     }
 
+    /// Runs one statement with `parameters` bound in order, then `last`
+    /// after them; returns the rows it changed. For a statement whose
+    /// parameters are the same but for one, which a caller keeps in a list
+    /// and binds with that one, without a list made for each run (a number
+    /// or a null is bound as it is; a text or a blob goes through a list).
+    @discardableResult
+    public func run(_ sql: SQL, _ parameters: [SQLiteValue], then last: SQLiteValue) throws(SQLiteError) -> Int {
+        switch last {
+        case .text, .blob: _ = try rows(sql, parameters + [last])
+        case .null, .integer, .real: _ = try rows(sql, parameters, then: last)
+        }
+        return Int(sqlite3_changes(handle))
+    }
+
     /// Runs one statement with `parameters` bound in order; returns its
     /// rows, each a value per column. Texts and blobs are bound where
     /// `parameters` holds them, not copied: the statement runs, and its
     /// bindings are cleared, while they are in reach.
     public func rows(_ sql: SQL, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
+        try rows(sql, parameters, then: nil)
+    }
+
+    /// `rows`, with `last`, a number or a null when there is one, bound
+    /// after `parameters`.
+    private func rows(_ sql: SQL, _ parameters: [SQLiteValue], then last: SQLiteValue?) throws(SQLiteError) -> [[SQLiteValue]] {
         let statement = try prepared(sql)
         do throws(SQLiteError) {
             return try binding(parameters[...], at: 1, in: statement) { () throws(SQLiteError) in
                 defer {
                     sqlite3_reset(statement)
                     sqlite3_clear_bindings(statement)
+                }
+                let index = Int32(parameters.count + 1)
+                switch last {
+                case nil, .text?, .blob?: break
+                case .null?: try check(sqlite3_bind_null(statement, index))
+                case .integer(let number)?: try check(sqlite3_bind_int64(statement, index, number))
+                case .real(let number)?: try check(sqlite3_bind_double(statement, index, number))
                 }
                 var rows: [[SQLiteValue]] = []
                 while true {

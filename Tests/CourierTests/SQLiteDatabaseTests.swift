@@ -48,4 +48,22 @@ struct SQLiteDatabaseTests {
             #expect(none == [[.integer(0)]])
         }
     }
+
+    @Test func aParameterBoundAfterTheListIsBoundAfterItWhateverItsKind() throws {
+        try withDatabase { database in
+            // Given a list of a blob and a number, and one of numbers only
+            try database.execute("CREATE TABLE t (a, b, c)")
+            let lists: [[SQLiteValue]] = [[.blob([1]), .integer(2)], [.integer(3), .real(0.25)]]
+            let lasts: [SQLiteValue] = [.integer(-4), .real(2.5), .null, .text("five"), .blob([6, 6])]
+            // When each is run with every kind of value bound after it
+            for list in lists {
+                for last in lasts { #expect(try database.run("INSERT INTO t VALUES (?, ?, ?)", list, then: last) == 1) }
+            }
+            // Then the rows hold the list and then the value, the statement's earlier bindings gone
+            let rows = try database.rows("SELECT a, b, c FROM t ORDER BY rowid")
+            #expect(rows == lists.flatMap { list in lasts.map { list + [$0] } })
+            #expect(try database.run("INSERT INTO t VALUES (?, ?, ?)", [.integer(7)], then: .integer(8)) == 1)
+            #expect(try database.rows("SELECT a, b, c FROM t ORDER BY rowid DESC LIMIT 1") == [[.integer(7), .integer(8), .null]])
+        }
+    }
 }
