@@ -4,7 +4,7 @@ import Testing
 @testable import Courier
 
 /// Content addressing's lookup: the keys of entries by their recorded
-/// digests, the rows' indexed digest columns.
+/// digests, indexed in `response_digests`.
 @Suite(.timeLimit(.minutes(1)))
 struct DiskCacheDigestTests {
     private func withDirectory(_ body: (String) throws -> Void) rethrows {

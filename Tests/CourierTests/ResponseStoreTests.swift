@@ -143,6 +143,52 @@ struct ResponseStoreTests {
         }
     }
 
+    /// Each row's `used` stamp, by key.
+    private func stamps(_ store: ResponseStore) -> [String: SQLiteValue] {
+        let rows = store.database.use { database throws(SQLiteError) in try database.rows("SELECT key, used FROM responses") } ?? []
+        return Dictionary(uniqueKeysWithValues: rows.map { (String(decoding: $0[0].blob ?? [], as: UTF8.self), $0[1]) })
+    }
+
+    @Test func aBatchStampsItsRowsAsOneByOneAndAWriteBetweenThemKeepsTheOrder() throws {
+        try withDirectory { directory in
+            // Given two rows, x the least recently used
+            let store = try store(directory)
+            #expect(store.insert(insert("x", [1])) == .stored(nil))
+            #expect(store.insert(insert("y", [1])) == .stored(nil))
+            let x = try #require(store.find(key: Array("x".utf8)))
+
+            // When a batch stores two, then uses x, then stores another
+            store.database.batch {
+                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                #expect(store.insert(insert("b", [1])) == .stored(nil))
+                store.touch(x)
+                #expect(store.insert(insert("c", [1])) == .stored(nil))
+            }
+
+            // Then each is one more than the last, as stores one by one would make them
+            #expect(stamps(store) == ["y": .integer(2), "a": .integer(3), "b": .integer(4), "x": .integer(5), "c": .integer(6)])
+            #expect(store.find(key: Array("c".utf8))?.isMostRecentlyUsed == true)
+        }
+    }
+
+    @Test func aStampAnotherProgramWroteAsTextIsReadForEachRowOfABatch() throws {
+        try withDirectory { directory in
+            // Given a row whose stamp is text, which SQL takes as larger than any number
+            let store = try store(directory)
+            #expect(store.insert(insert("x", [1])) == .stored(nil))
+            store.database.use { database throws(SQLiteError) in try database.run("UPDATE responses SET used = 'late'") }
+
+            // When a batch stores two
+            store.database.batch {
+                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                #expect(store.insert(insert("b", [1])) == .stored(nil))
+            }
+
+            // Then each got what SQL makes of it, as when stored one by one
+            #expect(stamps(store) == ["x": .text("late"), "a": .integer(1), "b": .integer(1)])
+        }
+    }
+
     @Test func aUsageCountAnotherProgramWroteIsRecounted() throws {
         try withDirectory { directory in
             let store = try store(directory)
@@ -277,11 +323,11 @@ struct ResponseStoreTests {
             // When courier opens it
             let store = try store(directory)
 
-            // Then it is version 2, its partial body rows are kept, and the disk tier works
+            // Then it is of this version, its partial body rows are kept, and the disk tier works
             let found = store.database.use { database throws(SQLiteError) in
                 (try database.integerPragma("user_version"), try database.rows("SELECT count(*) FROM partial_bodies").first?.first)
             }
-            #expect(found?.0 == 2 && found?.1 == .integer(1))
+            #expect(found?.0 == CacheDatabase.schemaVersion && found?.1 == .integer(1))
             #expect(store.insert(insert("a", [1])) == .stored(nil))
             #expect(store.find(key: Array("a".utf8)) != nil)
         }

@@ -43,15 +43,21 @@ final class CacheDatabase: Sendable {
     /// `PRAGMA application_id` of courier's database: "cour".
     static let applicationID: Int64 = 0x636F_7572
     /// `PRAGMA user_version` of the schema below.
-    static let schemaVersion: Int64 = 2
+    static let schemaVersion: Int64 = 3
     /// Every table of `schemaVersion`. Version 1 had `partial_bodies` alone;
-    /// a database of it is brought to version 2 by making the others.
+    /// a database of it is brought to this version by making the others.
+    /// Version 2 kept the recorded digests in columns of `responses`, each
+    /// with an index: see `fromVersion2`.
     ///
     /// `responses` holds the disk tier (see `ResponseStore`): per key, the
     /// stored head (`DiskCacheEntry`'s metadata) and its XXH3-64, the body's
-    /// length, XXH3-64 and recorded digests, and the body itself inline, or the id of its
+    /// length and XXH3-64, and the body itself inline, or the id of its
     /// body file in `http/`; `used` orders entries by their last use and
     /// `size` is what an entry counts against the capacity.
+    /// `response_digests` holds the recorded digests of the bodies that
+    /// have any, by the id of their row in `responses`, each indexed for
+    /// the digest lookups: a table of its own, so that storing a response
+    /// without digests (most are) writes no index of them.
     /// `response_usage` holds the sum of `size` and the count of rows, kept
     /// in step by every write, so that no write scans the table.
     static let schema = """
@@ -63,17 +69,20 @@ final class CacheDatabase: Sendable {
             body_length INTEGER NOT NULL,
             body_checksum INTEGER NOT NULL,
             body_file INTEGER,
-            sha256 BLOB,
-            sha384 BLOB,
-            sha512 BLOB,
             head BLOB NOT NULL,
             head_checksum INTEGER NOT NULL,
             body BLOB
         );
         CREATE INDEX IF NOT EXISTS responses_by_use ON responses (used);
-        CREATE INDEX IF NOT EXISTS responses_by_sha256 ON responses (sha256) WHERE sha256 IS NOT NULL;
-        CREATE INDEX IF NOT EXISTS responses_by_sha384 ON responses (sha384) WHERE sha384 IS NOT NULL;
-        CREATE INDEX IF NOT EXISTS responses_by_sha512 ON responses (sha512) WHERE sha512 IS NOT NULL;
+        CREATE TABLE IF NOT EXISTS response_digests (
+            id INTEGER PRIMARY KEY,
+            sha256 BLOB,
+            sha384 BLOB,
+            sha512 BLOB
+        );
+        CREATE INDEX IF NOT EXISTS response_digests_by_sha256 ON response_digests (sha256) WHERE sha256 IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS response_digests_by_sha384 ON response_digests (sha384) WHERE sha384 IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS response_digests_by_sha512 ON response_digests (sha512) WHERE sha512 IS NOT NULL;
         CREATE TABLE IF NOT EXISTS response_usage (
             id INTEGER PRIMARY KEY CHECK (id = 0),
             bytes INTEGER NOT NULL,
@@ -91,6 +100,36 @@ final class CacheDatabase: Sendable {
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL
         ) WITHOUT ROWID
+        """
+
+    /// What brings a database of version 2, once `schema` has made
+    /// `response_digests`, to this version: the digests its rows recorded
+    /// are copied there, and the indexes of its digest columns dropped, so
+    /// that its inserts no longer write them. The columns stay, unread, in
+    /// its `responses` (dropping them would rewrite every row, inline
+    /// bodies and all); this version's inserts leave them NULL. Rows
+    /// without a digest are not touched, so the migration costs a pass over
+    /// the rows and the freed index pages, in one transaction.
+    ///
+    /// A courier of version 2 that has the database open meanwhile goes on
+    /// working with it: its statements are prepared again against the new
+    /// schema, in which every column they name still is. Its digest
+    /// lookups find what it records in the old columns by a scan rather
+    /// than an index, and this version's lookups do not see those digests
+    /// (they are hints, which a lookup confirms against the entry, so
+    /// nothing is served wrongly either way); the rows it deletes leave
+    /// their `response_digests` rows, which point at no row, or at a row
+    /// that took the same id, whose own record then refutes them, until
+    /// the next start removes them (`ResponseStore.recount`). A courier of
+    /// version 2 that opens it afterwards finds another version, and drops
+    /// it and makes it anew, as with any version it does not know.
+    static let fromVersion2 = """
+        INSERT OR IGNORE INTO response_digests (id, sha256, sha384, sha512)
+            SELECT id, sha256, sha384, sha512 FROM responses
+            WHERE sha256 IS NOT NULL OR sha384 IS NOT NULL OR sha512 IS NOT NULL;
+        DROP INDEX IF EXISTS responses_by_sha256;
+        DROP INDEX IF EXISTS responses_by_sha384;
+        DROP INDEX IF EXISTS responses_by_sha512
         """
 
     private let root: DirectoryHandle
@@ -116,6 +155,10 @@ final class CacheDatabase: Sendable {
         /// its own: one that cannot be run again (made through `use`) is
         /// in it, or one failed already.
         var savesEachWrite = false
+        /// What the batch's bare writes hand from one to the next (see
+        /// `Write.statements`): nil when its transaction begins, and
+        /// whenever anything else has written in it since.
+        var carried: Int64?
         /// The change of `response_usage` that the batch's bare writes left
         /// to it, and what makes it: made before anything else is read or
         /// written in the transaction, and before it commits.
@@ -214,7 +257,10 @@ final class CacheDatabase: Sendable {
                 if connection.batchThread != nil {
                     // What `body` wrote cannot be run again: a write that fails
                     // later must be undone alone, not with the transaction.
-                    if database.totalChanges != changes { connection.savesEachWrite = true }
+                    if database.totalChanges != changes {
+                        connection.savesEachWrite = true
+                        connection.carried = nil
+                    }
                     settleIfEnded(&connection)
                 }
             }
@@ -263,8 +309,14 @@ final class CacheDatabase: Sendable {
         /// batch, bare (and again when another write of the batch fails).
         /// Run bare, they are told they may leave their change of
         /// `response_usage` unmade (`Made.unsettled`): the batch makes the
-        /// sum of its writes' changes once, through `settle`.
-        var statements: @Sendable (Database, _ leavingUsage: Bool) throws(SQLiteError) -> Made
+        /// sum of its writes' changes once, through `settle`. Run bare,
+        /// they also get `carried`, which they may set for the next bare
+        /// write of the transaction to read (`ResponseStore`'s next `used`
+        /// stamp, read from the table once rather than once per row): it
+        /// is nil for the first, after anything else wrote in the
+        /// transaction (so what they carry is what the table would say),
+        /// and for a write that is not bare, whose setting is dropped.
+        var statements: @Sendable (Database, _ leavingUsage: Bool, _ carried: inout Int64?) throws(SQLiteError) -> Made
         /// What to do when they are rolled back or fail.
         var rolledBack: @Sendable () -> Void
         /// What makes the usage change the statements leave; nil when they
@@ -310,7 +362,7 @@ final class CacheDatabase: Sendable {
             if inBatch, database.isInTransaction, !connection.savesEachWrite {
                 do throws(SQLiteError) {
                     guard once() else { return (.unprepared, []) }
-                    let made = try write.statements(database, write.settle != nil)
+                    let made = try write.statements(database, write.settle != nil, &connection.carried)
                     connection.unsaved.append((write, made.committed))
                     if let settle = write.settle {
                         connection.unsettled = ((connection.unsettled?.change ?? UsageChange()) + made.unsettled, settle)
@@ -325,7 +377,8 @@ final class CacheDatabase: Sendable {
             do throws(SQLiteError) {
                 let committed = try database.transaction { () throws(SQLiteError) -> (@Sendable () -> Void)? in
                     guard once() else { return nil }
-                    return try write.statements(database, false).committed
+                    var carried: Int64?
+                    return try write.statements(database, false, &carried).committed
                 }
                 guard let committed else { return (.unprepared, lost) }
                 guard inBatch, database.isInTransaction else { return (.made, lost + [committed]) }
@@ -347,6 +400,8 @@ final class CacheDatabase: Sendable {
     private func settleUsage(_ connection: inout Connection) -> [@Sendable () -> Void] {
         guard let (change, settle) = connection.unsettled, let database = connection.database else { return [] }
         connection.unsettled = nil
+        // It may delete rows (eviction): the next bare write reads the table again.
+        connection.carried = nil
         do throws(SQLiteError) {
             connection.afterCommit.append(try settle(database, change))
             return []
@@ -365,6 +420,7 @@ final class CacheDatabase: Sendable {
         let unsaved = connection.unsaved
         connection.unsaved = []
         connection.unsettled = nil
+        connection.carried = nil
         if connection.database?.isInTransaction == true { _ = try? connection.database?.run("ROLLBACK") }
         var settle = connection.afterRollback
         connection.afterCommit = []
@@ -376,7 +432,8 @@ final class CacheDatabase: Sendable {
         for (write, _) in unsaved {
             do throws(SQLiteError) {
                 let committed = try database.transaction { () throws(SQLiteError) in
-                    try write.statements(database, false).committed
+                    var carried: Int64?
+                    return try write.statements(database, false, &carried).committed
                 }
                 if database.isInTransaction {
                     connection.afterCommit.append(committed)
@@ -466,6 +523,7 @@ final class CacheDatabase: Sendable {
         do throws(SQLiteError) {
             try database.run("BEGIN IMMEDIATE")
             connection.savesEachWrite = false
+            connection.carried = nil
         } catch {
             logger.warning("\(root.path(of: Self.fileName)): \(error.message)")
         }
@@ -508,6 +566,7 @@ final class CacheDatabase: Sendable {
         connection.afterRollback = []
         connection.unsaved = []
         connection.unsettled = nil
+        connection.carried = nil
         rolledBack.forEach { $0() }
     }
 
@@ -520,6 +579,7 @@ final class CacheDatabase: Sendable {
             connection.afterRollback = []
             connection.unsaved = []
             connection.unsettled = nil
+            connection.carried = nil
         }
         endRead(&connection)
         guard connection.database?.isInTransaction == true else { return ([], []) }
@@ -592,11 +652,14 @@ final class CacheDatabase: Sendable {
     }
 
     /// Takes a database that is new (sets its identity and makes its
-    /// tables), courier's of this schema version, or courier's of version 1
-    /// (makes the tables it lacks, logged once); throws `SQLITE_NOTADB` for
-    /// any other. A database that is courier's of this version is only read;
-    /// anything else is done in one write transaction, so two processes
-    /// opening a new database at once never both make it.
+    /// tables), courier's of this schema version, or courier's of an
+    /// earlier one (brings it to this version, logged once: version 1 gains
+    /// the tables it lacks, version 2 as `fromVersion2` says); throws
+    /// `SQLITE_NOTADB` for any other. A database that is courier's of this
+    /// version is only read; anything else is done in one write
+    /// transaction, which reads the version again, so two processes
+    /// opening a new or an older database at once never both make or
+    /// migrate it.
     private func adopt(_ database: Database) throws(SQLiteError) {
         // Courier's database of this version has its tables (they were made in
         // the transaction that set the version): reading that writes nothing,
@@ -606,21 +669,26 @@ final class CacheDatabase: Sendable {
         {
             return
         }
-        let migrated = try database.transaction { () throws(SQLiteError) -> Bool in
+        let migrated = try database.transaction { () throws(SQLiteError) -> Int64? in
             let identity = try database.integerPragma("application_id") ?? 0
             let version = try database.integerPragma("user_version") ?? 0
             let tables = try database.rows("SELECT count(*) FROM sqlite_schema").first?.first?.integer ?? 0
-            let migrating = identity == Self.applicationID && version == 1
+            let older = identity == Self.applicationID && (1..<Self.schemaVersion).contains(version)
             if identity == 0, version == 0, tables == 0 {
                 try database.execute("PRAGMA application_id = \(Self.applicationID)")
-            } else if identity != Self.applicationID || (version != Self.schemaVersion && !migrating) {
+            } else if identity != Self.applicationID || (version != Self.schemaVersion && !older) {
                 throw .notADatabase("not courier's database of schema version \(Self.schemaVersion)")
             }
             try database.execute("PRAGMA user_version = \(Self.schemaVersion)")
             try database.execute(Self.schema)
-            return migrating
+            if older, version == 2 { try database.execute(Self.fromVersion2) }
+            return older ? version : nil
         }
-        if migrated { logger.notice("\(root.path(of: Self.fileName)) was of schema version 1: added the disk tier's tables") }
+        switch migrated {
+        case 1?: logger.notice("\(root.path(of: Self.fileName)) was of schema version 1: added the disk tier's tables")
+        case 2?: logger.notice("\(root.path(of: Self.fileName)) was of schema version 2: moved the recorded digests to a table of their own")
+        default: break
+        }
     }
 
     /// Removes the database and its side files: names in the cache

@@ -259,8 +259,9 @@ final class DiskCache: Sendable {
     }
 
     /// The keys of entries recorded with a body whose digest by `algorithm`
-    /// is `digest`, the most recently used first (the row's digest column,
-    /// indexed): a hint, which the entry read by its key confirms or not.
+    /// is `digest`, the most recently used first (the entry's row of
+    /// `response_digests`, indexed): a hint, which the entry read by its
+    /// key confirms or not.
     func keys(withDigest digest: [UInt8], _ algorithm: HashAlgorithm) -> [String] {
         store.keys(withDigest: digest, algorithm).map { String(decoding: $0, as: UTF8.self) }
     }

@@ -188,7 +188,10 @@ final class ResponseStore: Sendable {
         let rows = database.read { database throws(SQLiteError) in
             // The column is one of three names, never text from outside.
             try database.rows(
-                "SELECT key FROM responses WHERE \(algorithm.rawValue) = ? ORDER BY used DESC LIMIT ?",
+                """
+                SELECT responses.key FROM response_digests JOIN responses USING (id)
+                WHERE response_digests.\(algorithm.rawValue) = ? ORDER BY responses.used DESC LIMIT ?
+                """,
                 [.blob(digest), .integer(Int64(limit))])
         }
         return (rows ?? []).compactMap { $0.first?.blob }
@@ -225,7 +228,9 @@ final class ResponseStore: Sendable {
         // allocated for it.
         let write = CacheDatabase.Write(
             prepare: { row.prepare() },
-            statements: { database, leavingUsage throws(SQLiteError) in try row.statements(in: database, leavingUsage: leavingUsage) },
+            statements: { database, leavingUsage, carried throws(SQLiteError) in
+                try row.statements(in: database, leavingUsage: leavingUsage, carried: &carried)
+            },
             rolledBack: { row.rolledBack() },
             settle: { [self] database, change throws(SQLiteError) in
                 let evicted = try apply(change, in: database)
@@ -239,16 +244,20 @@ final class ResponseStore: Sendable {
         }
     }
 
-    /// What an insert writes: its row's columns, and the body file it puts
-    /// in place (its id, 0 for a body kept inline, and name). One object,
-    /// which every closure of the write holds.
+    /// What an insert writes: its row's columns, its digests, and the body
+    /// file it puts in place (its id, 0 for a body kept inline, and name).
+    /// One object, which every closure of the write holds.
     private final class NewRow: Sendable {
         let store: ResponseStore
         let id: UInt64
         let name: String
         let key: SQLiteValue
-        /// The columns of `replaceRow`'s `INSERT`.
+        /// The columns of `replaceRow`'s `INSERT` but `used`, which is
+        /// bound after them.
         let values: [SQLiteValue]
+        /// The columns of the row's `response_digests` row after its id;
+        /// nil when it has no digest.
+        let digests: [SQLiteValue]?
         let size: Int64
         let body: NewBody
 
@@ -262,11 +271,10 @@ final class ResponseStore: Sendable {
             key = .blob(insert.key)
             size = Int64(insert.head.count) + insert.bodyLength
             values = [
-                key, .integer(size), .integer(insert.bodyLength), .integer(Int64(bitPattern: insert.checksum)), file,
-                ResponseStore.column(insert.digests, .sha256), ResponseStore.column(insert.digests, .sha384),
-                ResponseStore.column(insert.digests, .sha512), .blob(insert.head),
+                key, .integer(size), .integer(insert.bodyLength), .integer(Int64(bitPattern: insert.checksum)), file, .blob(insert.head),
                 .integer(Int64(bitPattern: XXH3.hash(insert.head))), inline,
             ]
+            digests = ResponseStore.columns(insert.digests)
             body = insert.body
         }
 
@@ -281,8 +289,11 @@ final class ResponseStore: Sendable {
             }
         }
 
-        func statements(in database: Database, leavingUsage: Bool) throws(SQLiteError) -> CacheDatabase.Write.Made {
-            let (files, change) = try store.replaceRow(key: key, values: values, size: size, in: database)
+        func statements(in database: Database, leavingUsage: Bool, carried: inout Int64?) throws(SQLiteError)
+            -> CacheDatabase.Write.Made
+        {
+            let (files, change) = try store.replaceRow(
+                key: key, values: values, digests: digests, size: size, in: database, carried: &carried)
             if leavingUsage {
                 // A new key, the usual case, replaced no file: nothing to do
                 // once committed, and no closure made for it.
@@ -300,37 +311,69 @@ final class ResponseStore: Sendable {
         }
     }
 
-    /// Inserts the row `values` hold (the columns of `insert`'s `INSERT`)
-    /// in place of `key`'s; the body files of the rows replaced, and the
-    /// change of usage to make (`apply`).
-    private func replaceRow(key: SQLiteValue, values: [SQLiteValue], size: Int64, in database: Database) throws(SQLiteError)
-        -> (files: [UInt64], change: CacheDatabase.UsageChange)
-    {
+    /// Inserts the row `values` hold (the columns of `insert`'s `INSERT`
+    /// but `used`) in place of `key`'s, the most recently used, with its
+    /// `digests`; the body files of the rows replaced, and the change of
+    /// usage to make (`apply`).
+    ///
+    /// Its `used` is one more than the largest in the table, as a hit's is
+    /// (`touch`): read from the table, or, when `carried` holds it (the
+    /// write before it in the batch's transaction inserted the row that
+    /// has the largest, and nothing else wrote since), one more than that
+    /// without a read; `carried` is then set to this row's. So the stamps,
+    /// and the order of eviction, are those that a read for each row would
+    /// give. A largest stamp that is not an integer below `Int64.max` (a
+    /// file another program wrote) is read each time, and its sum taken as
+    /// SQL takes it.
+    private func replaceRow(
+        key: SQLiteValue, values: [SQLiteValue], digests: [SQLiteValue]?, size: Int64, in database: Database,
+        carried: inout Int64?
+    ) throws(SQLiteError) -> (files: [UInt64], change: CacheDatabase.UsageChange) {
+        let used: SQLiteValue
+        var carrying = true
+        if let last = carried, last < .max {
+            used = .integer(last + 1)
+        } else {
+            let read = try database.rows("SELECT max(used), coalesce(max(used), 0) + 1 FROM responses").first ?? []
+            used = read.count == 2 ? read[1] : .integer(1)
+            // A text or a blob stays the largest whatever is inserted.
+            carrying = read.first == .null || read.first?.integer != nil
+        }
+        if carrying, case .integer(let stamp) = used { carried = stamp } else { carried = nil }
         // A new key, the usual case, is one statement: the insert does
         // nothing when the key has a row. That row is then looked up for
-        // its size and body file (a plain read costs less than a
-        // `RETURNING` clause), deleted, and the row inserted again.
+        // its id, size and body file (a plain read costs less than a
+        // `RETURNING` clause), deleted with its digests, and the row
+        // inserted again.
         if try database.run(
             """
-            INSERT INTO responses (
-                key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, head_checksum, body)
-            VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO responses (key, size, body_length, body_checksum, body_file, head, head_checksum, body, used)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (key) DO NOTHING
-            """, values) == 1
+            """, values, then: used) == 1
         {
+            if let digests { try recordDigests(digests, in: database) }
             return ([], CacheDatabase.UsageChange(bytes: size, entries: 1))
         }
-        let replaced = try database.rows("SELECT size, body_file FROM responses WHERE key = ?", [key])
+        let replaced = try database.rows("SELECT id, size, body_file FROM responses WHERE key = ?", [key])
         try database.run("DELETE FROM responses WHERE key = ?", [key])
-        let files = replaced.compactMap { $0[1].integer.map { UInt64(bitPattern: $0) } }
-        let freed = replaced.reduce(Int64(0)) { $0 + max(0, $1[0].integer ?? 0) }
+        for row in replaced { try database.run("DELETE FROM response_digests WHERE id = ?", [row[0]]) }
+        let files = replaced.compactMap { $0[2].integer.map { UInt64(bitPattern: $0) } }
+        let freed = replaced.reduce(Int64(0)) { $0 + max(0, $1[1].integer ?? 0) }
         try database.run(
             """
-            INSERT INTO responses (
-                key, used, size, body_length, body_checksum, body_file, sha256, sha384, sha512, head, head_checksum, body)
-            VALUES (?, (SELECT coalesce(max(used), 0) + 1 FROM responses), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, values)
+            INSERT INTO responses (key, size, body_length, body_checksum, body_file, head, head_checksum, body, used)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, values, then: used)
+        if let digests { try recordDigests(digests, in: database) }
         return (files, CacheDatabase.UsageChange(bytes: size - freed, entries: 1 - replaced.count))
+    }
+
+    /// Records `digests` (`columns`) for the row just inserted, in place of
+    /// any left under its id.
+    private func recordDigests(_ digests: [SQLiteValue], in database: Database) throws(SQLiteError) {
+        try database.run(
+            "INSERT OR REPLACE INTO response_digests (id, sha256, sha384, sha512) VALUES (last_insert_rowid(), ?, ?, ?)", digests)
     }
 
     /// Makes `change` to the usage, then evicts least recently used rows
@@ -351,13 +394,17 @@ final class ResponseStore: Sendable {
             ).first?.first?.integer else { return false }
             try database.run(
                 """
-                UPDATE responses SET head = ?, head_checksum = ?, size = size + ?, sha256 = ?, sha384 = ?, sha512 = ?,
+                UPDATE responses SET head = ?, head_checksum = ?, size = size + ?,
                     used = (SELECT coalesce(max(used), 0) + 1 FROM responses) WHERE id = ?
                 """,
-                [
-                    .blob(head), .integer(Int64(bitPattern: XXH3.hash(head))), .integer(Int64(head.count) - old),
-                    Self.column(digests, .sha256), Self.column(digests, .sha384), Self.column(digests, .sha512), .integer(id),
-                ])
+                [.blob(head), .integer(Int64(bitPattern: XXH3.hash(head))), .integer(Int64(head.count) - old), .integer(id)])
+            if let columns = Self.columns(digests) {
+                try database.run(
+                    "INSERT OR REPLACE INTO response_digests (id, sha256, sha384, sha512) VALUES (?, ?, ?, ?)",
+                    [.integer(id)] + columns)
+            } else {
+                try database.run("DELETE FROM response_digests WHERE id = ?", [.integer(id)])
+            }
             _ = try changeUsage(bytes: Int64(head.count) - old, entries: 0, in: database)
             return true
             }
@@ -443,6 +490,7 @@ final class ResponseStore: Sendable {
         for id in ids {
             guard let row = try database.rows("DELETE FROM responses WHERE id = ? RETURNING size, body_file", [.integer(id)]).first
             else { continue }
+            try database.run("DELETE FROM response_digests WHERE id = ?", [.integer(id)])
             freed += max(0, row[0].integer ?? 0)
             deleted += 1
             if let file = row[1].integer { files.append(UInt64(bitPattern: file)) }
@@ -532,9 +580,11 @@ final class ResponseStore: Sendable {
             [.integer(max(0, bytes)), .integer(Int64(max(0, entries)))])
     }
 
-    /// The digest column's value for `algorithm`: the digest, or NULL.
-    private static func column(_ digests: BodyDigests, _ algorithm: HashAlgorithm) -> SQLiteValue {
-        digests[algorithm].map { .blob($0) } ?? .null
+    /// The digest columns of `response_digests` (`sha256`, `sha384`,
+    /// `sha512`: each the digest, or NULL), or nil when there is none.
+    private static func columns(_ digests: BodyDigests) -> [SQLiteValue]? {
+        guard !digests.isEmpty else { return nil }
+        return [HashAlgorithm.sha256, .sha384, .sha512].map { digests[$0].map { .blob($0) } ?? .null }
     }
 
     /// Unlinks the body files `ids`, after the rows naming them are gone
@@ -544,12 +594,15 @@ final class ResponseStore: Sendable {
     }
 
     /// Recounts usage from the rows (at start: another program's count is
-    /// not believed).
+    /// not believed), and removes the recorded digests of rows that are
+    /// gone (which a courier of schema version 2 leaves when it deletes
+    /// a row, see `CacheDatabase.fromVersion2`).
     func recount() {
         database.use { database throws(SQLiteError) in
             try database.transaction { () throws(SQLiteError) in
                 try database.run("DELETE FROM response_usage")
                 _ = try usage(in: database)
+                try database.run("DELETE FROM response_digests WHERE id NOT IN (SELECT id FROM responses)")
             }
         }
     }
