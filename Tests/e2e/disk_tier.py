@@ -31,6 +31,15 @@ def row(cache_dir, url: str) -> sqlite3.Row | None:
         return db.execute("SELECT * FROM responses WHERE key = ?", (key_of(url),)).fetchone()
 
 
+def digests(cache_dir, url: str) -> sqlite3.Row | None:
+    """``url``'s recorded digests (``sha256``, ``sha384``, ``sha512``, each
+    NULL when not recorded), from ``response_digests``; None when it has
+    none."""
+    with connect(cache_dir) as db:
+        return db.execute("SELECT response_digests.* FROM response_digests JOIN responses USING (id) WHERE key = ?",
+                          (key_of(url),)).fetchone()
+
+
 def body_file(cache_dir, url: str) -> str | None:
     """The path of ``url``'s body file, when its body is not inline."""
     found = row(cache_dir, url)
