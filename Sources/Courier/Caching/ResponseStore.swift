@@ -292,8 +292,9 @@ final class ResponseStore: Sendable {
         func statements(in database: Database, leavingUsage: Bool, carried: inout Int64?) throws(SQLiteError)
             -> CacheDatabase.Write.Made
         {
+            // Run bare in a batch (the only writes told they may leave usage), the stamp is carried.
             let (files, change) = try store.replaceRow(
-                key: key, values: values, digests: digests, size: size, in: database, carried: &carried)
+                key: key, values: values, digests: digests, size: size, in: database, bare: leavingUsage, carried: &carried)
             if leavingUsage {
                 // A new key, the usual case, replaced no file: nothing to do
                 // once committed, and no closure made for it.
@@ -317,29 +318,33 @@ final class ResponseStore: Sendable {
     /// usage to make (`apply`).
     ///
     /// Its `used` is one more than the largest in the table, as a hit's is
-    /// (`touch`): read from the table, or, when `carried` holds it (the
-    /// write before it in the batch's transaction inserted the row that
-    /// has the largest, and nothing else wrote since), one more than that
-    /// without a read; `carried` is then set to this row's. So the stamps,
-    /// and the order of eviction, are those that a read for each row would
-    /// give. A largest stamp that is not an integer below `Int64.max` (a
-    /// file another program wrote) is read each time, and its sum taken as
-    /// SQL takes it.
+    /// (`touch`). A write of its own (not `bare`) has the `INSERT` read
+    /// it. A bare write of a batch reads it once, or, when `carried` holds
+    /// it (the bare write before it in the transaction inserted the row
+    /// that has the largest, and nothing else wrote since), takes one more
+    /// than that without a read, and sets `carried` to this row's. So the
+    /// stamps, and the order of eviction, are those that a read for each
+    /// row would give. A largest stamp that is not an integer below
+    /// `Int64.max` (a file another program wrote) is left to the `INSERT`
+    /// to read each time, and its sum taken as SQL takes it.
     private func replaceRow(
-        key: SQLiteValue, values: [SQLiteValue], digests: [SQLiteValue]?, size: Int64, in database: Database,
+        key: SQLiteValue, values: [SQLiteValue], digests: [SQLiteValue]?, size: Int64, in database: Database, bare: Bool,
         carried: inout Int64?
     ) throws(SQLiteError) -> (files: [UInt64], change: CacheDatabase.UsageChange) {
-        let used: SQLiteValue
-        var carrying = true
-        if let last = carried, last < .max {
-            used = .integer(last + 1)
-        } else {
-            let read = try database.rows("SELECT max(used), coalesce(max(used), 0) + 1 FROM responses").first ?? []
-            used = read.count == 2 ? read[1] : .integer(1)
-            // A text or a blob stays the largest whatever is inserted.
-            carrying = read.first == .null || read.first?.integer != nil
+        // NULL: the `INSERT` reads it.
+        var used = SQLiteValue.null
+        if bare {
+            var last = carried.flatMap { $0 < .max ? $0 : nil }
+            if last == nil {
+                switch try database.rows("SELECT max(used) FROM responses").first?.first {
+                case .integer(let largest)? where largest < .max: last = largest
+                case .null?, nil: last = 0
+                default: break
+                }
+            }
+            carried = last.map { $0 + 1 }
+            if let stamp = carried { used = .integer(stamp) }
         }
-        if carrying, case .integer(let stamp) = used { carried = stamp } else { carried = nil }
         // A new key, the usual case, is one statement: the insert does
         // nothing when the key has a row. That row is then looked up for
         // its id, size and body file (a plain read costs less than a
@@ -348,7 +353,7 @@ final class ResponseStore: Sendable {
         if try database.run(
             """
             INSERT INTO responses (key, size, body_length, body_checksum, body_file, head, head_checksum, body, used)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, (SELECT coalesce(max(used), 0) + 1 FROM responses)))
             ON CONFLICT (key) DO NOTHING
             """, values, then: used) == 1
         {
@@ -363,7 +368,7 @@ final class ResponseStore: Sendable {
         try database.run(
             """
             INSERT INTO responses (key, size, body_length, body_checksum, body_file, head, head_checksum, body, used)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, (SELECT coalesce(max(used), 0) + 1 FROM responses)))
             """, values, then: used)
         if let digests { try recordDigests(digests, in: database) }
         return (files, CacheDatabase.UsageChange(bytes: size - freed, entries: 1 - replaced.count))
