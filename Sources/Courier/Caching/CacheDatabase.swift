@@ -24,9 +24,11 @@ import SQLite
 /// made 0600 when missing: the files SQLite makes beside it take its mode.
 /// A database that cannot be opened, that is damaged, truncated or not a
 /// database at all, or that is another program's (its `application_id`
-/// is not courier's, or it holds tables without one) or of another schema
-/// version, is dropped with its side files and made anew, with one line in
-/// the log: never a crash, and never a byte of it trusted.
+/// is not courier's, or it holds tables without one) or of a schema
+/// version courier does not know (a newer one), is dropped with its side
+/// files and made anew, with one line in the log: never a crash, and never
+/// a byte of it trusted. One of an earlier version is brought to this one
+/// (`adopt`).
 final class CacheDatabase: Sendable {
     static let fileName = "Cache.db"
     static let sideFiles = ["-wal", "-shm", "-journal"]
