@@ -361,7 +361,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// Carries out the actions the scheduler kept so far, and those they
     /// cause, in order. The list carried out trades storage with the
     /// scheduler's and is kept in `spare` for the next round, so no turn
-    /// allocates a list anew, nor copies one into another.
+    /// allocates a list anew, nor copies one into another. Each action
+    /// moves out of the list into `perform`, a wake-up that holds nothing
+    /// left in its place: iterating would copy every action, with all it
+    /// holds, and destroy it twice.
     private func carryOutActions() {
         while true {
             var due = spare
@@ -371,7 +374,11 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
                 spare = due
                 return
             }
-            for action in due { perform(action) }
+            for index in due.indices {
+                var action = Action.wake(at: .infinity)
+                swap(&action, &due[index])
+                perform(action)
+            }
             due.removeAll(keepingCapacity: true)
             spare = due
         }
