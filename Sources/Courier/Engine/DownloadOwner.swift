@@ -333,8 +333,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
 
     @_specialize(where Waiter == Reply)
     @_specialize(where Waiter == Int)
-    func transferDidComplete(_ transfer: Transfer, _ result: TransferResult) {
-        step { scheduler, now in scheduler.transferEnded(transfer.id, result, now: now) }
+    func transferDidComplete(_ transfer: Transfer, _ result: consuming TransferResult) {
+        // Not through `step`, whose closure would copy the result rather
+        // than move it on.
+        scheduler.transferEnded(transfer.id, result, now: MonotonicClock.now())
     }
 
     // MARK: - Steps and actions

@@ -21,7 +21,8 @@ protocol TransferObserver: AnyObject {
     /// `Transfer.reportStride` bytes within a turn, not per piece libcurl
     /// hands over; return false to stop the transfer.
     func transferDidReceiveData(_ transfer: Transfer, received: Int64, textLength: Int64?, expected: Int64?) -> Bool
-    func transferDidComplete(_ transfer: Transfer, _ result: TransferResult)
+    /// `result` moves into the observer, which hands it on.
+    func transferDidComplete(_ transfer: Transfer, _ result: consuming TransferResult)
 }
 
 /// How a transfer ended.

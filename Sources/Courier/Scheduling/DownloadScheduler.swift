@@ -287,7 +287,7 @@ struct DownloadScheduler<Waiter> {
         guard var task = try resolve(target, waiter: waiter) else { return }
         switch task.state {
         case .suspended(.paused(_, let held?)):
-            ended(task, held, now: now)
+            ended(task.id, held, now: now)
         case .suspended(.paused(let attempt, nil)):
             task.state = .running(TaskRecord.Running(attempt: attempt, since: now))
             tasks[task.id] = task
@@ -500,19 +500,24 @@ struct DownloadScheduler<Waiter> {
     /// retried for the receipts the retry policy lets wait. A suspended
     /// task's body that was complete before the engine paused it is held
     /// until the task is resumed; a failure (its `timeout`) ends it at once.
-    mutating func transferEnded(_ transfer: TransferID, _ result: TransferResult, now: Double) {
-        guard let task = tasks[transfer.task], task.attempt == transfer.attempt else {
+    /// Only the task's state is read where the record is stored: the whole
+    /// record is copied for a failed attempt alone, and `result` moves on
+    /// into the delivery order.
+    mutating func transferEnded(_ transfer: TransferID, _ result: consuming TransferResult, now: Double) {
+        guard let index = index(of: transfer) else {
             if let path = result.bodyPath { actions.append(.discard(path: path)) }
             return
         }
-        switch task.state {
+        switch withTask(at: index, { $0.state }) {
         case .suspended(.paused(let attempt, _)) where result.failure == nil:
-            tasks[task.id]?.state = .suspended(.paused(attempt, held: result))
+            tasks.values[index].state = .suspended(.paused(attempt, held: result))
             return
         case .running:
             guard let failure = result.failure else { break }
+            let task = tasks.values[index]
             attemptContinued(task, from: result.resumedFrom)
-            let plan = retryPlan(for: task, after: failure, status: result.response?.status, now: now)
+            let response = result.response
+            let plan = retryPlan(for: task, after: failure, status: response?.status, now: now)
             guard !plan.waiting.isEmpty else { break }
             let ending = Set(plan.ending.map(\.receipt))
             if !ending.isEmpty {
@@ -521,25 +526,35 @@ struct DownloadScheduler<Waiter> {
                     receipts: claim(ending, of: task.id, now: now), result: result)
                 actions.append(.deliver(order))
             }
-            waitToRetry(task.id, plan, after: failure, response: result.response, now: now)
+            waitToRetry(task.id, plan, after: failure, response: response, now: now)
             return
         case .queued, .suspended, .retrying:
             break
         }
-        ended(task, result, now: now)
+        ended(transfer.task, result, now: now)
     }
 
-    /// `task`'s transfer ended with `result`: every receipt it has waits
-    /// for its outcome, which the `deliver` action prepares.
-    private mutating func ended(_ task: consuming TaskRecord, _ result: TransferResult, now: Double) {
-        if result.failure == nil, task.figures.received != task.figures.lastProgressReceived { emitProgress(of: &task, now: now) }
-        let claimed = task.receipts.compactMap { id in receipts[id].map { (id: id, request: $0.request) } }
-        let checksIntegrity = result.failure == nil && task.revalidation == nil && claimed.contains { $0.request.integrity != nil }
-        if checksIntegrity { verifying.insert(task.id) }
-        detach(task.id, completed: result.failure == nil, keepingViews: checksIntegrity, now: now)
+    /// Task `id`'s transfer ended with `result`: every receipt it has
+    /// waits for its outcome, which the `deliver` action prepares. The
+    /// record is read where it is stored, its receipts' requests too, and
+    /// `result` moves into the order.
+    private mutating func ended(_ id: TaskID, _ result: consuming TransferResult, now: Double) {
+        guard let index = tasks.index(forKey: id) else { return }
+        let (transferID, request, revalidation, taskReceipts, untold) = withTask(at: index) { task in
+            (task.transferID, task.request, task.revalidation, task.receipts, task.figures.received != task.figures.lastProgressReceived)
+        }
+        let succeeded = result.failure == nil
+        if succeeded, untold { emitProgress(id, now: now) }
+        var claimed: [(id: ReceiptID, request: DownloadRequest)] = []
+        claimed.reserveCapacity(taskReceipts.count)
+        for receiptID in taskReceipts {
+            if let request = withReceipt(receiptID, { $0.request }) { claimed.append((receiptID, request)) }
+        }
+        let checksIntegrity = succeeded && revalidation == nil && claimed.contains { $0.request.integrity != nil }
+        if checksIntegrity { verifying.insert(id) }
+        detach(id, completed: succeeded, keepingViews: checksIntegrity, now: now)
         pump(now: now)
-        let order = DeliveryOrder(
-            id: task.transferID, request: task.request, revalidation: task.revalidation, receipts: claimed, result: result)
+        let order = DeliveryOrder(id: transferID, request: request, revalidation: revalidation, receipts: claimed, result: result)
         actions.append(.deliver(order))
     }
 
@@ -830,8 +845,12 @@ struct DownloadScheduler<Waiter> {
                     return task.queueGeneration == generation
                 }
             }
-            guard let id = next, let task = tasks[id] else { return }
-            if endExpiredRetries(of: task, now: now) { start(id, now: now) }
+            guard let id = next, let index = tasks.index(forKey: id) else { return }
+            // Only a retry's record is copied, for its receipts' windows.
+            let isRetry = withTask(at: index) { task in
+                if case .queued(_?) = task.state { true } else { false }
+            }
+            if !isRetry || endExpiredRetries(of: tasks.values[index], now: now) { start(id, now: now) }
         }
     }
 
