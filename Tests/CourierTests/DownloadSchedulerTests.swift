@@ -1421,6 +1421,18 @@ private struct Harness {
         }
         for reply in waited { #expect(reply.state == .finished) }
     }
+
+    @Test func roomForABurstOfRequestsIsMadeOnce() {
+        var h = Harness(maxActive: 8)
+        h.scheduler.reserveCapacity(forQueuing: 2_000)
+        let (receipts, tasks) = (h.scheduler.receipts.capacity, h.scheduler.tasks.capacity)
+        #expect(receipts >= 2_000 && tasks >= 2_000)
+        for number in 1...2_000 { h.download(request("http://origin/\(number)")) }
+        #expect(h.scheduler.receipts.count == 2_000)
+        #expect(h.scheduler.receipts.capacity == receipts, "the map of receipts grew no more")
+        #expect(h.scheduler.tasks.capacity == tasks, "the map of tasks grew no more")
+        #expect(h.started.count == 8)
+    }
 }
 
 /// `maxRate`: a task's transfer may take the largest rate of its receipts,

@@ -174,7 +174,9 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     private func turn() {
         parents.checkAgain()
         partialsMayHoldBodies = nil
-        for command in inbox.take() {
+        let commands = inbox.take()
+        scheduler.reserveCapacity(forQueuing: commands.count(where: Self.mayQueue))
+        for command in commands {
             handle(command)
             carryOutActions()
         }
@@ -195,6 +197,14 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         }
         dueDeliveries = []
         dueHits = []
+    }
+
+    /// A `download` that no cache tier answers: it queues a task (or
+    /// joins one), and its receipt waits.
+    private static func mayQueue(_ command: Command) -> Bool {
+        guard case .download(_, _, let lookup, _) = command else { return false }
+        if case .hit = lookup { return false }
+        return true
     }
 
     private func handle(_ command: Command) {

@@ -122,6 +122,17 @@ struct DownloadScheduler<Waiter> {
         }
     }
 
+    /// Makes room in the maps of tasks and receipts for `count` more
+    /// requests that will queue, so a burst of them (a batch of thousands)
+    /// grows each map once, rather than doubling it over and over: each
+    /// doubling moves every entry to a new table on fresh memory.
+    mutating func reserveCapacity(forQueuing count: Int) {
+        guard count > 1 else { return }
+        receipts.reserveCapacity(receipts.count + count)
+        tasks.reserveCapacity(tasks.count + count)
+        tasksByKey.reserveCapacity(tasksByKey.count + count)
+    }
+
     mutating func update(settings newSettings: SchedulerSettings, now: Double) {
         settings = newSettings
         pump(now: now)
