@@ -190,6 +190,7 @@ struct SecurityTests {
             let suffix = temporary.dropFirst(1 + kept.count + mark.count).dropLast(5)
             #expect(UInt64(String(suffix), radix: 36) != nil)
             #expect(suffix == suffix.lowercased())
+            #expect(suffix.count == 1 || suffix.first != "0", "the digits are the number's, with no leading zero")
         }
         #expect(Destination.temporaryName(for: "a") != Destination.temporaryName(for: "a"))
     }

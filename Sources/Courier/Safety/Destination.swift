@@ -209,24 +209,40 @@ struct Destination: Sendable {
 
     /// What every temporary name of this process holds after the name it
     /// is beside.
-    private static let processMark = ".courier-\(getpid())-"
+    private static let processMark = Array(".courier-\(getpid())-".utf8)
 
     /// A name for a file beside `name` that no other writer uses:
-    /// `.NAME.courier-PID-SUFFIX.part`, `NAME` cut to 100 characters. Made
-    /// as bytes in one buffer, once per download.
+    /// `.NAME.courier-PID-SUFFIX.part`, `NAME` cut to 100 characters and
+    /// `SUFFIX` in base 36. Written straight into the string's own storage,
+    /// the suffix's digits too, once per download.
     static func temporaryName(for name: String) -> String {
         // A name of 100 bytes at most has 100 characters at most: taken
         // whole, without walking its characters.
         let kept = name.utf8.count <= 100 ? name[...] : name.prefix(100)
-        let suffix = String(NameSuffix.next(), radix: 36)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(1 + kept.utf8.count + processMark.utf8.count + suffix.utf8.count + 5)
-        bytes.append(UInt8(ascii: "."))
-        bytes += kept.utf8
-        bytes += processMark.utf8
-        bytes += suffix.utf8
-        bytes += ".part".utf8
-        return String(decoding: bytes, as: UTF8.self)
+        let keptCount = kept.utf8.count
+        let mark = processMark
+        var suffix = NameSuffix.next()
+        var digits = 1
+        var rest = suffix / 36
+        while rest > 0 {
+            digits += 1
+            rest /= 36
+        }
+        let part = ".part".utf8
+        return String(unsafeUninitializedCapacity: 1 + keptCount + mark.count + digits + part.count) { buffer in
+            buffer[0] = UInt8(ascii: ".")
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[1...]).initialize(from: kept.utf8)
+            var end = 1 + keptCount
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[end...]).initialize(from: mark)
+            end += mark.count + digits
+            for position in stride(from: end - 1, through: end - digits, by: -1) {
+                let digit = UInt8(suffix % 36)
+                buffer[position] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+                suffix /= 36
+            }
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[end...]).initialize(from: part)
+            return end + part.count
+        }
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }
