@@ -96,6 +96,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// Bodies kept for resuming; nil when there is no partial store.
     private let partials: PartialStore?
     private let transferDefaults: EasyOptions
+    /// `transferDefaults` with what the settings ask of every transfer
+    /// (its connect timeout and low-speed check), made once per
+    /// configuration rather than per transfer.
+    private var transferTemplate: EasyOptions
     /// The directories destinations lay in lately, kept open.
     private let parents = DestinationParents()
     /// What the partial store's `mayHoldBodies` answered since libcurl last
@@ -149,6 +153,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         leftovers = world.leftovers
         partials = world.partials
         transferDefaults = world.transferDefaults
+        transferTemplate = Self.template(world.transferDefaults, settings: world.settings)
         let inbox = world.inbox
         engine = TransferEngine(waker: inbox.waker, logger: world.logger) { id, failure, checksum in
             inbox.send(.flushed(id, failure, checksum: checksum))
@@ -228,6 +233,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         case .update(let newSettings):
             if newSettings.maxDownloadRate != settings.maxDownloadRate { engine.limitTotal(to: newSettings.maxDownloadRate) }
             settings = newSettings
+            transferTemplate = Self.template(transferDefaults, settings: newSettings)
             step { scheduler, now in scheduler.update(settings: SchedulerSettings(newSettings), now: now) }
         case .delivered(let results):
             for result in results {
@@ -432,14 +438,25 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         }
     }
 
-    private func start(_ order: TransferOrder) {
-        var options = transferDefaults
-        options.url = order.url
-        options.headers = order.request.headers.map { ($0.name, Array($0.value.utf8)) } + (order.revalidation?.conditionalHeaders ?? [])
-        options.timeoutMilliseconds = Int(order.request.timeout * 1000)
+    /// The options every transfer starts from under `settings`.
+    private static func template(_ defaults: EasyOptions, settings: Configuration) -> EasyOptions {
+        var options = defaults
+        options.headers = []
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         options.lowSpeedLimit = settings.lowSpeedLimit
         options.lowSpeedTime = settings.lowSpeedTime
+        return options
+    }
+
+    private func start(_ order: TransferOrder) {
+        var options = transferTemplate
+        options.url = order.url
+        let headers = order.request.headers
+        let conditions = order.revalidation?.conditionalHeaders ?? []
+        if !headers.isEmpty || !conditions.isEmpty {
+            options.headers = headers.map { ($0.name, Array($0.value.utf8)) } + conditions
+        }
+        options.timeoutMilliseconds = Int(order.request.timeout * 1000)
         let (body, device) = bodyTarget(for: order)
         let plan = partialPlan(for: order, body: body, device: device)
         let transfer = Transfer(
