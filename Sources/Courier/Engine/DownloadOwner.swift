@@ -76,7 +76,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         var logger: Logger
     }
 
-    private var scheduler: DownloadScheduler<Waiter>
+    /// Not checked for exclusive access at run time: every step and every
+    /// take of its actions changes it, on this thread alone, and nothing a
+    /// step calls back into reaches it.
+    @exclusivity(unchecked) private var scheduler: DownloadScheduler<Waiter>
     private var settings: Configuration
     private let engine: TransferEngine
     private let inbox: EngineInbox<Command>

@@ -157,8 +157,11 @@ final class Transfer: EasyHandleDelegate {
     let copyLimit: Int
     private let observer: any TransferObserver
     /// What the body takes as a JSON string, read as UTF-8, counted as it
-    /// arrives when a receipt asks for it as text.
-    private var textLength: JSONStringLength?
+    /// arrives when a receipt asks for it as text. Like the other parts
+    /// every piece of the body changes (`pending`, `firstBytes`, `hasher`,
+    /// `copy`), not checked for exclusive access at run time: they change
+    /// on this thread alone, and nothing their changes call reaches them.
+    @exclusivity(unchecked) private var textLength: JSONStringLength?
     /// `begin` has run: the transfer runs, or has ended.
     private(set) var hasBegun = false
 
@@ -172,7 +175,7 @@ final class Transfer: EasyHandleDelegate {
     /// the piece being filled.
     private var writer: BodyWriter?
     private var stream: BodyWriter.Stream?
-    private var pending: [UInt8] = []
+    @exclusivity(unchecked) private var pending: [UInt8] = []
     /// Not checked for exclusive access: every header line changes it, on
     /// this thread alone.
     @exclusivity(unchecked) private var head = ResponseHead(status: 0, headers: [])
@@ -190,10 +193,10 @@ final class Transfer: EasyHandleDelegate {
     static let reportStride: Int64 = 256 << 10
     /// The body's first bytes (up to `ImageInfo.sniffLength`) while `copy`
     /// is not kept: while it is, it holds them (see `sniffed`).
-    private var firstBytes: [UInt8] = []
+    @exclusivity(unchecked) private var firstBytes: [UInt8] = []
     /// Of the bytes this thread wrote to the body file (a continued body's
     /// kept bytes first); the body writer goes on from it.
-    private var hasher = XXH3()
+    @exclusivity(unchecked) private var hasher = XXH3()
     /// The partial store, the request's key there, and the kept body this
     /// attempt asks the rest of.
     private var partials: PartialPlan?
@@ -219,7 +222,7 @@ final class Transfer: EasyHandleDelegate {
     /// read from the whole file once it is complete.
     private var digests: BodyHasher?
     /// The bytes written to the body file, until they pass `copyLimit`.
-    private var copy: [UInt8]?
+    @exclusivity(unchecked) private var copy: [UInt8]?
     /// The body is held in `copy` alone, with no file made for it: a body
     /// announced within `copyLimit`, which whoever delivers it writes where
     /// it goes, so this thread creates no file for it (on most file
