@@ -182,10 +182,15 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     private func turn() {
         parents.checkAgain()
         partialsMayHoldBodies = nil
-        let commands = inbox.take()
+        var commands = inbox.take()
         scheduler.reserveCapacity(forQueuing: commands.count(where: Self.mayQueue))
-        for command in commands {
-            handle(command)
+        for index in commands.indices {
+            // Moved out of the list, an empty command left in its place: a
+            // command may hold a whole batch of delivered results, which
+            // iterating would copy and destroy twice.
+            var command = Command.close
+            swap(&command, &commands[index])
+            handle(consume command)
             carryOutActions()
         }
         if let moment = wakeAt, moment <= MonotonicClock.now() {
@@ -210,13 +215,15 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// A `download` that no cache tier answers: it queues a task (or
     /// joins one), and its receipt waits.
     private static func mayQueue(_ command: Command) -> Bool {
-        guard case .download(_, _, let lookup, _) = command else { return false }
-        if case .hit = lookup { return false }
-        return true
+        switch command {
+        case .download(_, _, .hit, _): false
+        case .download: true
+        default: false
+        }
     }
 
-    private func handle(_ command: Command) {
-        switch command {
+    private func handle(_ command: consuming Command) {
+        switch consume command {
         case .download(let request, let refusal, let lookup, let waiter):
             admit(request, refusal: refusal, lookup: lookup, waiter: waiter)
         case .cancel(let target, let waiter):
@@ -238,9 +245,13 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             settings = newSettings
             transferTemplate = Self.template(transferDefaults, settings: newSettings)
             step { scheduler, now in scheduler.update(settings: SchedulerSettings(newSettings), now: now) }
-        case .delivered(let results):
-            for result in results {
-                switch result {
+        case .delivered(var results):
+            // Each result moved out in turn: reversed through the list's
+            // buffer, where a swap moves an element's bytes, then taken from
+            // the end.
+            results.withUnsafeMutableBufferPointer { $0.reverse() }
+            while let result = results.popLast() {
+                switch consume result {
                 case .delivered(let outcomes, let order):
                     step { scheduler, now in scheduler.delivered(outcomes, of: order, now: now) }
                 case .retry(let order):
