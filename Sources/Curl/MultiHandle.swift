@@ -44,7 +44,9 @@ public final class MultiHandle {
     /// The one part of the handle other threads may hold.
     public let waker: Waker
     /// Easy handles that finished a transfer, readied for the next one.
-    private var idle: [EasyHandle] = []
+    /// Not checked for exclusive access at run time: only the driving
+    /// thread takes from it and adds to it, and neither calls back.
+    @exclusivity(unchecked) private var idle: [EasyHandle] = []
     /// How many idle handles are kept.
     public static let idleLimit = 32
     /// Handles `add` kept from libcurl because it refused one of their

@@ -198,8 +198,10 @@ final class Transfer: EasyHandleDelegate {
     /// kept bytes first); the body writer goes on from it.
     @exclusivity(unchecked) private var hasher = XXH3()
     /// The partial store, the request's key there, and the kept body this
-    /// attempt asks the rest of.
-    private var partials: PartialPlan?
+    /// attempt asks the rest of. Not checked for exclusive access at run
+    /// time: it changes on this thread alone, and nothing its changes call
+    /// reaches it.
+    @exclusivity(unchecked) private var partials: PartialPlan?
     /// The client's own headers ask for a range: a 206 is its answer.
     private let clientAsksRange: Bool
     /// Where the body streams: `body`, or a file of the partial store.
@@ -275,7 +277,7 @@ final class Transfer: EasyHandleDelegate {
         self.maxRate = maxRate
         self.observer = observer
         clientAsksRange = options.headers.contains { $0.name.lowercased() == "range" }
-        hopOptions = options
+        hopOptions = consume options
         hopOptions.followRedirects = false
     }
 

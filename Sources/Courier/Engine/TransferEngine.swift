@@ -11,7 +11,9 @@ final class TransferEngine {
     /// Transfers made and not yet ended or stopped: those that wait to
     /// begin (while the partial store looks for a body they may continue),
     /// those that run, and those whose body file the body writer closes.
-    private var transfers: [TransferID: Transfer] = [:]
+    /// Not checked for exclusive access at run time: it changes on this
+    /// thread alone, and no transfer's callbacks reach it.
+    @exclusivity(unchecked) private var transfers: [TransferID: Transfer] = [:]
     private let multi: MultiHandle
     private let throttle = Throttle()
     private let writer = BodyWriter()
