@@ -440,7 +440,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             engine.limit(id, to: maxRate)
         case .deliver(let order):
             delivery.prepareFile(for: order)
-            dueDeliveries.append(order)
+            dueDeliveries.append(consume order)
         case .discard(let path):
             delivery.discard(path: path)
         case .transferStarted(let task):

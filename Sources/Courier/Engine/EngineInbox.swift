@@ -10,9 +10,12 @@ final class EngineInbox<Command: Sendable>: Sendable {
     /// its multi handle, whose first turn takes what came before.
     let waker = MultiHandle.Waker()
 
-    func send(_ command: Command) {
+    /// `command` moves into the inbox, rather than being copied there and
+    /// destroyed here.
+    func send(_ command: consuming Command) {
+        var sent = Optional(command)
         let wasEmpty = commands.withLock { commands in
-            commands.append(command)
+            commands.append(sent.take()!)
             return commands.count == 1
         }
         if wasEmpty { waker.wakeup() }
