@@ -183,7 +183,11 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         parents.checkAgain()
         partialsMayHoldBodies = nil
         var commands = inbox.take()
-        scheduler.reserveCapacity(forQueuing: commands.count(where: Self.mayQueue))
+        // Room for every command taken, as if each were a `download` that
+        // queues: most of a burst are. Telling them apart would copy each
+        // command; a burst of cache hits leaves the room unused (the maps
+        // keep it).
+        scheduler.reserveCapacity(forQueuing: commands.count)
         for index in commands.indices {
             // Moved out of the list, an empty command left in its place: a
             // command may hold a whole batch of delivered results, which
@@ -210,16 +214,6 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         }
         dueDeliveries = []
         dueHits = []
-    }
-
-    /// A `download` that no cache tier answers: it queues a task (or
-    /// joins one), and its receipt waits.
-    private static func mayQueue(_ command: Command) -> Bool {
-        switch command {
-        case .download(_, _, .hit, _): false
-        case .download: true
-        default: false
-        }
     }
 
     private func handle(_ command: consuming Command) {
