@@ -197,11 +197,17 @@ final class TransferDelivery: Sendable {
     /// (which waits for room in the client's output): made at once, on the
     /// caller's thread, whose only system call is a look at the `path` file
     /// an earlier hit made. Nil for any other hit, which `deliver` serves.
-    func serveAtOnce(_ order: HitOrder, memoryBodyLimit: Int64) -> Outcome? {
+    ///
+    /// `keptFiles` holds the `path` files found kept already: those are not
+    /// looked at again, and one found kept here joins them. The caller
+    /// empties it whenever a file may have gone since (the engine, at each
+    /// turn), so a burst of hits admitted together looks at its file once.
+    func serveAtOnce(_ order: HitOrder, memoryBodyLimit: Int64, keptFiles: inout Set<String>) -> Outcome? {
         let hit = order.hit
         guard case .bytes = hit.body, order.request.destination == nil, order.request.body == .none else { return nil }
         var served = delivery(for: hit, memoryBodyLimit: memoryBodyLimit)
-        if let name = served.sharedFileName, served.isKept(name) {
+        if let name = served.sharedFileName, keptFiles.contains(name) || served.isKept(name) {
+            keptFiles.insert(name)
             served.sharedFileIsKept = true
         } else if order.request.refusal(of: hit.response.head, size: hit.body.length, memoryBodyLimit: memoryBodyLimit) == nil {
             return nil
