@@ -307,7 +307,7 @@ final class OutputChannel: Sendable {
                 return state.pending
             }
 
-            let unwritten = writeAll(chunk, through: &buffer)
+            let unwritten = writeAll(&chunk, through: &buffer)
             if buffer.capacity > writeSlice * 4 { buffer = [] }
             buffer.removeAll(keepingCapacity: true)
             if unwritten == nil {
@@ -340,12 +340,16 @@ final class OutputChannel: Sendable {
     /// them, and counting each slice off `queued` as soon as it is written.
     /// A ready message of a slice or more is written from where it is.
     /// Returns nil once all is written, or, when the reader is gone, the
-    /// index of the first entry not reached.
-    private func writeAll(_ entries: [Entry], through buffer: inout [UInt8]) -> Int? {
+    /// index of the first entry not reached. Each entry reached is taken
+    /// out of `entries` (left `dropped`) rather than copied, so what it
+    /// holds is let go once, here.
+    private func writeAll(_ entries: inout [Entry], through buffer: inout [UInt8]) -> Int? {
         /// Real sizes minus estimates of the entries encoded and not yet
         /// counted in `queued`.
         var correction = 0
-        for (index, entry) in entries.enumerated() {
+        for index in entries.indices {
+            var entry = Entry.dropped
+            swap(&entry, &entries[index])
             let start = buffer.count
             switch entry.payload {
             case .bytes(let bytes) where bytes.count >= writeSlice:

@@ -98,7 +98,10 @@ final class NoticeHold: Sendable {
                     continue
                 }
                 state.pending[subject] = nil
-                for notice in state.queued.removeValue(forKey: subject) ?? [] { emit(notice) }
+                // Moved out one by one, oldest first, rather than copied.
+                guard var notices = state.queued.removeValue(forKey: subject) else { continue }
+                notices.reverse()
+                while let notice = notices.popLast() { emit(notice) }
             }
         }
     }

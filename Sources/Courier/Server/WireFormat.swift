@@ -51,7 +51,7 @@ extension CourierServer {
             connection.send(
                 notification: "download/finished", estimate: outcome.estimatedEncodedCount + 40, sharing: outcome.sharedHeaders
             ) { params in
-                params.set("outcome", object: outcome.write)
+                params.set("outcome", object: { outcome.write(to: $0) })
                 params.set("receipt", receipt.description)
                 params.set("task", task.description)
             }
@@ -143,7 +143,7 @@ extension [ReceiptID] {
 extension DownloadReply {
     /// The `download` answer's members.
     func write(to object: JSONObjectWriter) {
-        if let outcome { object.set("outcome", object: outcome.write) }
+        if let outcome { object.set("outcome", object: { outcome.write(to: $0) }) }
         object.set("receipt", receipt.description)
         object.set("reused", reused)
         if let source { object.set("source", source.rawValue) }
@@ -237,7 +237,7 @@ extension Outcome {
         object.set("finalUrl", sharedMembers: sharedHeaders) { object in
             Self.writeResponse(to: object, finalURL: finalURL, headers: headers, sharedHeaders: sharedHeaders, httpVersion: httpVersion)
         }
-        if let image { object.set("image", object: image.write) }
+        if let image { object.set("image", object: { image.write(to: $0) }) }
         object.set("ok", ok)
         if let path { object.set("path", path) }
         if let resumedFrom, resumedFrom > 0 { object.set("resumedFrom", resumedFrom) }
