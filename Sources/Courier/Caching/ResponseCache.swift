@@ -57,9 +57,12 @@ final class ResponseCache: Sendable {
         var conditionalHeaders: [(name: String, value: [UInt8])]
     }
 
+    /// A reference wide, as a hit is: a stale response is held in a box,
+    /// so that the lookup of every request moves to the engine's thread,
+    /// and into what it makes, without copying a whole stored response.
     enum Lookup: Sendable {
         case hit(Hit)
-        case stale(Stale)
+        indirect case stale(Stale)
         case miss
     }
 

@@ -28,8 +28,9 @@ struct SchedulerSettings: Sendable {
 enum CacheAnswer: Sendable {
     /// A tier answers it as it is.
     case hit(OutcomeSource)
-    /// A stored response to validate with the origin.
-    case stale(ResponseCache.Stale)
+    /// A stored response to validate with the origin: boxed, so that the
+    /// answer of every request is a reference wide.
+    indirect case stale(ResponseCache.Stale)
     case miss
 }
 
