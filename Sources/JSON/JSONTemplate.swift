@@ -425,15 +425,32 @@ final class JSONTemplates {
     /// being written (by its closure) is written as a tree.
     @exclusivity(unchecked) var busy = false
     @exclusivity(unchecked) private var templates: [Int: JSONTemplate] = [:]
+    /// The two shapes last written, the latest first, each with its hash: a
+    /// thread writes runs of one shape, or two in turn (an answer and its
+    /// notice), found here without hashing for the collection.
+    @exclusivity(unchecked) private var latest: (hash: Int, template: JSONTemplate)?
+    @exclusivity(unchecked) private var previous: (hash: Int, template: JSONTemplate)?
     /// Shapes beyond this many start the collection anew.
     private static let limit = 256
 
     /// The template of the shape `recording` holds.
     func template(for recording: JSONRecording) -> JSONTemplate {
-        if let template = templates[recording.hash], template.events == recording.events { return template }
-        if templates.count >= Self.limit { templates.removeAll() }
-        let template = JSONTemplate(recording)
-        templates[recording.hash] = template
+        let hash = recording.hash
+        if let latest, latest.hash == hash, latest.template.events == recording.events { return latest.template }
+        if let previous, previous.hash == hash, previous.template.events == recording.events {
+            swap(&self.latest, &self.previous)
+            return previous.template
+        }
+        let template: JSONTemplate
+        if let known = templates[hash], known.events == recording.events {
+            template = known
+        } else {
+            if templates.count >= Self.limit { templates.removeAll() }
+            template = JSONTemplate(recording)
+            templates[hash] = template
+        }
+        previous = latest
+        latest = (hash, template)
         return template
     }
 
