@@ -165,6 +165,26 @@ struct DownloaderHitTests {
         }
     }
 
+    @Test func aPathFileRemovedAfterAHitServedAtOnceIsMadeAgainForTheNextHit() throws {
+        try withDownloader { downloader, heard, _ in
+            // Given a hit that made the `path` file, and one served at once with it
+            let first = try download(waiter: 1, with: downloader, heard: heard)
+            let path = try #require(first.outcome.path)
+            let second = try download(waiter: 2, with: downloader, heard: heard)
+            #expect(second.answerTurn == second.finishedTurn && second.outcome.path == path)
+            // And the file then removed by the client
+            try FileManager.default.removeItem(atPath: path)
+
+            // When the same URL is asked for again
+            let third = try download(waiter: 3, with: downloader, heard: heard)
+
+            // Then the file is looked at anew, and made again on the delivery queue
+            #expect(third.outcome.ok && third.outcome.path == path)
+            #expect(FileManager.default.contents(atPath: path) == Data(Self.body))
+            #expect(third.finishedTurn > third.answerTurn)
+        }
+    }
+
     @Test func aHitServedAtOnceFinishesAfterAnEarlierHitOnTheDeliveryQueue() throws {
         let release = DispatchSemaphore(value: 0)
         try withDownloader(awaitOutputRoom: { _ = release.wait(timeout: .now() + 10) }) { downloader, heard, _ in
