@@ -106,6 +106,22 @@ struct JSONTemplateTests {
         }
     }
 
+    @Test func shapesWrittenInTurnAreEachTheTextTheirTreesWrite() {
+        // Given three shapes, two of them written in turn, as an answer and
+        // its notice are, and then a third between them, values changing
+        let shapes: [(Int64) -> (JSONObjectWriter) -> Void] = [
+            { number in { $0.set("id", number); $0.set("result", object: { $0.set("receipt", "r\(number)") }) } },
+            { number in { $0.set("method", "done"); $0.set("params", object: { $0.set("task", "t\(number)") }) } },
+            { number in { $0.set("id", number); $0.set("result", number % 2 == 0) } },
+        ]
+        for (step, shape) in [0, 1, 0, 1, 2, 0, 2, 1, 1, 0].enumerated() {
+            let members = shapes[shape](Int64(step))
+
+            // Then each message is written as its members put in one tree
+            #expect(written(members) == asTree(members))
+        }
+    }
+
     @Test func aPlaceWhoseValueGrowsAndShrinksIsWrittenWhole() {
         // Given values in one place of messages of one shape that go from
         // short to longer than a value's room and back, each twice, and
