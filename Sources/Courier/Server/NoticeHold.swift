@@ -18,17 +18,23 @@ final class NoticeHold: Sendable {
         case view(String)
     }
 
+    /// A subject whose notices are held: how many answers naming it are
+    /// not written yet, and its notices, in the order they happened.
+    private struct Held {
+        var answers = 0
+        var notices: [Notice] = []
+    }
+
     private struct State {
-        /// Answers naming each subject that are not written yet.
-        var pending: [Subject: Int] = [:]
-        /// Each held subject's notices, in the order they happened.
-        var queued: [Subject: [Notice]] = [:]
+        /// Each held subject, found with one look-up whether an answer,
+        /// a notice or a release names it.
+        var held: [Subject: Held] = [:]
         /// The subjects of each batch's answers, in the order they came.
         var batches: [Reply.Batch: [Subject]] = [:]
     }
 
     private let state = Locked(State())
-    /// Answers pending, as `state.pending` counts them: changed under the
+    /// Answers pending, as `state.held` counts them: changed under the
     /// lock, read without it, so that a notice goes out without taking the
     /// lock while no answer waits. It falls to zero only once the released
     /// notices are sent, so a notice that reads zero follows them.
@@ -44,7 +50,7 @@ final class NoticeHold: Sendable {
         guard let subject, let batch = reply.batch else { return }
         // One action per batch releases the subjects of all its answers.
         let first = state.withLock { state in
-            state.pending[subject, default: 0] += 1
+            state.held[subject, default: Held()].answers += 1
             pendingAnswers.add(1, ordering: .releasing)
             let batches = state.batches.count
             state.batches[batch, default: []].append(subject)
@@ -58,14 +64,14 @@ final class NoticeHold: Sendable {
         // Sent under the lock while anything is held, so that a release
         // running meanwhile cannot put older notices after newer ones.
         state.withLock { state in
-            guard !state.pending.isEmpty else { return emit(notice) }
+            guard !state.held.isEmpty else { return emit(notice) }
             switch notice {
             case .progress, .retrying:
                 let receipts = notice.receipts
                 var free: [ReceiptID] = []
                 for receipt in receipts {
-                    if state.pending[.receipt(receipt)] != nil {
-                        state.queued[.receipt(receipt), default: []].append(notice.naming([receipt]))
+                    if let index = state.held.index(forKey: .receipt(receipt)) {
+                        state.held.values[index].notices.append(notice.naming([receipt]))
                     } else {
                         free.append(receipt)
                     }
@@ -80,8 +86,8 @@ final class NoticeHold: Sendable {
     }
 
     private func hold(_ notice: Notice, about subject: Subject, in state: inout State) {
-        if state.pending[subject] != nil {
-            state.queued[subject, default: []].append(notice)
+        if let index = state.held.index(forKey: subject) {
+            state.held.values[index].notices.append(notice)
         } else {
             emit(notice)
         }
@@ -91,17 +97,17 @@ final class NoticeHold: Sendable {
     private func release(_ batch: Reply.Batch) {
         state.withLock { state in
             for subject in state.batches.removeValue(forKey: batch) ?? [] {
-                guard let count = state.pending[subject] else { continue }
+                guard let index = state.held.index(forKey: subject) else { continue }
                 defer { pendingAnswers.subtract(1, ordering: .releasing) }
-                if count > 1 {
-                    state.pending[subject] = count - 1
+                if state.held.values[index].answers > 1 {
+                    state.held.values[index].answers -= 1
                     continue
                 }
-                state.pending[subject] = nil
-                // Moved out one by one, oldest first, rather than copied.
-                guard var notices = state.queued.removeValue(forKey: subject) else { continue }
-                notices.reverse()
-                while let notice = notices.popLast() { emit(notice) }
+                // Each notice lent to `emit` where it lies, oldest first:
+                // neither copied out of the list nor moved within it.
+                state.held.remove(at: index).value.notices.withUnsafeBufferPointer { notices in
+                    for index in notices.indices { emit(notices[index]) }
+                }
             }
         }
     }
