@@ -340,24 +340,27 @@ final class OutputChannel: Sendable {
     /// them, and counting each slice off `queued` as soon as it is written.
     /// A ready message of a slice or more is written from where it is.
     /// Returns nil once all is written, or, when the reader is gone, the
-    /// index of the first entry not reached. Each entry reached is taken
-    /// out of `entries` (left `dropped`) rather than copied, so what it
-    /// holds is let go once, here.
+    /// index of the first entry not reached. What each entry reached holds
+    /// is taken out of `entries` (leaving it empty bytes) rather than
+    /// copied, so it is let go once, here.
     private func writeAll(_ entries: inout [Entry], through buffer: inout [UInt8]) -> Int? {
         /// Real sizes minus estimates of the entries encoded and not yet
         /// counted in `queued`.
         var correction = 0
         for index in entries.indices {
-            var entry = Entry.dropped
-            swap(&entry, &entries[index])
+            var payload = Entry.dropped.payload
+            swap(&payload, &entries[index].payload)
+            let counted = entries[index].counted
+            var isBytes = false
             let start = buffer.count
-            switch entry.payload {
+            switch consume payload {
             case .bytes(let bytes) where bytes.count >= writeSlice:
                 guard buffer.isEmpty || writeSlices(buffer, correction: &correction) else { return index }
                 buffer.removeAll(keepingCapacity: true)
                 guard writeSlices(bytes, correction: &correction) else { return index + 1 }
                 continue
             case .bytes(let bytes):
+                isBytes = true
                 buffer.append(contentsOf: bytes)
             case .encode(let encode):
                 encode(&buffer)
@@ -365,14 +368,14 @@ final class OutputChannel: Sendable {
                 framing.frame(into: &buffer, message.encode)
             case .notification(let method, let params, let sharing, let framing):
                 framing.frame(into: &buffer) { text in
-                    Self.encode(notification: method, params, sharing: sharing, estimate: entry.counted, into: &text)
+                    Self.encode(notification: method, params, sharing: sharing, estimate: counted, into: &text)
                 }
             case .array(let elements, let framing):
                 framing.frame(array: elements, into: &buffer)
             case .work(let work):
                 work()
             }
-            if case .bytes = entry.payload {} else { correction += buffer.count - start - entry.counted }
+            if !isBytes { correction += buffer.count - start - counted }
             if buffer.count >= writeSlice {
                 guard writeSlices(buffer, correction: &correction) else { return index + 1 }
                 buffer.removeAll(keepingCapacity: true)

@@ -11,7 +11,7 @@ extension CourierServer {
     /// `json(_:)`.
     static func send(_ answer: Answer, to reply: Reply) {
         guard case .download(let download) = answer else { return reply.success(json(answer)) }
-        reply.success(estimate: download.estimatedEncodedCount, sharing: download.outcome?.sharedHeaders, download.write)
+        reply.success(estimate: download.estimatedEncodedCount, sharing: download.outcome?.sharedHeaders) { download.write(to: $0) }
     }
 
     static func json(_ answer: Answer) -> JSON {
@@ -38,9 +38,9 @@ extension CourierServer {
     /// Sends `notice` on `connection`. `download/progress` and
     /// `download/finished`, several for every download, are written straight
     /// from their values on the output's thread.
-    static func send(_ notice: Notice, on connection: Connection) {
+    static func send(_ notice: consuming Notice, on connection: Connection) {
         let (method, params): (String, JSON)
-        switch notice {
+        switch consume notice {
         case .progress(let figures, let receipts):
             let key = progressKey(task: figures.task, receipts: receipts)
             connection.send(notification: "download/progress", estimate: 160, coalescingKey: key) { params in
