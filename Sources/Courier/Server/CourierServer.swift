@@ -46,7 +46,7 @@ public final class CourierServer: Sendable {
             let (method, params) = change.notification
             connection.send(notification: method, params: params, coalescingKey: Self.coalescingKey(method, params))
         }
-        let hold = NoticeHold { notice in Self.send(notice, on: connection) }
+        let hold = NoticeHold { (notice: consuming Notice) in Self.send(notice, on: connection) }
         let root = try CacheRoot(opening: configuration.cacheDir, logger: logger)
         self.cache = ResponseCache(configuration: configuration, root: root, logger: logger)
         let indicator = ActivityIndicator(

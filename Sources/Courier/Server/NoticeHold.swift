@@ -39,9 +39,9 @@ final class NoticeHold: Sendable {
     /// lock while no answer waits. It falls to zero only once the released
     /// notices are sent, so a notice that reads zero follows them.
     private let pendingAnswers = Atomic(0)
-    private let emit: @Sendable (Notice) -> Void
+    private let emit: @Sendable (consuming Notice) -> Void
 
-    init(emit: @escaping @Sendable (Notice) -> Void) {
+    init(emit: @escaping @Sendable (consuming Notice) -> Void) {
         self.emit = emit
     }
 
@@ -103,9 +103,12 @@ final class NoticeHold: Sendable {
                     state.held.values[index].answers -= 1
                     continue
                 }
-                // Each notice lent to `emit` where it lies, oldest first:
-                // neither copied out of the list nor moved within it.
-                state.held.remove(at: index).value.notices.withUnsafeBufferPointer { notices in
+                var notices = state.held.remove(at: index).value.notices
+                // A subject's one notice (a hit's `download/finished`) moves
+                // out of the list; several are each lent to `emit` where
+                // they lie, oldest first, neither copied out nor moved within.
+                if notices.count == 1 { emit(notices.removeLast()) }
+                notices.withUnsafeBufferPointer { notices in
                     for index in notices.indices { emit(notices[index]) }
                 }
             }

@@ -143,7 +143,8 @@ extension [ReceiptID] {
 extension DownloadReply {
     /// The `download` answer's members.
     func write(to object: JSONObjectWriter) {
-        if let outcome { object.set("outcome", object: { outcome.write(to: $0) }) }
+        // Written where it lies: binding it would copy the whole outcome.
+        if outcome != nil { object.set("outcome", object: { self.outcome?.write(to: $0) }) }
         object.set("receipt", receipt.description)
         object.set("reused", reused)
         if let source { object.set("source", source.rawValue) }
