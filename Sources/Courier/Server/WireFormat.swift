@@ -11,6 +11,15 @@ extension CourierServer {
     /// `json(_:)`.
     static func send(_ answer: Answer, to reply: Reply) {
         guard case .download(let download) = answer else { return reply.success(json(answer)) }
+        guard download.outcome != nil else {
+            // The answer of a request that does not wait (most of them):
+            // its message holds its few members, not a whole reply with
+            // room for an outcome.
+            let (receipt, task, state, reused, source) = (download.receipt, download.task, download.state, download.reused, download.source)
+            return reply.success(estimate: download.estimatedEncodedCount) { object in
+                DownloadReply.write(to: object, receipt: receipt, task: task, state: state, reused: reused, source: source)
+            }
+        }
         reply.success(estimate: download.estimatedEncodedCount, sharing: download.outcome?.sharedHeaders) { download.write(to: $0) }
     }
 
@@ -145,6 +154,13 @@ extension DownloadReply {
     func write(to object: JSONObjectWriter) {
         // Written where it lies: binding it would copy the whole outcome.
         if outcome != nil { object.set("outcome", object: { self.outcome?.write(to: $0) }) }
+        Self.write(to: object, receipt: receipt, task: task, state: state, reused: reused, source: source)
+    }
+
+    /// The members after `outcome`.
+    static func write(
+        to object: JSONObjectWriter, receipt: ReceiptID, task: TaskID, state: ReplyState, reused: Bool, source: OutcomeSource?
+    ) {
         object.set("receipt", receipt.description)
         object.set("reused", reused)
         if let source { object.set("source", source.rawValue) }
