@@ -4,31 +4,46 @@
 public struct JSONMessage: Sendable {
     /// About how many bytes the text takes (see `JSON.estimatedEncodedCount`).
     public let estimate: Int
-    private let write: @Sendable (inout [UInt8]) -> Void
+    private let source: Source
+
+    /// What the text is made from, kept as it is given: a message is made
+    /// for every answer, and a closure around the members would be one
+    /// more allocation each.
+    private enum Source: Sendable {
+        case value(JSON)
+        case object(@Sendable (JSONObjectWriter) -> Void, sharing: SharedJSON?)
+    }
 
     /// The text of `value`, as `JSONCodec.encode` writes it.
     public init(_ value: JSON) {
         estimate = value.estimatedEncodedCount
-        write = { JSONCodec.encode(value, into: &$0) }
+        source = .value(value)
     }
 
     /// The object `members` writes (see `JSONCodec.encodeObject`), from
     /// values the closure holds.
     public init(estimate: Int, object members: @escaping @Sendable (JSONObjectWriter) -> Void) {
         self.estimate = estimate
-        write = { JSONCodec.encodeObject(into: &$0, sizeHint: estimate, members) }
+        source = .object(members, sharing: nil)
     }
 
     /// The object `members` writes, which may copy the text of `shared`
     /// (see `JSONCodec.encodeObject(into:sizeHint:sharing:_:)`).
     public init(estimate: Int, sharing shared: SharedJSON, object members: @escaping @Sendable (JSONObjectWriter) -> Void) {
         self.estimate = estimate
-        write = { JSONCodec.encodeObject(into: &$0, sizeHint: estimate, sharing: shared, members) }
+        source = .object(members, sharing: shared)
     }
 
     /// Appends the text to `text`.
     public func encode(into text: inout [UInt8]) {
-        write(&text)
+        switch source {
+        case .value(let value):
+            JSONCodec.encode(value, into: &text)
+        case .object(let members, let shared?):
+            JSONCodec.encodeObject(into: &text, sizeHint: estimate, sharing: shared, members)
+        case .object(let members, nil):
+            JSONCodec.encodeObject(into: &text, sizeHint: estimate, members)
+        }
     }
 
     /// The text.

@@ -54,13 +54,13 @@ public final class Reply: Sendable {
     /// from values it holds, about `estimate` bytes long: no `JSON` value
     /// is made for it.
     public func success(estimate: Int, _ result: @escaping @Sendable (JSONObjectWriter) -> Void) {
-        send(Self.response(id: id, estimate: estimate) { $0.set("result", object: result) })
+        send(Self.objectResponse(id: id, estimate: estimate, members: result))
     }
 
     /// `success(estimate:_:)`, whose `result` may write the text of
     /// `shared` by reference (`JSONObjectWriter.set(_:sharedMembers:or:)`).
     public func success(estimate: Int, sharing shared: SharedJSON?, _ result: @escaping @Sendable (JSONObjectWriter) -> Void) {
-        send(Self.response(id: id, estimate: estimate, sharing: shared) { $0.set("result", object: result) })
+        send(Self.objectResponse(id: id, estimate: estimate, sharing: shared, members: result))
     }
 
     public func failure(_ error: RPCError) {
@@ -86,9 +86,28 @@ public final class Reply: Sendable {
             message.set("jsonrpc", "2.0")
             result(message)
         }
-        let estimate = estimate + id.estimatedEncodedCount + 30
-        return shared.map { JSONMessage(estimate: estimate, sharing: $0, object: members) }
-            ?? JSONMessage(estimate: estimate, object: members)
+        return message(of: members, estimate: estimate + id.estimatedEncodedCount + 30, sharing: shared)
+    }
+
+    /// A success response to the request `id` whose `result` is the object
+    /// `members` writes: one closure for the message, not one around
+    /// another.
+    private static func objectResponse(
+        id: JSON, estimate: Int, sharing shared: SharedJSON? = nil, members: @escaping @Sendable (JSONObjectWriter) -> Void
+    ) -> JSONMessage {
+        let write: @Sendable (JSONObjectWriter) -> Void = { message in
+            message.set("id", id)
+            message.set("jsonrpc", "2.0")
+            message.set("result", object: members)
+        }
+        return message(of: write, estimate: estimate + id.estimatedEncodedCount + 30, sharing: shared)
+    }
+
+    /// The message `members` writes, about `estimate` bytes long.
+    private static func message(
+        of members: @escaping @Sendable (JSONObjectWriter) -> Void, estimate: Int, sharing shared: SharedJSON?
+    ) -> JSONMessage {
+        shared.map { JSONMessage(estimate: estimate, sharing: $0, object: members) } ?? JSONMessage(estimate: estimate, object: members)
     }
 
     /// An error response to the request `id`, `{"error", "id", "jsonrpc"}`.
