@@ -60,20 +60,32 @@ final class Pipe: Sendable {
         return poll(&entry, 1, Int32(timeout * 1000)) == 1
     }
 
-    /// Which ends are closed: each is closed once, so a number the kernel
-    /// has given to another file since (another test's, running at the
-    /// same time) is never closed.
+    /// Which ends are closed: each is closed once.
     private let closed = Locked((read: false, write: false))
 
     /// Closes the write end, so the reader sees the end of the input.
     func closeWriteEnd() {
-        if closed.withLock({ ends in defer { ends.write = true }; return !ends.write }) { Foundation.close(writeEnd) }
+        if closed.withLock({ ends in defer { ends.write = true }; return !ends.write }) { Self.retire(writeEnd) }
     }
 
     /// Closes the read end: the client has gone, and writes fail.
     func closeReadEnd() {
-        if closed.withLock({ ends in defer { ends.read = true }; return !ends.read }) { Foundation.close(readEnd) }
+        if closed.withLock({ ends in defer { ends.read = true }; return !ends.read }) { Self.retire(readEnd) }
     }
+
+    /// Closes the pipe's end at `fd` and keeps the number, which then
+    /// refers to /dev/null: a connection's or a channel's thread that
+    /// outlives its test and still writes to it (a late answer) or reads
+    /// from it writes nothing anywhere and reads the end of a file, where a
+    /// freed number could by then be another test's pipe, running at the
+    /// same time, whose bytes it would mix with its own. The pipe sees the
+    /// end closed as with `close`: its writers get `EPIPE`, its reader the
+    /// end of the input.
+    private static func retire(_ fd: Int32) {
+        if dup2(devNull, fd) < 0 { Foundation.close(fd) }
+    }
+
+    private static let devNull = open("/dev/null", O_RDWR | O_CLOEXEC)
 
     func close() {
         closeReadEnd()
