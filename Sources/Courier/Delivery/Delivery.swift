@@ -47,12 +47,12 @@ struct Delivery {
     static func failures(of result: TransferResult, for requests: [DownloadRequest]) -> [Outcome] {
         let failure = result.failure ?? TransferFailure(code: .network, message: "no response")
         return requests.map { request in
-            var outcome = result.response.map { Outcome(url: request.url, response: $0) }
-                ?? Outcome(url: request.url)
-            outcome.error = failure
-            outcome.size = result.size
-            outcome.resumedFrom = result.resumedFrom
-            return outcome
+            var fields = result.response.map { Outcome.Fields(url: request.url, response: $0) }
+                ?? Outcome.Fields(url: request.url)
+            fields.error = failure
+            fields.size = result.size
+            fields.resumedFrom = result.resumedFrom
+            return Outcome(fields)
         }
     }
 
@@ -92,20 +92,20 @@ struct Delivery {
 
         for (index, receipt) in receipts.enumerated() {
             let request = receipt.request
-            var outcome = Outcome(url: request.url, response: response, headers: headers)
+            var outcome = Outcome.Fields(url: request.url, response: response, headers: headers)
             outcome.sharedHeaders = sharedHeaders
             outcome.size = size
             outcome.source = source
             outcome.resumedFrom = resumedFrom
             if let failure = failures[index] {
                 outcome.error = failure
-                outcomes.append(outcome)
+                outcomes.append(Outcome(outcome))
                 continue
             }
             outcome.image = image
             if request.body != .none, bytes?.count != Int(size) {
                 outcome.error = TransferFailure(code: .io, message: "cannot read the body back: \(body.readError ?? "short read")")
-                outcomes.append(outcome)
+                outcomes.append(Outcome(outcome))
                 continue
             }
             switch request.body {
@@ -120,7 +120,7 @@ struct Delivery {
                 }
                 guard let text else {
                     outcome.error = DownloadRequest.tooLargeAsJSON(.text, limit: memoryBodyLimit)
-                    outcomes.append(outcome)
+                    outcomes.append(Outcome(outcome))
                     continue
                 }
                 outcome.text = text
@@ -135,7 +135,7 @@ struct Delivery {
                 if let destination = request.destination {
                     if isLastConsumer, body.moveBeside(to: destination, root: downloadRoot) {
                         outcome.path = destination
-                        outcomes.append(outcome)
+                        outcomes.append(Outcome(outcome))
                         continue
                     }
                     let source = try body.file(in: downloads)
@@ -146,7 +146,7 @@ struct Delivery {
                     } catch {
                         outcome.error = error.transferFailure
                         (outcome.text, outcome.base64) = (nil, nil)
-                        outcomes.append(outcome)
+                        outcomes.append(Outcome(outcome))
                         continue
                     }
                     outcome.path = destination
@@ -161,7 +161,7 @@ struct Delivery {
                 outcome.error = TransferFailure(code: .io, message: "\(error)")
                 (outcome.path, outcome.text, outcome.base64) = (nil, nil, nil)
             }
-            outcomes.append(outcome)
+            outcomes.append(Outcome(outcome))
         }
         return outcomes
     }
