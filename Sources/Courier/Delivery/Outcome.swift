@@ -10,11 +10,13 @@ enum OutcomeSource: String, Sendable {
 
 /// What a receipt ended with: the `outcome` of `download/finished`.
 ///
-/// Its members sit behind one reference, copied on the first change made
-/// through a shared one: an outcome passes by value through notices,
-/// answers, the scheduler's actions and closures, and so moves and copies
-/// as one pointer and one reference count instead of some 300 bytes with
-/// eight counted members.
+/// Its members sit behind one reference, in a box that does not change: an
+/// outcome passes by value through notices, answers, the scheduler's
+/// actions and closures, and so moves and copies as one pointer, one
+/// reference count and two numbers instead of some 300 bytes with eight
+/// counted members. A change to a member makes a new box, so the members
+/// are made whole first (`Fields`, as `Delivery` does) or changed together
+/// (`update`).
 struct Outcome: Sendable {
     /// The members, as the wire names them.
     struct Fields: Sendable {
