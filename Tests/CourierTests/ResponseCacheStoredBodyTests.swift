@@ -5,9 +5,10 @@ import Testing
 
 @testable import Courier
 
-/// A network body the transfer did not keep in memory and the disk tier
-/// stored stands in the memory tier as that body file, read and checked on
-/// its first hit, so storing it reads nothing back.
+/// A network body the disk tier stored in a body file (one the transfer did
+/// not keep in memory, or a kept one linked from its destination) stands in
+/// the memory tier as that body file, read and checked on its first hit, so
+/// storing it reads nothing back and holds nothing twice.
 @Suite(.timeLimit(.minutes(1)))
 struct ResponseCacheStoredBodyTests {
     private func withDirectory(_ body: (String) throws -> Void) rethrows {
@@ -139,6 +140,78 @@ struct ResponseCacheStoredBodyTests {
             let (request, _) = try download(body, url: "http://o/small", into: cache, directory: directory, kept: true)
             let entry = try #require(cache.memory.peek(ResponseCache.key(for: request)))
             #expect(entry.stored == nil && entry.body == body)
+        }
+    }
+
+    @Test func aKeptBodyLinkedFromItsDestinationIsNotHeldTwice() throws {
+        try withDirectory { directory in
+            // Given a small body the transfer kept, written to an unnamed file beside its destination
+            let cache = try cache(in: directory)
+            let body = bytes(8_192, seed: 8)
+            let url = "http://o/file"
+            let beside = try DirectoryHandle(opening: directory)
+            let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
+            defer { close(fd) }
+            #expect(CacheFileIO.write(fd, body))
+            let request = try DownloadRequest(Params(["url": .string(url)]), defaults: Configuration(cacheDir: directory))
+            let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
+            let file = CacheBodyFile(
+                directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body), bytes: body,
+                unnamed: fd)
+
+            // When both tiers store it, and the file is named at its destination
+            let returned = cache.store(
+                keys: [ResponseCache.key(for: request)], request: request, head: head, requestTime: Date(), responseTime: Date(),
+                body: file)
+            #expect(beside.link(fd, as: "dest") == nil)
+
+            // Then the bytes are handed back for the receipts, but the memory tier stands for the
+            // disk tier's body file (the destination's inode) instead of holding them, and counts them
+            #expect(returned == body)
+            let key = ResponseCache.key(for: request)
+            let entry = try #require(cache.memory.peek(key))
+            let stored = try #require(entry.stored)
+            #expect(entry.body.isEmpty && stored.length == body.count)
+            #expect(cache.memory.usage >= body.count + MemoryCache.entryOverhead)
+            var destination = stat()
+            var linked = stat()
+            #expect(stat(directory + "/dest", &destination) == 0 && stat(directory + "/cache/http/" + stored.name, &linked) == 0)
+            #expect(destination.st_ino == linked.st_ino)
+
+            // And its first hit serves the bytes from memory, read from that file
+            let hit = try #require(served(cache, request))
+            #expect(hit.tier == .memory && hit.body.bytes == body)
+            #expect(cache.memory.peek(key)?.body == body)
+        }
+    }
+
+    @Test func aKeptBodyWhoseDestinationChangedInPlaceIsNeverServed() throws {
+        try withDirectory { directory in
+            // Given a small kept body stored as the hard link of its destination
+            let cache = try cache(in: directory)
+            let body = bytes(4_000, seed: 9)
+            let url = "http://o/changed"
+            let beside = try DirectoryHandle(opening: directory)
+            let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
+            defer { close(fd) }
+            #expect(CacheFileIO.write(fd, body))
+            let request = try DownloadRequest(Params(["url": .string(url)]), defaults: Configuration(cacheDir: directory))
+            let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
+            _ = cache.store(
+                keys: [ResponseCache.key(for: request)], request: request, head: head, requestTime: Date(), responseTime: Date(),
+                body: CacheBodyFile(
+                    directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body), bytes: body,
+                    unnamed: fd))
+            #expect(beside.link(fd, as: "dest") == nil)
+
+            // When the destination is rewritten in place before any hit
+            let handle = try #require(FileHandle(forUpdatingAtPath: directory + "/dest"))
+            try handle.write(contentsOf: Data([body[0] ^ 0xFF]))
+            try handle.close()
+
+            // Then neither tier serves the changed bytes: the lookup is a miss
+            #expect(served(cache, request) == nil)
+            #expect(cache.memory.peek(ResponseCache.key(for: request)) == nil)
         }
     }
 

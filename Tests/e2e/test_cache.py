@@ -706,6 +706,30 @@ def test_rewriting_a_linked_destination_in_place_is_never_served(courier, origin
     assert all(os.stat(path).st_ino != destination.stat().st_ino for path in disk_tier.body_files(cache_dir))
 
 
+def test_the_memory_tier_stands_for_a_small_destination_s_file(courier, origin, cache_dir, tmp_path):
+    # Given a small body downloaded to a destination, with both tiers on
+    c = courier()
+    url, body = resource(origin, "stood-for", 8 * KIB)
+    destination = tmp_path / "out" / "stood-for.bin"
+    destination.parent.mkdir()
+    assert fetch(c, url, body="none", destination=str(destination))["ok"]
+    assert os.stat(body_file(cache_dir, url)).st_ino == destination.stat().st_ino
+    # Then the memory tier counts it, and its first hit serves it from memory
+    assert c.cache_stats()["memory"]["usage"] >= len(body)
+    hit = fetch(c, url)
+    assert hit["source"] == "memory" and hit["bytes"] == body
+    # And since memory holds no second copy of a file download's bytes, a
+    # file the client rewrote in place before any hit costs the same process
+    # a fetch of the origin's bytes, never the client's
+    url, body = resource(origin, "stood-for-rewritten", 8 * KIB)
+    destination = tmp_path / "out" / "stood-for-rewritten.bin"
+    assert fetch(c, url, body="none", destination=str(destination))["ok"]
+    _rewrite_same_length(destination, body)
+    again = fetch(c, url)
+    assert again["source"] == "network" and again["bytes"] == body
+    assert origin.hits("/res/stood-for-rewritten") == 2
+
+
 def test_destination_on_another_file_system_is_copied(courier, origin, cache_dir):
     # Given a destination on tmpfs while the cache directory is elsewhere
     shm = "/dev/shm"

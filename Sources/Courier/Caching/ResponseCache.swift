@@ -364,10 +364,13 @@ final class ResponseCache: Sendable {
     /// of what the transfer wrote to its file, and the bytes when it kept
     /// them. The disk tier hard-links the file when it can, so it may be
     /// renamed afterwards; a rewrite in place makes the disk entry a miss.
-    /// The memory tier holds the kept bytes; a body that was not kept and
-    /// that the disk tier stored in a body file stands in the memory tier as
-    /// that file, read and checked on its first hit; any other body that fits is
-    /// read from the file now. Both tiers record the digests `body` gives.
+    /// A body the disk tier stored in a body file stands in the memory tier
+    /// as that file, read and checked on its first hit, even when the
+    /// transfer kept its bytes: those were a file download's, and holding
+    /// them too would keep every small download's bytes twice, in fresh
+    /// memory each time. The memory tier holds any other kept bytes; any
+    /// other body that fits is read from the file now. Both tiers record the
+    /// digests `body` gives.
     /// A response that may not be stored removes what was stored before.
     func store(
         keys: [String], request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
@@ -412,7 +415,7 @@ final class ResponseCache: Sendable {
                 memory.remove(key)
                 continue
             }
-            if bytes == nil, let stored {
+            if let stored {
                 let reference = MemoryCache.StoredBody(name: stored, length: Int(body.length), checksum: body.checksum)
                 memory.set(MemoryCache.Entry(response: response, stored: reference), for: key)
                 continue
