@@ -9,4 +9,8 @@ struct ReceiptID: Hashable, Comparable, Sendable, CustomStringConvertible {
     var description: String { "r\(number)" }
 
     static func < (lhs: ReceiptID, rhs: ReceiptID) -> Bool { lhs.number < rhs.number }
+
+    /// Where a hash table puts the id: its number mixed with the table's
+    /// seed (see `NumberHash`).
+    func _rawHashValue(seed: Int) -> Int { NumberHash.mix(number, seed: seed) }
 }

@@ -32,6 +32,10 @@ struct TaskKey: Hashable, Sendable {
     }
 
     func hash(into hasher: inout Hasher) { hasher.combine(fieldsHash) }
+
+    /// Where a hash table puts the key: the hash of its fields, taken once,
+    /// mixed with the table's seed (see `NumberHash`).
+    func _rawHashValue(seed: Int) -> Int { NumberHash.mix(fieldsHash, seed: seed) }
 }
 
 /// One attempt at a task's transfer: a task retried after a transient
@@ -41,6 +45,10 @@ struct TaskKey: Hashable, Sendable {
 struct TransferID: Hashable, Sendable {
     var task: TaskID
     var attempt: Int
+
+    /// Where a hash table puts the id: its task's number and attempt mixed
+    /// with the table's seed (see `NumberHash`).
+    func _rawHashValue(seed: Int) -> Int { NumberHash.mix(task.number, seed: NumberHash.mix(attempt, seed: seed)) }
 }
 
 /// One transfer from the origin, shared by every receipt that asked for it.
