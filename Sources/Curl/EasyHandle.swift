@@ -131,6 +131,8 @@ public final class EasyHandle {
     @exclusivity(unchecked) private var delegateReference: Unmanaged<EasyHandleDelegate>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// `headerList` starts with `acceptEncodingField`.
+    private var listWritesAcceptEncoding = false
     /// The options the handle holds from its last `configure`, when libcurl
     /// took every one of them: a reused handle's next `configure` sets only
     /// the options that differ.
@@ -261,12 +263,14 @@ public final class EasyHandle {
         // Given even when empty: libcurl reads the environment for every
         // request where either option is not set. `old`, if any, had the
         // same environment.
+        var direct = false
         if options.proxy == nil {
             let environment = options.proxyEnvironment
             let proxy = environment.setting(https: isHTTPS)
             let previous = wasHTTPS.map { environment.setting(https: $0) }
             if proxy.proxy != previous?.proxy { setBytes(CURLOPT_PROXY, proxy.proxy) }
             if proxy.noProxy != previous?.noProxy { setBytes(CURLOPT_NOPROXY, proxy.noProxy) }
+            direct = proxy.proxy.count <= 1
         }
         // 0 is libcurl's default for each: no limit, or (for the connect
         // timeout) its own.
@@ -285,7 +289,16 @@ public final class EasyHandle {
             let limit = curl_off_t(options.maxFileSize ?? 0)
             check(courier_easy_setopt_off(raw, CURLOPT_MAXFILESIZE_LARGE, limit), CURLOPT_MAXFILESIZE_LARGE)
         }
+        let writesAcceptEncoding =
+            direct && !options.followRedirects && options.acceptsEncodings && !options.headers.contains { Self.isAcceptEncoding($0.name) }
+        // The list the handle holds is kept when it would be made again of
+        // the same lines: most transfers of a run send the same (none of
+        // their own, often).
+        if let old, writesAcceptEncoding == listWritesAcceptEncoding, Self.same(old.headers, options.headers) { return }
         var list: UnsafeMutablePointer<curl_slist>?
+        if writesAcceptEncoding {
+            list = Self.acceptEncodingField.withUnsafeBufferPointer { curl_slist_append(nil, $0.baseAddress!) }
+        }
         for header in options.headers {
             let line = Array(header.name.utf8) + Array(": ".utf8) + header.value + [0]
             list = line.withUnsafeBytes { curl_slist_append(list, $0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
@@ -295,6 +308,46 @@ public final class EasyHandle {
             curl_slist_free_all(headerList)
             headerList = list
         }
+        listWritesAcceptEncoding = writesAcceptEncoding
+    }
+
+    /// The `Accept-Encoding` field libcurl writes itself for an empty
+    /// `CURLOPT_ACCEPT_ENCODING` (`Curl_all_content_encodings`): every
+    /// content coding it decodes, in its order, or `identity` when it
+    /// decodes none.
+    ///
+    /// A transfer that goes to its origin directly (through no proxy, and
+    /// with no redirect libcurl follows to a URL that may take one) and
+    /// names no such field of its own has the handle write this one first
+    /// among the request's own headers, which libcurl writes right where it
+    /// would have written its own field, so the request is the same, byte
+    /// for byte; libcurl, finding the field among them, still decodes the
+    /// codings the option asks for, and no longer formats the field once
+    /// into a string of its own and again into the request (some 100
+    /// instructions a byte in libcurl 7.88's printf). Through a proxy the
+    /// request may carry a `Proxy-Connection` field after libcurl's own,
+    /// so libcurl writes it there.
+    static let acceptEncodingField: [CChar] = {
+        let features = courier_version_info().pointee.features
+        var codings: [String] = []
+        if features & CURL_VERSION_LIBZ != 0 { codings += ["deflate", "gzip"] }
+        if features & CURL_VERSION_BROTLI != 0 { codings.append("br") }
+        if features & CURL_VERSION_ZSTD != 0 { codings.append("zstd") }
+        return Array(("Accept-Encoding: " + (codings.isEmpty ? "identity" : codings.joined(separator: ", "))).utf8CString)
+    }()
+
+    /// `name` is `Accept-Encoding` in any case, as libcurl compares names.
+    private static func isAcceptEncoding(_ name: String) -> Bool {
+        let expected = "accept-encoding".utf8
+        guard name.utf8.count == expected.count else { return false }
+        return zip(name.utf8, expected).allSatisfy { byte, lower in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == lower : byte == lower
+        }
+    }
+
+    /// The same header fields, names and values byte for byte, in order.
+    private static func same(_ a: [(name: String, value: [UInt8])], _ b: [(name: String, value: [UInt8])]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { $0.name.isExactly($1.name) && $0.value == $1.value }
     }
 
     /// Sets a comma-separated list of schemes. libcurl refuses the whole

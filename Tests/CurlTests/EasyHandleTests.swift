@@ -1,3 +1,5 @@
+import CCurlShim
+import CLibcurl
 @testable import Curl
 #if canImport(Glibc)
 import Glibc
@@ -78,6 +80,83 @@ struct EasyHandleTests {
         #expect(!secondRequest.contains("X-Probe"))
         #expect(!secondRequest.contains("Accept-Encoding"))
         multi.recycle(again)
+    }
+
+    /// The request a transfer straight to its origin writes, headers of its
+    /// own or not, is the one libcurl writes when it makes the
+    /// `Accept-Encoding` field itself: a handle with the same options whose
+    /// list holds the transfer's own headers alone.
+    @Test(arguments: [
+        [(String, String)](), [("X-A", "1"), ("X-B", "2")], [("accept-encoding", "br")], [("ACCEPT-ENCODING", "")],
+        [("Accept", "text/plain"), ("User-Agent", "probe")], [("X-Empty", "")],
+    ])
+    func aDirectRequestIsTheOneLibcurlWritesItself(headers: [(String, String)]) throws {
+        CurlLibrary.initialize()
+        let origin = try #require(Listener())
+        defer { close(origin.fd) }
+        let multi = MultiHandle()
+        defer { multi.cleanup() }
+        var options = EasyOptions(url: "http://127.0.0.1:\(origin.port)/a?b=c")
+        options.followRedirects = false
+        options.proxyEnvironment = ProxyEnvironment(variables: [:])
+        options.headers = headers.map { ($0.0, Array($0.1.utf8)) }
+
+        // Given the request a handle writes, and again on its reuse
+        let handle = multi.makeEasyHandle()
+        handle.configure(options)
+        let written = origin.request(of: handle, on: multi)
+        multi.recycle(handle)
+        let again = multi.makeEasyHandle()
+        #expect(again === handle)
+        again.configure(options)
+        let writtenAgain = origin.request(of: again, on: multi)
+        multi.recycle(again)
+
+        // When libcurl writes the field itself
+        let reference = EasyHandle()
+        reference.configure(options)
+        var list: UnsafeMutablePointer<curl_slist>?
+        for (name, value) in headers { list = curl_slist_append(list, "\(name): \(value)") }
+        #expect(courier_easy_setopt_ptr(reference.raw, CURLOPT_HTTPHEADER, list) == CURLE_OK)
+        let libcurls = origin.request(of: reference, on: multi)
+        multi.remove(reference)
+        reference.cleanup()
+        curl_slist_free_all(list)
+
+        // Then both requests are libcurl's, byte for byte, with the field
+        // unless the transfer names one of its own
+        #expect(written == libcurls)
+        #expect(writtenAgain == libcurls)
+        let named = headers.contains { $0.0.lowercased() == "accept-encoding" }
+        #expect(libcurls.contains("\r\nAccept-Encoding: ") == !named)
+    }
+
+    /// A reused handle asks for content codings again once a transfer that
+    /// asked for none (a resumed body) has gone, and through a proxy
+    /// libcurl writes the field itself, once.
+    @Test func theFieldFollowsEachTransfersAsk() throws {
+        try withOriginAndProxy { origin, proxy, multi in
+            var options = EasyOptions(url: "http://127.0.0.1:\(origin.port)/a")
+            options.followRedirects = false
+            options.proxyEnvironment = ProxyEnvironment(variables: [:])
+            var requests: [String] = []
+            for accepts in [true, false, true] {
+                options.acceptsEncodings = accepts
+                let handle = multi.makeEasyHandle()
+                handle.configure(options)
+                requests.append(origin.request(of: handle, on: multi))
+                multi.recycle(handle)
+            }
+            #expect(requests.map { $0.contains("\r\nAccept-Encoding: ") } == [true, false, true])
+            #expect(requests[0] == requests[2])
+
+            options.proxy = "http://127.0.0.1:\(proxy.port)"
+            let handle = multi.makeEasyHandle()
+            handle.configure(options)
+            let proxied = proxy.request(of: handle, on: multi)
+            multi.recycle(handle)
+            #expect(proxied.split(separator: "\r\nAccept-Encoding: ", omittingEmptySubsequences: false).count == 2)
+        }
     }
 
     @Test(arguments: [
