@@ -15,6 +15,8 @@ import Testing
 struct DownloaderHitTests {
     static let body = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
     static let url = "http://o/doc"
+    /// The `cacheKey` under which the body is stored too, for any URL.
+    static let sharedKey = "shared"
 
     /// What the downloader handed on, each message with the turn of the
     /// engine it came in.
@@ -65,8 +67,28 @@ struct DownloaderHitTests {
         }
     }
 
+    /// Holds the engine's next turn back until released, so that the
+    /// requests sent meanwhile are all taken in that turn.
+    final class TurnGate: Sendable {
+        private let held = Locked<DispatchSemaphore?>(nil)
+
+        /// Holds the next turn that begins.
+        func hold() { held.withLock { $0 = DispatchSemaphore(value: 0) } }
+
+        /// Lets the held turn go on.
+        func release() { held.withLock { $0 }?.signal() }
+
+        /// Called as a turn begins: waits while it is held.
+        func pass() {
+            guard let gate = held.withLock({ $0 }) else { return }
+            _ = gate.wait(timeout: .now() + 10)
+            held.withLock { $0 = nil }
+        }
+    }
+
     private func withDownloader(
-        awaitOutputRoom: @escaping @Sendable () -> Void = {}, _ test: (Downloader<Int>, Heard, String) throws -> Void
+        awaitOutputRoom: @escaping @Sendable () -> Void = {}, gate: TurnGate = TurnGate(),
+        _ test: (Downloader<Int>, Heard, String) throws -> Void
     ) throws {
         let directory = NSTemporaryDirectory() + "courier-hits-\(getpid())-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -75,6 +97,7 @@ struct DownloaderHitTests {
         let root = try CacheRoot(testing: configuration.cacheDir)
         let cache = ResponseCache(configuration: configuration, root: root, logger: .init(label: "test"))
         try store(Self.body, in: cache, directory: directory)
+        try store(Self.body, in: cache, directory: directory, params: ["cacheKey": .string(Self.sharedKey)])
         let heard = Heard()
         let downloader = try Downloader<Int>(
             settings: configuration, root: root, cache: cache,
@@ -87,6 +110,7 @@ struct DownloaderHitTests {
                 heard.hear(.finished(receipt: receipt, outcome: outcome))
             },
             batch: { turn in
+                gate.pass()
                 heard.beginTurn()
                 turn()
             },
@@ -97,17 +121,18 @@ struct DownloaderHitTests {
 
     private func request(_ params: [String: JSON] = [:]) throws -> DownloadRequest {
         var params = params
-        params["url"] = .string(Self.url)
+        if params["url"] == nil { params["url"] = .string(Self.url) }
         return try DownloadRequest(Params(.object(params)), defaults: Configuration(cacheDir: "/nonexistent"))
     }
 
-    /// Stores `body` fresh for an hour, as a finished transfer would.
-    private func store(_ body: [UInt8], in cache: ResponseCache, directory: String) throws {
-        let file = directory + "/downloaded"
+    /// Stores `body` fresh for an hour under the key of the request
+    /// `params` make, as a finished transfer would.
+    private func store(_ body: [UInt8], in cache: ResponseCache, directory: String, params: [String: JSON] = [:]) throws {
+        let file = directory + "/downloaded-\(params.count)"
         try Data(body).write(to: URL(fileURLWithPath: file))
         let now = Date()
         _ = cache.store(
-            keys: [ResponseCache.key(for: try request())], request: try request(),
+            keys: [ResponseCache.key(for: try request(params))], request: try request(params),
             head: ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: Self.url), requestTime: now,
             responseTime: now,
             body: CacheBodyFile(
@@ -206,6 +231,42 @@ struct DownloaderHitTests {
             #expect(base64.outcome.base64 == Data(Self.body).base64EncodedString())
             #expect(plain.outcome.ok && plain.outcome.path != nil)
             #expect(base64.place < plain.place)
+        }
+    }
+
+    @Test func hitsOfOneTurnGetTheOutcomesOfTheirOwnURLsAndLimits() throws {
+        let gate = TurnGate()
+        try withDownloader(gate: gate) { downloader, heard, _ in
+            // Given a hit of a response stored under a `cacheKey`, whose `path` file is made
+            let shared: [String: JSON] = ["cacheKey": .string(Self.sharedKey)]
+            let first = try download(shared, waiter: 1, with: downloader, heard: heard)
+            let path = try #require(first.outcome.path)
+
+            // When hits of it are taken in one turn: one as the first, one
+            // refusing its size, one as the first again, and one naming
+            // another URL
+            let other = "http://o/other?copy=1"
+            gate.hold()
+            downloader.download(try request(shared), waiter: 2)
+            downloader.download(try request(shared.merging(["maxBytes": 100]) { $1 }), waiter: 3)
+            downloader.download(try request(shared), waiter: 4)
+            downloader.download(try request(shared.merging(["url": .string(other)]) { $1 }), waiter: 5)
+            gate.release()
+            #expect(heard.wait { _ in (2...5).allSatisfy { heard.answer(of: $0).flatMap { heard.finished($0.receipt) } != nil } })
+
+            // Then each is served at once in that turn, with its own URL and its own limit
+            let served = try (2...5).map { waiter in
+                let answer = try #require(heard.answer(of: waiter))
+                let finished = try #require(heard.finished(answer.receipt))
+                #expect(finished.turn == answer.turn)
+                return finished
+            }
+            #expect(Set(served.map(\.turn)).count == 1)
+            let (same, tooLarge, again, otherURL) = (served[0].outcome, served[1].outcome, served[2].outcome, served[3].outcome)
+            #expect(same.ok && same.url == Self.url && same.path == path && same.source == .memory)
+            #expect(!tooLarge.ok && tooLarge.error?.code == .tooLarge && tooLarge.path == nil && tooLarge.url == Self.url)
+            #expect(again.ok && again.url == Self.url && again.path == path)
+            #expect(otherURL.ok && otherURL.url == other && otherURL.path == path && otherURL.size == Int64(Self.body.count))
         }
     }
 

@@ -192,29 +192,58 @@ final class TransferDelivery: Sendable {
         return .served(receipt: order.receipt, outcome)
     }
 
+    /// What the engine's thread keeps from one hit it serves at once to
+    /// the next, within one of its turns (`serveAtOnce`): emptied at each
+    /// turn, so a file the client removed before sending a request is
+    /// made again for it, and no hit's body outlives its entry for long.
+    struct AtOnce {
+        /// The `path` files found kept already: those are not looked at
+        /// again, so a burst of hits admitted together looks at its file
+        /// once.
+        var keptFiles: Set<String> = []
+        /// The last hit served with its body's `path`, the URL its request
+        /// named, and its outcome.
+        var last: (hit: ResponseCache.Hit, url: String, outcome: Outcome)?
+
+        mutating func removeAll() {
+            keptFiles.removeAll(keepingCapacity: true)
+            last = nil
+        }
+    }
+
     /// The outcome of a hit whose body is held in memory and whose receipt
     /// needs no file made, placed or read, and no body as text or base64
     /// (which waits for room in the client's output): made at once, on the
     /// caller's thread, whose only system call is a look at the `path` file
     /// an earlier hit made. Nil for any other hit, which `deliver` serves.
     ///
-    /// `keptFiles` holds the `path` files found kept already: those are not
-    /// looked at again, and one found kept here joins them. The caller
-    /// empties it whenever a file may have gone since (the engine, at each
-    /// turn), so a burst of hits admitted together looks at its file once.
-    func serveAtOnce(_ order: HitOrder, memoryBodyLimit: Int64, keptFiles: inout Set<String>) -> Outcome? {
+    /// `atOnce` holds what the hits served before this one in the caller's
+    /// turn found. The outcome of a hit depends on the stored response
+    /// (the same `Hit` while its entry is as it is), the URL the request
+    /// names and whether the response suits the request: a request the
+    /// last hit's response suits as well, naming the same URL, gets the
+    /// last outcome again, its members shared, with the `path` file that
+    /// hit found kept.
+    func serveAtOnce(_ order: HitOrder, memoryBodyLimit: Int64, atOnce: inout AtOnce) -> Outcome? {
         let hit = order.hit
         guard case .bytes = hit.body, order.request.destination == nil, order.request.body == .none else { return nil }
+        if let last = atOnce.last, last.hit === hit, last.url.isExactly(order.request.url),
+            order.request.refusal(of: hit.response.head, size: hit.body.length, memoryBodyLimit: memoryBodyLimit) == nil
+        {
+            return last.outcome
+        }
         var served = delivery(for: hit, memoryBodyLimit: memoryBodyLimit)
-        if let name = served.sharedFileName, keptFiles.contains(name) || served.isKept(name) {
-            keptFiles.insert(name)
+        if let name = served.sharedFileName, atOnce.keptFiles.contains(name) || served.isKept(name) {
+            atOnce.keptFiles.insert(name)
             served.sharedFileIsKept = true
         } else if order.request.refusal(of: hit.response.head, size: hit.body.length, memoryBodyLimit: memoryBodyLimit) == nil {
             return nil
         }
         // Moved out of the list, not copied.
         var outcomes = served.deliver(to: [(order.receipt, order.request)])
-        return outcomes.removeLast()
+        let outcome = outcomes.removeLast()
+        if outcome.ok, outcome.path != nil { atOnce.last = (hit, order.request.url, outcome) }
+        return outcome
     }
 
     /// How a hit's outcome is made: from the tier's response, with the

@@ -117,11 +117,12 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// queue as one batch at its end.
     private var dueDeliveries: [DeliveryOrder] = []
     private var dueHits: [HitOrder] = []
-    /// The `path` files of stored responses that hits of this turn found
-    /// kept (`TransferDelivery.serveAtOnce`): a burst of hits of one
-    /// response looks at its file once. Emptied at each turn, so a file the
-    /// client removed before sending a request is made again for it.
-    private var keptPathFiles: Set<String> = []
+    /// What the hits of this turn served at once found
+    /// (`TransferDelivery.serveAtOnce`): a burst of hits of one response
+    /// looks at its `path` file once, and makes its outcome once. Emptied
+    /// at each turn, so a file the client removed before sending a request
+    /// is made again for it.
+    private var atOnce = TransferDelivery.AtOnce()
     /// Hits handed to the delivery queue whose outcomes have not come back:
     /// while there are any, a hit that could be served at once goes there
     /// too, so hits finish in the order they were admitted.
@@ -187,7 +188,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     private func turn() {
         parents.checkAgain()
         partialsMayHoldBodies = nil
-        keptPathFiles.removeAll(keepingCapacity: true)
+        atOnce.removeAll()
         var commands = inbox.take()
         // Room for every command taken, as if each were a `download` that
         // queues: most of a burst are. Telling them apart would copy each
@@ -304,7 +305,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
                 cache.countHit()
                 let order = HitOrder(hit: hit, receipt: receipt, request: request)
                 if dueHits.isEmpty, hitsInDelivery == 0,
-                    let outcome = delivery.serveAtOnce(order, memoryBodyLimit: settings.maxMemoryBody, keptFiles: &keptPathFiles)
+                    let outcome = delivery.serveAtOnce(order, memoryBodyLimit: settings.maxMemoryBody, atOnce: &atOnce)
                 {
                     return (outcome, MonotonicClock.now())
                 }
