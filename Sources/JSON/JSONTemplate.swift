@@ -232,12 +232,18 @@ final class JSONTemplate {
     /// `text`; the message is about `sizeHint` bytes long.
     func write(_ recording: JSONRecording, into text: inout [UInt8], sizeHint: Int) {
         guard let pieces else { return }
+        // Values and pieces read where they lie, through their buffers:
+        // iterating the list would copy each value, retaining what it holds.
         self.text.withUnsafeBufferPointer { shape in
-            for (index, value) in recording.values.enumerated() {
-                text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[index]]))
-                write(value, slot: index, recording, into: &text, sizeHint: sizeHint)
+            pieces.withUnsafeBufferPointer { pieces in
+                recording.values.withUnsafeBufferPointer { values in
+                    for index in values.indices {
+                        text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[index]]))
+                        write(values[index], slot: index, recording, into: &text, sizeHint: sizeHint)
+                    }
+                }
+                text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[pieces.count - 1]]))
             }
-            text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[pieces.count - 1]]))
         }
     }
 
@@ -406,14 +412,15 @@ final class JSONTemplate {
     /// characters: `é` and `e` with an accent are equal, their texts not).
     private static func sameBytes(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
-        var a = a
-        var b = b
-        return a.withUTF8 { a in
-            b.withUTF8 { b in
-                guard let left = a.baseAddress, let right = b.baseAddress else { return true }
-                return memcmp(left, right, a.count) == 0
+        // Where the bytes lie, as a native string holds them: no copy of
+        // either string is made (`withUTF8` needs one, to change).
+        let compared = a.utf8.withContiguousStorageIfAvailable { left in
+            b.utf8.withContiguousStorageIfAvailable { right in
+                guard let left = left.baseAddress, let right = right.baseAddress else { return true }
+                return memcmp(left, right, a.utf8.count) == 0
             }
         }
+        return (compared ?? nil) ?? a.utf8.elementsEqual(b.utf8)
     }
 }
 

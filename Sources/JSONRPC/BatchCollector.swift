@@ -29,7 +29,19 @@ final class BatchCollector: Sendable {
         var afterSent: [@Sendable () -> Void] = []
         /// The request whose handler runs, when one does.
         var running: Int?
+
+        /// Puts `answer` at `index`: when it is the last, what is then to
+        /// be sent (the answers given, in order) and done.
+        mutating func put(_ index: Int, _ answer: [UInt8]) -> Complete? {
+            answers[index] = answer
+            remaining -= 1
+            guard remaining == 0 else { return nil }
+            defer { (answers, afterSent) = ([], []) }
+            return (answers.filter { !$0.isEmpty }, held, afterSent)
+        }
     }
+
+    private typealias Complete = (answers: [[UInt8]], held: Int, actions: [@Sendable () -> Void])
 
     private let state: Locked<State>
     private let sink: any AnswerSink
@@ -57,16 +69,18 @@ final class BatchCollector: Sendable {
         sink.whenWriting(estimate: response.estimate) { [self] in keep(index, id: id, response.encoded) }
     }
 
+    /// An answer kept takes its room and its place under one lock.
     private func keep(_ index: Int, id: JSON, _ encoded: [UInt8]) {
-        let kept = state.withLock { state in
+        let (kept, complete) = state.withLock { state -> (Bool, Complete?) in
             guard !state.isFull, sink.holdBatchAnswer(encoded.count + 1) else {
                 state.isFull = true
-                return false
+                return (false, nil)
             }
             state.held += encoded.count + 1
-            return true
+            return (true, state.put(index, encoded))
         }
-        store(index, kept ? encoded : tooLarge(id: id, ran: true))
+        guard kept else { return store(index, tooLarge(id: id, ran: true)) }
+        if let complete { send(complete) }
     }
 
     /// The entry at `index` is answered with nothing: a notification, or
@@ -91,14 +105,12 @@ final class BatchCollector: Sendable {
     }
 
     private func store(_ index: Int, _ answer: [UInt8]) {
-        let complete: (answers: [[UInt8]], held: Int, actions: [@Sendable () -> Void])? = state.withLock { state in
-            state.answers[index] = answer
-            state.remaining -= 1
-            guard state.remaining == 0 else { return nil }
-            defer { (state.answers, state.afterSent) = ([], []) }
-            return (state.answers.filter { !$0.isEmpty }, state.held, state.afterSent)
-        }
-        guard let complete else { return }
+        guard let complete = state.withLock({ $0.put(index, answer) }) else { return }
+        send(complete)
+    }
+
+    /// Sends the batch's array, then runs what waited for it.
+    private func send(_ complete: Complete) {
         if !complete.answers.isEmpty { sink.sendBatch(complete.answers, held: complete.held) }
         for action in complete.actions { action() }
     }
