@@ -132,13 +132,18 @@ final class JSONTemplate {
     /// written as a tree.
     private let text: [UInt8]
     private let pieces: [Range<Int>]?
-    /// The last value of each slot, the digits of its message's reals,
-    /// and jansson's text for it: apart, so that a value is compared and
-    /// its text copied without copying the others, and the room of a
-    /// slot's text is kept for its next one.
+    /// The text of the last message of this shape, when it was short
+    /// enough to keep (`keptMessage`); empty when it was not.
+    @exclusivity(unchecked) private var lastMessage: [UInt8] = []
+    /// Where each slot's value lies in `lastMessage`.
+    @exclusivity(unchecked) private var lastRanges: [Range<Int>]
+    /// The last value of each slot and the digits of its message's reals;
+    /// nil for a value that is written anew each time (a tree, a long
+    /// string). A run of values equal to the last message's, with the
+    /// pieces of the shape between them, is copied from `lastMessage` in
+    /// one piece.
     @exclusivity(unchecked) private var lastValues: [JSONRecording.Value?]
     @exclusivity(unchecked) private var lastPrecisions: [Int]
-    @exclusivity(unchecked) private var lastTexts: [[UInt8]]
     /// Scratch room for a value written anew (`scratchCount` bytes), then
     /// room for its text (`room` bytes): the template's own, as it is its
     /// thread's alone, so that writing a value allocates nothing.
@@ -153,7 +158,7 @@ final class JSONTemplate {
         self.pieces = pieces
         lastValues = Array(repeating: nil, count: recording.values.count)
         lastPrecisions = Array(repeating: 0, count: recording.values.count)
-        lastTexts = Array(repeating: [], count: recording.values.count)
+        lastRanges = Array(repeating: 0..<0, count: recording.values.count)
         scratch = UnsafeMutableRawPointer.allocate(byteCount: Self.scratchCount + Self.room, alignment: 16)
     }
 
@@ -229,41 +234,111 @@ final class JSONTemplate {
     }
 
     /// Appends the message `recording` holds, whose shape this is, to
-    /// `text`; the message is about `sizeHint` bytes long.
+    /// `text`; the message is about `sizeHint` bytes long. Each value
+    /// equal to the one its slot held in the last message is copied from
+    /// that message's text together with its neighbours that are equal
+    /// too, and the pieces of the shape between them: in the messages of
+    /// one kind (a hit's answer, its `download/finished`), most values are
+    /// the same each time, and they go in a few copies.
     func write(_ recording: JSONRecording, into text: inout [UInt8], sizeHint: Int) {
         guard let pieces else { return }
+        let precision = recording.precision
+        let start = text.count
+        let hasLast = !lastMessage.isEmpty
+        // Where, in the last message, the run being copied starts, and how
+        // far the run moves in this one.
+        var run: Int?
+        var shift = 0
+        // Where the last message's value before the current slot ends.
+        var lastEnd = 0
         // Values and pieces read where they lie, through their buffers:
         // iterating the list would copy each value, retaining what it holds.
         self.text.withUnsafeBufferPointer { shape in
             pieces.withUnsafeBufferPointer { pieces in
                 recording.values.withUnsafeBufferPointer { values in
-                    for index in values.indices {
-                        text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[index]]))
-                        write(values[index], slot: index, recording, into: &text, sizeHint: sizeHint)
+                    for slot in values.indices {
+                        let pieceStart = lastEnd
+                        let last = lastRanges[slot]
+                        lastEnd = last.upperBound
+                        if hasLast, isUnchanged(values[slot], slot: slot, precision: precision) {
+                            if run == nil {
+                                run = pieceStart
+                                shift = text.count - start - pieceStart
+                            }
+                            lastRanges[slot] = (last.lowerBound + shift)..<(last.upperBound + shift)
+                            continue
+                        }
+                        if let from = run {
+                            copyLast(from..<pieceStart, into: &text)
+                            run = nil
+                        }
+                        text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[slot]]))
+                        let valueStart = text.count - start
+                        write(values[slot], slot: slot, precision: precision, into: &text, sizeHint: sizeHint)
+                        lastRanges[slot] = valueStart..<(text.count - start)
                     }
                 }
-                text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[pieces.count - 1]]))
+                if let from = run {
+                    copyLast(from..<lastMessage.count, into: &text)
+                } else {
+                    text.append(contentsOf: UnsafeBufferPointer(rebasing: shape[pieces[pieces.count - 1]]))
+                }
             }
         }
+        lastMessage.removeAll(keepingCapacity: text.count - start <= Self.keptMessage)
+        if text.count - start <= Self.keptMessage { lastMessage.append(contentsOf: text[start...]) }
+    }
+
+    /// Appends the bytes `range` of the last message.
+    private func copyLast(_ range: Range<Int>, into text: inout [UInt8]) {
+        lastMessage.withUnsafeBufferPointer { last in text.append(contentsOf: UnsafeBufferPointer(rebasing: last[range])) }
+    }
+
+    /// Whether `value` is the value slot `slot` held in the last message,
+    /// whose text is then its text (a real's digits as well).
+    private func isUnchanged(_ value: JSONRecording.Value, slot: Int, precision: Int) -> Bool {
+        switch value {
+        case .text(let shared, let index):
+            if case .text(let other, let otherIndex)? = lastValues[slot] { return other === shared && otherIndex == index }
+        case .tree:
+            return false
+        case .string(let string):
+            if case .string(let other)? = lastValues[slot] { return Self.sameBytes(string, other) }
+        case .integer(let number):
+            if case .integer(let other)? = lastValues[slot] { return number == other }
+        case .real(let number):
+            if case .real(let other)? = lastValues[slot] {
+                return number.bitPattern == other.bitPattern && lastPrecisions[slot] == precision
+            }
+        case .bool(let flag):
+            if case .bool(let other)? = lastValues[slot] { return flag == other }
+        case .null:
+            if case .null? = lastValues[slot] { return true }
+        case .stringArray(let elements):
+            if case .stringArray(let other)? = lastValues[slot] { return Self.sameElements(elements, other) }
+        case .strings(let members):
+            if case .strings(let other)? = lastValues[slot] { return Self.sameMembers(members, other) }
+        }
+        return false
     }
 
     /// Appends the text of `value`, in slot `slot` of a message about
-    /// `messageSize` bytes long.
+    /// `messageSize` bytes long whose reals take `precision` digits, and
+    /// keeps the value as the slot's last, unless it is one not to
+    /// compare (a tree) or not to hold (a long value).
     private func write(
-        _ value: JSONRecording.Value, slot: Int, _ recording: JSONRecording, into text: inout [UInt8], sizeHint messageSize: Int
+        _ value: JSONRecording.Value, slot: Int, precision: Int, into text: inout [UInt8], sizeHint messageSize: Int
     ) {
-        let precision = recording.precision
         switch value {
         case .text(let shared, let index):
-            return text.append(contentsOf: shared.texts[index])
+            text.append(contentsOf: shared.texts[index])
+            return keep(value, precision: precision, slot: slot)
         case .tree(let made):
             // The recording keeps its reference, the dump takes this one.
             // As long as the message at most, as its text is part of it.
+            forget(slot)
             return JSONCodec.dump(courier_json_incref(made)!, precision: precision, into: &text, sizeHint: messageSize)
         case .string(let string):
-            if case .string(let other)? = lastValues[slot], Self.sameBytes(string, other) {
-                return text.append(contentsOf: lastTexts[slot])
-            }
             if string.utf8.count > Self.room - 2 {
                 // A string longer than the room goes straight onto the
                 // text, with room for the message's estimate, which counts
@@ -273,32 +348,7 @@ final class JSONTemplate {
                 guard let tree = JSONCodec.withChars(string, { chars, count in json_stringn_nocheck(chars, count) }) else { return }
                 return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: max(string.utf8.count + 2, messageSize))
             }
-        case .integer(let number):
-            if case .integer(let other)? = lastValues[slot], number == other {
-                return text.append(contentsOf: lastTexts[slot])
-            }
-        case .real(let number):
-            if case .real(let other)? = lastValues[slot], number.bitPattern == other.bitPattern,
-                lastPrecisions[slot] == precision
-            {
-                return text.append(contentsOf: lastTexts[slot])
-            }
-        case .bool(let flag):
-            if case .bool(let other)? = lastValues[slot], flag == other {
-                return text.append(contentsOf: lastTexts[slot])
-            }
-        case .null:
-            if case .null? = lastValues[slot] {
-                return text.append(contentsOf: lastTexts[slot])
-            }
-        case .stringArray(let elements):
-            if case .stringArray(let other)? = lastValues[slot], Self.sameElements(elements, other) {
-                return text.append(contentsOf: lastTexts[slot])
-            }
         case .strings(let members):
-            if case .strings(let other)? = lastValues[slot], Self.sameMembers(members, other) {
-                return text.append(contentsOf: lastTexts[slot])
-            }
             // Longer than a scalar's room, and written whole: dumped
             // straight onto the text, and kept when it is short.
             let start = text.count
@@ -306,19 +356,21 @@ final class JSONTemplate {
                 JSONObjectWriter.stringObject(members), precision: precision, into: &text,
                 sizeHint: Self.encodedCount(members))
             if text.count - start <= Self.keptObject {
-                keep(value, precision: precision, slot: slot, text[start...])
+                keep(value, precision: precision, slot: slot)
             } else {
                 forget(slot)
             }
             return
+        case .integer, .real, .bool, .null, .stringArray:
+            break
         }
         // A short value: its tree, and what jansson takes to dump it, are
         // made and dropped here, in the template's scratch room; jansson
         // writes its text into the template's room for it, whence it is
-        // appended and kept for the next message.
+        // appended.
         let began = courier_json_scratch_begin(scratch, Self.scratchCount)
         defer { courier_json_scratch_end(began, scratch) }
-        guard let tree = Self.tree(of: value) else { return }
+        guard let tree = Self.tree(of: value) else { return forget(slot) }
         let room = (scratch + Self.scratchCount).assumingMemoryBound(to: CChar.self)
         let size = json_dumpb(tree, room, Self.room, JSONCodec.flags(precision: precision))
         guard size <= Self.room else {
@@ -326,9 +378,8 @@ final class JSONTemplate {
             return JSONCodec.dump(tree, precision: precision, into: &text, sizeHint: Self.room)
         }
         courier_json_decref(tree)
-        let made = UnsafeRawBufferPointer(start: room, count: size)
-        text.append(contentsOf: made)
-        keep(value, precision: precision, slot: slot, made)
+        text.append(contentsOf: UnsafeRawBufferPointer(start: room, count: size))
+        keep(value, precision: precision, slot: slot)
     }
 
     /// A new tree of the scalar `value`; nil for any other, or when
@@ -352,19 +403,15 @@ final class JSONTemplate {
         }
     }
 
-    /// Keeps `value` and its text as the last of slot `slot`, in the room
-    /// the slot's last text took.
-    private func keep(_ value: JSONRecording.Value, precision: Int, slot: Int, _ made: some Collection<UInt8>) {
+    /// Keeps `value` as the last of slot `slot`.
+    private func keep(_ value: JSONRecording.Value, precision: Int, slot: Int) {
         lastValues[slot] = value
         lastPrecisions[slot] = precision
-        lastTexts[slot].removeAll(keepingCapacity: true)
-        lastTexts[slot].append(contentsOf: made)
     }
 
-    /// Keeps nothing for slot `slot`, nor the room of its last text.
+    /// Keeps no value for slot `slot`: its next one is written anew.
     private func forget(_ slot: Int) {
         lastValues[slot] = nil
-        lastTexts[slot] = []
     }
 
     /// Room for a short value's text: any integer or real, and strings
@@ -379,6 +426,10 @@ final class JSONTemplate {
     /// The longest text of an object of string members kept for the next
     /// message: a response's headers, not a value that would hold memory.
     private static let keptObject = 4096
+
+    /// The longest message whose text is kept for the next: one with
+    /// headers, not one with a body's text or base64.
+    private static let keptMessage = 8192
 
     /// About how many bytes the text of the object of `members` takes:
     /// exact but for escapes.

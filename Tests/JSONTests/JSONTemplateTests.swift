@@ -122,6 +122,36 @@ struct JSONTemplateTests {
         }
     }
 
+    @Test func runsOfRepeatedValuesAndSharedTextsAreCopiedOnlyWhereTheyRepeat() {
+        // Given messages of one shape that copy the text of one of two
+        // shared objects, around values that repeat, change, grow and
+        // shrink, in every pattern of five places
+        let shared = [SharedJSON(strings: ["k": "one"]), SharedJSON(strings: ["k": "two", "l": "more"])]
+        func message(_ pattern: Int, _ step: Int) -> (text: String, tree: String) {
+            let values = (0..<5).map { place in pattern & (1 << place) == 0 ? "same" : String(repeating: "v", count: step % 3) + "\(step)" }
+            let sharing = shared[(pattern >> 2) & 1]
+            let members: @Sendable (JSONObjectWriter) -> Void = { object in
+                object.set("a", values[0])
+                object.set("b", shared: sharing, or: ["k": "unused"])
+                object.set("c", values[1])
+                object.set("d", object: { inner in
+                    inner.set("e", values[2])
+                    inner.set("f", Int64(values[3].utf8.count))
+                })
+                object.set("g", values[4])
+            }
+            let text = String(decoding: JSONMessage(estimate: 64, sharing: sharing, object: members).encoded, as: UTF8.self)
+            var tree: [UInt8] = []
+            JSONCodec.encodeObjectAsTree(into: &tree, sizeHint: 64, sharing: sharing, members)
+            return (text, String(decoding: tree, as: UTF8.self))
+        }
+        for step in 0..<96 {
+            // Then each is the text its tree writes
+            let (text, tree) = message(step % 32, step)
+            #expect(text == tree, "step \(step)")
+        }
+    }
+
     @Test func aPlaceWhoseValueGrowsAndShrinksIsWrittenWhole() {
         // Given values in one place of messages of one shape that go from
         // short to longer than a value's room and back, each twice, and
