@@ -8,6 +8,19 @@ import Testing
         #expect(ReceiptID(9).description == "r9" && ReceiptID(10).description == "r10")
     }
 
+    @Test(arguments: [0, 1, 9, 10, 99, 100, 12_345, 1_000_000_000_000_000_000, Int.max, -1, -10, Int.min])
+    func theTextAnswersAndNoticesWriteIsTheDescription(number: Int) {
+        #expect(ReceiptID(number).wireText == ReceiptID(number).description)
+        #expect(TaskID(number).wireText == TaskID(number).description)
+    }
+
+    @Test func theTextOfEveryNumberUpToAMillionIsTheDescription() {
+        for number in 0...1_000_000 where ReceiptID(number).wireText != "r\(number)" {
+            Issue.record("r\(number)")
+            return
+        }
+    }
+
     @Test(arguments: [1, 9, 10, 42, Int.max])
     func everyIdCourierWritesReadsBack(number: Int) {
         #expect(TaskID(wire: TaskID(number).description) == TaskID(number))
