@@ -193,9 +193,10 @@ final class TransferDelivery: Sendable {
     }
 
     /// What the engine's thread keeps from one hit it serves at once to
-    /// the next, within one of its turns (`serveAtOnce`): emptied at each
-    /// turn, so a file the client removed before sending a request is
-    /// made again for it, and no hit's body outlives its entry for long.
+    /// the next, within one of its turns (`serveAtOnce`): emptied as each
+    /// turn's commands are done, so a file the client removed before
+    /// sending a request is made again for it, and a hit's body is not
+    /// held past the turn.
     struct AtOnce {
         /// The `path` files found kept already: those are not looked at
         /// again, so a burst of hits admitted together looks at its file

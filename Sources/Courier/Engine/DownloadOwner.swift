@@ -120,8 +120,9 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// What the hits of this turn served at once found
     /// (`TransferDelivery.serveAtOnce`): a burst of hits of one response
     /// looks at its `path` file once, and makes its outcome once. Emptied
-    /// at each turn, so a file the client removed before sending a request
-    /// is made again for it.
+    /// once the turn's commands are carried out, so a file the client
+    /// removed before sending a request is made again for it, and no hit
+    /// is held while the engine waits.
     private var atOnce = TransferDelivery.AtOnce()
     /// Hits handed to the delivery queue whose outcomes have not come back:
     /// while there are any, a hit that could be served at once goes there
@@ -188,7 +189,6 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     private func turn() {
         parents.checkAgain()
         partialsMayHoldBodies = nil
-        atOnce.removeAll()
         var commands = inbox.take()
         // Room for every command taken, as if each were a `download` that
         // queues: most of a burst are. Telling them apart would copy each
@@ -204,6 +204,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             handle(consume command)
             carryOutActions()
         }
+        atOnce.removeAll()
         if let moment = wakeAt, moment <= MonotonicClock.now() {
             wakeAt = nil
             step { scheduler, now in scheduler.tick(now: now) }
