@@ -9,13 +9,13 @@ import Testing
     }
 
     @Test(arguments: [0, 1, 9, 10, 99, 100, 12_345, 1_000_000_000_000_000_000, Int.max, -1, -10, Int.min])
-    func theTextAnswersAndNoticesWriteIsTheDescription(number: Int) {
-        #expect(ReceiptID(number).wireText == ReceiptID(number).description)
-        #expect(TaskID(number).wireText == TaskID(number).description)
+    func anIdIsWrittenAsInterpolationWouldWriteIt(number: Int) {
+        #expect(ReceiptID(number).description == "r\(number)")
+        #expect(TaskID(number).description == "t\(number)")
     }
 
-    @Test func theTextOfEveryNumberUpToAMillionIsTheDescription() {
-        for number in 0...1_000_000 where ReceiptID(number).wireText != "r\(number)" {
+    @Test func theTextOfEveryNumberUpToAMillionIsItsDecimal() {
+        for number in 0...1_000_000 where ReceiptID(number).description != "r\(number)" {
             Issue.record("r\(number)")
             return
         }

@@ -6,7 +6,7 @@ struct TaskID: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     init(_ number: Int) { self.number = number }
 
-    var description: String { "t\(number)" }
+    var description: String { idText(prefix: UInt8(ascii: "t"), number) }
 
     static func < (lhs: TaskID, rhs: TaskID) -> Bool { lhs.number < rhs.number }
 

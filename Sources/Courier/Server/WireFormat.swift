@@ -61,8 +61,8 @@ extension CourierServer {
                 notification: "download/finished", estimate: outcome.estimatedEncodedCount + 40, sharing: outcome.sharedHeaders
             ) { params in
                 params.set("outcome", object: { outcome.write(to: $0) })
-                params.set("receipt", receipt.wireText)
-                params.set("task", task.wireText)
+                params.set("receipt", receipt.description)
+                params.set("task", task.description)
             }
             return
         case .view(let notice):
@@ -122,41 +122,6 @@ extension ReceiptID {
     }
 }
 
-extension ReceiptID {
-    /// `description` (`r42`), made as the answer and notices of every
-    /// download write it, without going through string interpolation.
-    var wireText: String { idText(prefix: UInt8(ascii: "r"), number) }
-}
-
-extension TaskID {
-    /// `description` (`t42`), made as `ReceiptID.wireText` is.
-    var wireText: String { idText(prefix: UInt8(ascii: "t"), number) }
-}
-
-/// `prefix` and `number` in decimal, as an id's `description` writes them:
-/// a short string, made in place.
-func idText(prefix: UInt8, _ number: Int) -> String {
-    var digits = 1
-    var rest = number.magnitude
-    while rest >= 10 {
-        rest /= 10
-        digits += 1
-    }
-    let count = 1 + (number < 0 ? 1 : 0) + digits
-    return String(unsafeUninitializedCapacity: count) { text in
-        text[0] = prefix
-        if number < 0 { text[1] = UInt8(ascii: "-") }
-        var magnitude = number.magnitude
-        var index = count
-        repeat {
-            index -= 1
-            text[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-            magnitude /= 10
-        } while magnitude > 0
-        return count
-    }
-}
-
 /// The number of an id written as `prefix` and the number in decimal, as
 /// `description` writes it: no sign, no leading zero, no other byte.
 private func issuedNumber(_ wire: String, prefix: Unicode.Scalar) -> Int? {
@@ -196,11 +161,11 @@ extension DownloadReply {
     static func write(
         to object: JSONObjectWriter, receipt: ReceiptID, task: TaskID, state: ReplyState, reused: Bool, source: OutcomeSource?
     ) {
-        object.set("receipt", receipt.wireText)
+        object.set("receipt", receipt.description)
         object.set("reused", reused)
         if let source { object.set("source", source.rawValue) }
         object.set("state", state.wireName)
-        object.set("task", task.wireText)
+        object.set("task", task.description)
     }
 
     var estimatedEncodedCount: Int { 80 + (outcome?.estimatedEncodedCount ?? 0) }
