@@ -50,6 +50,21 @@ struct DirectoryHandleTests {
         }
     }
 
+    @Test func aDirectoryOnTmpfsIsInMemoryAndOneOnProcIsNot() throws {
+        // /dev/shm is tmpfs where the mount table says so; /proc never is.
+        let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
+        let shmIsTmpfs = mounts.split(separator: "\n").contains { line in
+            Array(line.split(separator: " ").dropFirst().prefix(2)) == ["/dev/shm", "tmpfs"]
+        }
+        if shmIsTmpfs {
+            #expect(try DirectoryHandle(opening: "/dev/shm").isInMemory)
+        }
+        let proc = try DirectoryHandle(opening: "/proc")
+        #expect(!proc.isInMemory)
+        // Asked once, the answer stays.
+        #expect(!proc.isInMemory)
+    }
+
     @Test func aPathJoinsTheDirectorysPathAndTheName() {
         #expect(DirectoryHandle(fd: -1, path: "/a/b").path(of: "c") == "/a/b/c")
         #expect(DirectoryHandle(fd: -1, path: "/a/b/").path(of: "c") == "/a/b/c")

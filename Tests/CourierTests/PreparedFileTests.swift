@@ -59,6 +59,52 @@ struct PreparedFileTests {
         #expect(PreparedFile.limit <= max(64, soft / 8))
     }
 
+    @Test func aFileNobodyAskedForIsMadeByItsTaker() throws {
+        try withDirectory { directory in
+            let prepared = PreparedFile()
+            let fd = try #require(prepared.take(makingIn: directory, mode: 0o644))
+            defer { close(fd) }
+            var info = stat()
+            #expect(fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && info.st_nlink == 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+            #expect(prepared.take(makingIn: directory, mode: 0o644) == nil)
+        }
+    }
+
+    @Test func aFileAskedForIsTakenAsMadeNotMadeAgain() throws {
+        try withDirectory { directory in
+            let prepared = PreparedFile()
+            let queue = DispatchQueue(label: "files")
+            prepared.make(in: directory, mode: 0o644, on: queue)
+            queue.sync {}
+            let fd = try #require(prepared.take(makingIn: directory, mode: 0o644))
+            close(fd)
+            #expect(prepared.take() == nil)
+        }
+    }
+
+    @Test func aBodyHeldInMemoryWhoseFileNobodyMadeAheadIsLinkedAtItsDestination() throws {
+        try withDirectory { directory in
+            // Given a body held in memory alone, its file asked of nobody (a file system in memory)
+            let body: [UInt8] = Array("a body held in memory".utf8)
+            let destination = directory.path + "/out.bin"
+            let target = BodyTarget(
+                directory: directory, name: ".out.bin.part", mode: 0o644, destination: (destination, "out.bin"),
+                prepared: PreparedFile())
+            let file = BodyFile(target: target, length: Int64(body.count), bytes: body, written: false)
+
+            // When it is placed at its destination
+            let fd = try #require(file.unnamedFile())
+            var info = stat()
+            #expect(fstat(fd, &info) == 0 && info.st_nlink == 0)
+            #expect(file.moveBeside(to: destination, root: nil))
+
+            // Then the file made for it has its bytes there, and nothing else is left
+            #expect(FileManager.default.contents(atPath: destination) == Data(body))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["out.bin"])
+        }
+    }
+
     @Test func aFileNobodyAskedForIsNotWaitedFor() {
         #expect(PreparedFile().take() == nil)
     }

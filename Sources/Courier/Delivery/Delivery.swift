@@ -361,7 +361,9 @@ final class BodyFile {
     /// closed once named or discarded.
     func unnamedFile() -> Int32? {
         if let unnamed { return unnamed }
-        guard file == nil, let loaded, let fd = beside?.prepared?.take() else { return nil }
+        guard file == nil, let loaded, let beside,
+            let fd = beside.prepared?.take(makingIn: beside.directory, mode: beside.mode)
+        else { return nil }
         guard CacheFileIO.write(fd, loaded) else {
             close(fd)
             return nil

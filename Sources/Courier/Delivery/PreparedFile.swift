@@ -15,11 +15,14 @@ import Synchronization
 /// order, while delivery does everything else on another. The files asked
 /// for on a queue while it has not yet begun making the last ones asked
 /// for there join them, so a run of bodies finished together costs that
-/// queue one hand-over (and its thread one wake-up), not one each. Made
-/// at most once and taken at most once: a file made after it was taken,
-/// or never taken, is closed (and so vanishes). At most `limit` are open
-/// in the process at a time; past that, none is made and whoever places
-/// the body creates its file.
+/// queue one hand-over (and its thread one wake-up), not one each. On a
+/// file system held in memory, where a creation costs about what that
+/// hand-over does, nobody asks for it ahead: whoever places the body makes
+/// it when it takes it (`take(makingIn:mode:)`). Made at most once and
+/// taken at most once: a file made after it was taken, or never taken, is
+/// closed (and so vanishes). At most `limit` are open in the process at a
+/// time; past that, none is made and whoever places the body creates its
+/// file.
 final class PreparedFile: Sendable {
     private enum State {
         /// Nobody asked for it.
@@ -88,7 +91,8 @@ final class PreparedFile: Sendable {
         }
     }
 
-    /// Makes the file asked for, on the queue it was asked for on.
+    /// Makes the file asked for, on the queue it was asked for on, or on
+    /// the thread that takes it (`take(makingIn:mode:)`).
     private func makeFile(in directory: DirectoryHandle, mode: mode_t) {
         var fd: Int32?
         if Self.open.add(1, ordering: .relaxed).newValue <= Self.limit {
@@ -101,6 +105,19 @@ final class PreparedFile: Sendable {
             return false
         }
         if late, let fd { Self.release(fd) }
+    }
+
+    /// The file, made now in `directory` with `mode` (less the umask) on
+    /// the calling thread when nobody asked for it yet, else as `take()`
+    /// gives it; the caller closes it.
+    func take(makingIn directory: DirectoryHandle, mode: mode_t) -> Int32? {
+        let asked = state.withLock(wake: false) { state -> Bool in
+            guard case .unasked = state else { return false }
+            state = .pending
+            return true
+        }
+        if asked { makeFile(in: directory, mode: mode) }
+        return take()
     }
 
     /// The file, once made, when it was asked for and could be made; the

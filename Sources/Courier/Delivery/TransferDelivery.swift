@@ -63,9 +63,16 @@ final class TransferDelivery: Sendable {
     }
 
     /// Starts making, beside its destination, the file of a body that
-    /// `order` holds in memory alone; returns at once.
+    /// `order` holds in memory alone, on a thread of its own, unless the
+    /// destination's file system is held in memory: there making it costs
+    /// about what the hand-over does (a wake-up of that thread, and of the
+    /// delivery queue's when it waits for the file), and delivery makes it
+    /// when it places the body (`PreparedFile.take(makingIn:mode:)`).
+    /// Returns at once.
     func prepareFile(for order: DeliveryOrder) {
-        if order.result.bodyIsInMemoryOnly, let target = order.result.body, let prepared = target.prepared {
+        if order.result.bodyIsInMemoryOnly, let target = order.result.body, let prepared = target.prepared,
+            !target.directory.isInMemory
+        {
             prepared.make(in: target.directory, mode: target.mode, on: files)
         }
     }
