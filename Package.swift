@@ -49,6 +49,7 @@ package.targets += [
     .target(name: "CJanssonShim", dependencies: ["CLibjansson"]),
     .target(name: "CSQLiteShim", dependencies: ["CLibsqlite3"]),
     .target(name: "CThreadShim"),
+    .target(name: "CFileShim"),
 ]
 
 // MARK: - Curl: the only module that imports libcurl
@@ -96,7 +97,7 @@ package.targets += [
     .target(
         name: "Courier",
         dependencies: [
-            "CLibcrypto", "CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite",
+            "CFileShim", "CLibcrypto", "CLibxxhash", "Curl", "JSON", "JSONRPC", "Locking", "SQLite",
             .product(name: "Logging", package: "swift-log"), .product(name: "SystemPackage", package: "swift-system"),
         ],
         resources: [.embedInCode("Resources/openrpc.json"), .embedInCode("Resources/openrpc-checks.json")]
@@ -151,7 +152,7 @@ if Context.environment["COURIER_FUZZ"] == "1" {
     ]
 }
 
-for target in package.targets where target.type != .system && !["CCurlShim", "CJanssonShim", "CSQLiteShim", "CThreadShim", "CFuzzDriver"].contains(target.name) {
+for target in package.targets where target.type != .system && !["CCurlShim", "CJanssonShim", "CSQLiteShim", "CThreadShim", "CFileShim", "CFuzzDriver"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [
         .swiftLanguageMode(.v6),
         .enableUpcomingFeature("ExistentialAny"),

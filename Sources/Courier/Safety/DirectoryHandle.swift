@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CFileShim
 import Locking
 import Synchronization
 
@@ -65,34 +66,13 @@ final class DirectoryHandle: Sendable {
         case 2: return true
         default: break
         }
-        var inMemory = false
-        if let fstatfs = Self.fstatfs {
-            // `struct statfs` (120 bytes on 64-bit Linux) begins with
-            // `f_type`, a `long`.
-            inMemory = withUnsafeTemporaryAllocation(byteCount: 256, alignment: 16) { buffer in
-                fstatfs(fd, buffer.baseAddress) == 0 && Self.inMemoryFileSystems.contains(buffer.load(as: Int.self))
-            }
-        }
+        let inMemory = courier_file_system_is_in_memory(fd) == 1
         knownInMemory.store(inMemory ? 2 : 1, ordering: .relaxed)
         return inMemory
     }
 
     /// `isInMemory` once asked: 0 not yet, 1 no, 2 yes.
     private let knownInMemory = Atomic<UInt8>(0)
-
-    /// `TMPFS_MAGIC` and `RAMFS_MAGIC` (`linux/magic.h`).
-    private static let inMemoryFileSystems = [0x0102_1994, 0x8584_58F6]
-
-    /// `fstatfs(2)`, which the Glibc module leaves out (`sys/vfs.h` is not
-    /// among its headers), found once by `dlsym`; nil where there is none.
-    private static let fstatfs: (@convention(c) (Int32, UnsafeMutableRawPointer?) -> Int32)? = {
-        #if os(Linux)
-            guard let symbol = dlsym(nil, "fstatfs") else { return nil }
-            return unsafeBitCast(symbol, to: (@convention(c) (Int32, UnsafeMutableRawPointer?) -> Int32).self)
-        #else
-            return nil
-        #endif
-    }()
 
     /// The path of `name` here, for messages and for what courier reports.
     func path(of name: String) -> String {
