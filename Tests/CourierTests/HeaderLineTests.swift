@@ -94,4 +94,59 @@ struct HeaderLineTests {
         #expect(head.header("x-sneaky") == nil)
         #expect(head.header("a") == "b")
     }
+
+    /// Every byte is a token character exactly when RFC 9110 §5.6.2 says.
+    @Test func tokenBytesAreTheRFCs() {
+        let tokens = Set(Array("!#$%&'*+-.^_`|~".utf8) + Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789".utf8))
+        for byte in UInt8.min...UInt8.max {
+            #expect(HTTPField.isTokenByte(byte) == tokens.contains(byte), "byte \(byte)")
+        }
+    }
+
+    /// A byte past ASCII is found wherever it stands, in a whole word or in
+    /// the bytes after the last one.
+    @Test func asciiCheckFindsEveryHighByte() {
+        for length in 0...20 {
+            let plain = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+            #expect(plain.withUnsafeBufferPointer { HeaderLine.isASCII($0) })
+            for position in 0..<length {
+                for high: UInt8 in [0x80, 0xC3, 0xFF] {
+                    var bytes = plain
+                    bytes[position] = high
+                    #expect(!bytes.withUnsafeBufferPointer { HeaderLine.isASCII($0) }, "length \(length), at \(position)")
+                }
+            }
+        }
+    }
+
+    /// Names are lowered letter by letter; the other token characters stay
+    /// as they are (`^` is not `~`, nor `_` DEL), and a long name too.
+    @Test func namesAreLowered() {
+        #expect(line("X-ABC^_`|~09Z: v\r\n") == .field(name: "x-abc^_`|~09z", value: "v"))
+        #expect(line("X-A-Rather-Long-Field-Name: v\r\n") == .field(name: "x-a-rather-long-field-name", value: "v"))
+        #expect(line("@Name: v\r\n") == .ignored)
+        #expect(line("[Name]: v\r\n") == .ignored)
+    }
+
+    /// A long value, ASCII or not, is read whole: the check runs over
+    /// whole words and the bytes after them.
+    @Test func longValues() {
+        let ascii = String(repeating: "0123456789", count: 5) + "abc"
+        #expect(line("X-Long: \(ascii)\r\n") == .field(name: "x-long", value: ascii))
+        let utf8 = String(repeating: "0123456789", count: 2) + "caf\u{E9}"
+        #expect(line("X-Long: \(utf8)\r\n") == .field(name: "x-long", value: utf8))
+        let raw: [UInt8] = Array("X-Long: ".utf8) + Array(repeating: 0x61, count: 17) + [0xFF] + Array("\r\n".utf8)
+        #expect(line(raw) == .field(name: "x-long", value: String(repeating: "a", count: 17) + "\u{FFFD}",
+            bytes: Array(repeating: 0x61, count: 17) + [0xFF]))
+    }
+
+    /// The last field of a name answers, whichever fields of the same
+    /// length stand after it.
+    @Test func lookupTakesTheLastFieldOfTheName() {
+        let (head, _) = head(["HTTP/1.1 200 OK\r\n", "Etag: \"a\"\r\n", "Date: x\r\n", "ETag: \"b\"\r\n", "Vary: y\r\n"])
+        #expect(head.header("etag") == "\"b\"")
+        #expect(head.header("date") == "x")
+        #expect(head.header("none") == nil)
+        #expect(ResponseHead(status: 200, headers: []).header("etag") == nil)
+    }
 }

@@ -677,7 +677,10 @@ final class Transfer: EasyHandleDelegate {
 
     override func easyHandle(_ handle: EasyHandle, didReceiveHeaderLine line: UnsafeRawBufferPointer) {
         guard head.read(HeaderLine(line)) else { return }
-        redirecting = RedirectPolicy.statuses.contains(head.status) && head.header("location") != nil
+        // Every redirect status is within 301–308: any other is told apart
+        // without hashing it.
+        redirecting = (301...308).contains(head.status) && RedirectPolicy.statuses.contains(head.status)
+            && head.header("location") != nil
     }
 
     override func easyHandle(_ handle: EasyHandle, didReceive data: UnsafeRawBufferPointer) -> WriteDecision {

@@ -60,22 +60,43 @@ enum HeaderLine: Equatable {
     }
 
     /// A value as text, and its bytes when they are not UTF-8. Most values
-    /// are ASCII, which is made into a string from the buffer as it stands,
-    /// without the generic validation a slice would go through.
+    /// are ASCII, found so eight bytes at a time, and made into a string
+    /// from the buffer as it stands, without the generic validation a slice
+    /// would go through.
     private static func decoded(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> (String, [UInt8]?) {
         let buffer = UnsafeBufferPointer(rebasing: bytes)
-        if buffer.allSatisfy({ $0 < 0x80 }) { return (String(decoding: buffer, as: UTF8.self), nil) }
+        if isASCII(buffer) { return (String(decoding: buffer, as: UTF8.self), nil) }
         if let text = String(validating: buffer, as: UTF8.self) { return (text, nil) }
         return (String(decoding: buffer, as: UTF8.self), Array(buffer))
     }
 
+    /// No byte of `buffer` has its high bit set: read a word at a time, the
+    /// last few bytes one by one.
+    static func isASCII(_ buffer: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let start = buffer.baseAddress else { return true }
+        let raw = UnsafeRawPointer(start)
+        var offset = 0
+        var bits: UInt64 = 0
+        while offset + 8 <= buffer.count {
+            bits |= raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            offset += 8
+        }
+        while offset < buffer.count {
+            bits |= UInt64(start[offset])
+            offset += 1
+        }
+        return bits & 0x8080_8080_8080_8080 == 0
+    }
+
     /// A token (ASCII) in lower case, made in the string's own storage.
     private static func lowercasedName(_ name: Slice<UnsafeBufferPointer<UInt8>>) -> String {
-        String(unsafeUninitializedCapacity: name.count) { buffer in
-            for (index, byte) in zip(buffer.indices, name) {
-                buffer[index] = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+        let source = UnsafeBufferPointer(rebasing: name)
+        return String(unsafeUninitializedCapacity: source.count) { buffer in
+            for index in 0..<source.count {
+                let byte = source[index]
+                buffer[index] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
             }
-            return name.count
+            return source.count
         }
     }
 }
@@ -85,8 +106,11 @@ extension ResponseHead {
     /// one of a redirect or of a `100 Continue` before it is left behind), a
     /// field joins the headers, a continuation joins the last field. True
     /// when the line ends the head.
-    mutating func read(_ line: HeaderLine) -> Bool {
-        switch line {
+    ///
+    /// The line is consumed: its strings move into the head rather than
+    /// being copied and the line's own released.
+    mutating func read(_ line: consuming HeaderLine) -> Bool {
+        switch consume line {
         case .status(let status, let version):
             self = ResponseHead(status: status, headers: [], httpVersion: version)
             // Room for a usual head's fields, so the list is not grown
