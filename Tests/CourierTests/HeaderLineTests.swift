@@ -124,6 +124,16 @@ struct HeaderLineTests {
     @Test func namesAreLowered() {
         #expect(line("X-ABC^_`|~09Z: v\r\n") == .field(name: "x-abc^_`|~09z", value: "v"))
         #expect(line("X-A-Rather-Long-Field-Name: v\r\n") == .field(name: "x-a-rather-long-field-name", value: "v"))
+        // The usual names, in any case, and names one byte from them.
+        #expect(line("CONTENT-LENGTH: 3\r\n") == .field(name: "content-length", value: "3"))
+        #expect(line("eTaG: \"x\"\r\n") == .field(name: "etag", value: "\"x\""))
+        #expect(line("Content_Type: v\r\n") == .field(name: "content_type", value: "v"))
+        #expect(line("Content-Typf: v\r\n") == .field(name: "content-typf", value: "v"))
+        #expect(line("Dat3: v\r\n") == .field(name: "dat3", value: "v"))
+        #expect(line("Last-Modified2: v\r\n") == .field(name: "last-modified2", value: "v"))
+        for name in ["Date", "ETag", "Server", "Connection", "Content-Type", "Last-Modified", "Accept-Ranges", "Cache-Control"] {
+            #expect(line("\(name): v\r\n") == .field(name: name.lowercased(), value: "v"))
+        }
         #expect(line("@Name: v\r\n") == .ignored)
         #expect(line("[Name]: v\r\n") == .ignored)
     }

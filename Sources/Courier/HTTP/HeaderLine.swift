@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One line of a response's head as libcurl hands it over (its CR LF
 /// included), read as bytes: a status line, a field, the continuation of
 /// the field before it (obsolete line folding), or the blank line that ends
@@ -37,7 +43,7 @@ enum HeaderLine: Equatable {
         } else if let first = text.first, first == 0x20 || first == 0x09 {
             let (value, bytes) = Self.decoded(HTTPField.trimmingBlanks(text))
             self = .continuation(value, bytes: bytes)
-        } else if let colon = text.firstIndex(of: UInt8(ascii: ":")) {
+        } else if let colon = Self.colon(in: text) {
             let name = HTTPField.trimmingBlanks(text[..<colon])
             guard !name.isEmpty, name.allSatisfy(HTTPField.isTokenByte) else {
                 self = .ignored
@@ -57,6 +63,15 @@ enum HeaderLine: Equatable {
         let start = text.startIndex
         return text[start] == UInt8(ascii: "H") && text[start + 1] == UInt8(ascii: "T") && text[start + 2] == UInt8(ascii: "T")
             && text[start + 3] == UInt8(ascii: "P") && text[start + 4] == UInt8(ascii: "/")
+    }
+
+    /// Where the first colon of `text` is: found by `memchr`, which reads
+    /// the bytes a word at a time.
+    private static func colon(in text: Slice<UnsafeBufferPointer<UInt8>>) -> Int? {
+        guard let base = text.base.baseAddress, !text.isEmpty,
+            let found = memchr(base + text.startIndex, Int32(UInt8(ascii: ":")), text.count)
+        else { return nil }
+        return text.startIndex + UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
     }
 
     /// A value as text, and its bytes when they are not UTF-8. Most values
@@ -88,9 +103,30 @@ enum HeaderLine: Equatable {
         return bits & 0x8080_8080_8080_8080 == 0
     }
 
-    /// A token (ASCII) in lower case, made in the string's own storage.
+    /// A token (ASCII) in lower case: one of the names most responses
+    /// carry is its literal, which costs no string made anew; another is
+    /// made in the string's own storage.
     private static func lowercasedName(_ name: Slice<UnsafeBufferPointer<UInt8>>) -> String {
         let source = UnsafeBufferPointer(rebasing: name)
+        switch source.count {
+        case 4:
+            if matches(source, "date") { return "date" }
+            if matches(source, "etag") { return "etag" }
+        case 6:
+            if matches(source, "server") { return "server" }
+        case 10:
+            if matches(source, "connection") { return "connection" }
+        case 12:
+            if matches(source, "content-type") { return "content-type" }
+        case 13:
+            if matches(source, "last-modified") { return "last-modified" }
+            if matches(source, "accept-ranges") { return "accept-ranges" }
+            if matches(source, "cache-control") { return "cache-control" }
+        case 14:
+            if matches(source, "content-length") { return "content-length" }
+        default:
+            break
+        }
         return String(unsafeUninitializedCapacity: source.count) { buffer in
             for index in 0..<source.count {
                 let byte = source[index]
@@ -98,6 +134,17 @@ enum HeaderLine: Equatable {
             }
             return source.count
         }
+    }
+
+    /// `name`, a token of the same length as `lowered`, is `lowered` once
+    /// its letters are lowered.
+    private static func matches(_ name: UnsafeBufferPointer<UInt8>, _ lowered: StaticString) -> Bool {
+        let expected = lowered.utf8Start
+        for index in 0..<name.count {
+            let byte = name[index]
+            guard (byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte) == expected[index] else { return false }
+        }
+        return true
     }
 }
 

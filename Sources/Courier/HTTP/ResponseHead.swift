@@ -31,11 +31,13 @@ struct ResponseHead: Sendable {
     var contentType: String? { header("content-type") }
 
     /// The body's size as announced, when it is the size of what courier will
-    /// receive (not of an encoded form).
+    /// receive (not of an encoded form). The digits are read from the
+    /// value's own bytes, not through the generic string view.
     var announcedLength: Int64? {
         guard header("content-encoding").map({ $0.lowercased() == "identity" }) ?? true else { return nil }
         guard let value = header("content-length") else { return nil }
-        return HTTPField.decimal(HTTPField.trimmingBlanks(value.utf8))
+        return value.utf8.withContiguousStorageIfAvailable { HTTPField.decimal(HTTPField.trimmingBlanks($0)) }
+            ?? HTTPField.decimal(HTTPField.trimmingBlanks(value.utf8))
     }
 
     /// The head of the whole representation a `206` completes when it

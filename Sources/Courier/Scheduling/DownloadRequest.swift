@@ -146,10 +146,12 @@ struct DownloadRequest: Sendable {
         if response.status != 0, !(200...299).contains(response.status) {
             return TransferFailure(code: .httpStatus, message: "the origin answered HTTP \(response.status)")
         }
-        if !accepts(contentType: response.contentType) {
+        // The content type is looked up among the fields only for a
+        // receipt that limits it.
+        if let accept, !accept.isEmpty, !accepts(contentType: response.contentType) {
             return TransferFailure(
                 code: .unacceptableContentType,
-                message: "content type \(response.contentType ?? "(none)") is not among \(accept ?? [])")
+                message: "content type \(response.contentType ?? "(none)") is not among \(accept)")
         }
         return size.flatMap { limitRefusal(received: $0, memoryBodyLimit: memoryBodyLimit) }
     }
