@@ -2,7 +2,7 @@ import Testing
 
 @testable import Courier
 
-/// The history's table against a plain model: the last `limit` receipts
+/// The history against a plain model: the last `limit` receipts
 /// added, found by number, and the tasks they belong to.
 @Suite(.timeLimit(.minutes(1))) struct FinishedHistoryTests {
     private struct Model {
@@ -31,8 +31,7 @@ import Testing
         var history = FinishedHistory(limit: limit)
         var model = Model(limit: limit)
         // Receipts issued in sequence finish mostly in turn, some late (a
-        // long transfer), some joining an earlier task; numbers far apart
-        // fall on the same slots.
+        // long transfer), some joining an earlier task.
         var unfinished: [Int] = []
         var next = 1
         for step in 0..<3000 {
