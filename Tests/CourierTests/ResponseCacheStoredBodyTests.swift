@@ -46,6 +46,29 @@ struct ResponseCacheStoredBodyTests {
         return (request, file)
     }
 
+    /// Stores `body` as a transfer that kept it and wrote it to an unnamed
+    /// file beside its destination would, then names that file `dest` in
+    /// `directory`, as delivery does; returns the request and what the store
+    /// handed back.
+    private func downloadKeptToDestination(
+        _ body: [UInt8], url: String, into cache: ResponseCache, directory: String
+    ) throws -> (request: DownloadRequest, returned: [UInt8]?) {
+        let beside = try DirectoryHandle(opening: directory)
+        let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
+        defer { close(fd) }
+        #expect(CacheFileIO.write(fd, body))
+        let request = try DownloadRequest(Params(["url": .string(url)]), defaults: Configuration(cacheDir: directory))
+        let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
+        let file = CacheBodyFile(
+            directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body), bytes: body,
+            unnamed: fd)
+        let returned = cache.store(
+            keys: [ResponseCache.key(for: request)], request: request, head: head, requestTime: Date(), responseTime: Date(),
+            body: file)
+        #expect(beside.link(fd, as: "dest") == nil)
+        return (request, returned)
+    }
+
     private func served(_ cache: ResponseCache, _ request: DownloadRequest) -> ResponseCache.Hit? {
         if case .hit(let hit) = cache.lookup(request) { return hit }
         return nil
@@ -148,22 +171,9 @@ struct ResponseCacheStoredBodyTests {
             // Given a small body the transfer kept, written to an unnamed file beside its destination
             let cache = try cache(in: directory)
             let body = bytes(8_192, seed: 8)
-            let url = "http://o/file"
-            let beside = try DirectoryHandle(opening: directory)
-            let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
-            defer { close(fd) }
-            #expect(CacheFileIO.write(fd, body))
-            let request = try DownloadRequest(Params(["url": .string(url)]), defaults: Configuration(cacheDir: directory))
-            let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
-            let file = CacheBodyFile(
-                directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body), bytes: body,
-                unnamed: fd)
 
             // When both tiers store it, and the file is named at its destination
-            let returned = cache.store(
-                keys: [ResponseCache.key(for: request)], request: request, head: head, requestTime: Date(), responseTime: Date(),
-                body: file)
-            #expect(beside.link(fd, as: "dest") == nil)
+            let (request, returned) = try downloadKeptToDestination(body, url: "http://o/file", into: cache, directory: directory)
 
             // Then the bytes are handed back for the receipts, but the memory tier stands for the
             // disk tier's body file (the destination's inode) instead of holding them, and counts them
@@ -190,19 +200,7 @@ struct ResponseCacheStoredBodyTests {
             // Given a small kept body stored as the hard link of its destination
             let cache = try cache(in: directory)
             let body = bytes(4_000, seed: 9)
-            let url = "http://o/changed"
-            let beside = try DirectoryHandle(opening: directory)
-            let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
-            defer { close(fd) }
-            #expect(CacheFileIO.write(fd, body))
-            let request = try DownloadRequest(Params(["url": .string(url)]), defaults: Configuration(cacheDir: directory))
-            let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
-            _ = cache.store(
-                keys: [ResponseCache.key(for: request)], request: request, head: head, requestTime: Date(), responseTime: Date(),
-                body: CacheBodyFile(
-                    directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body), bytes: body,
-                    unnamed: fd))
-            #expect(beside.link(fd, as: "dest") == nil)
+            let (request, _) = try downloadKeptToDestination(body, url: "http://o/changed", into: cache, directory: directory)
 
             // When the destination is rewritten in place before any hit
             let handle = try #require(FileHandle(forUpdatingAtPath: directory + "/dest"))

@@ -129,8 +129,7 @@ enum HeaderLine: Equatable {
         }
         return String(unsafeUninitializedCapacity: source.count) { buffer in
             for index in 0..<source.count {
-                let byte = source[index]
-                buffer[index] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
+                buffer[index] = asciiLowercased(source[index])
             }
             return source.count
         }
@@ -140,11 +139,13 @@ enum HeaderLine: Equatable {
     /// its letters are lowered.
     private static func matches(_ name: UnsafeBufferPointer<UInt8>, _ lowered: StaticString) -> Bool {
         let expected = lowered.utf8Start
-        for index in 0..<name.count {
-            let byte = name[index]
-            guard (byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte) == expected[index] else { return false }
-        }
+        for index in 0..<name.count where asciiLowercased(name[index]) != expected[index] { return false }
         return true
+    }
+
+    /// `byte` in lower case when it is an ASCII capital letter.
+    private static func asciiLowercased(_ byte: UInt8) -> UInt8 {
+        byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
     }
 }
 
