@@ -48,12 +48,17 @@ enum Units {
         withVaList(arguments) { list in
             var buffer = [CChar](repeating: 0, count: 64)
             let needed = Int(vsnprintf(&buffer, buffer.count, format, list))
-            guard needed >= buffer.count else { return String(cString: buffer) }
+            guard needed >= buffer.count else { return text(of: buffer) }
             buffer = [CChar](repeating: 0, count: needed + 1)
             return withVaList(arguments) { again in
                 vsnprintf(&buffer, buffer.count, format, again)
-                return String(cString: buffer)
+                return text(of: buffer)
             }
         }
+    }
+
+    /// The text of a C string held in `buffer`, up to its first NUL.
+    private static func text(of buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
