@@ -8,6 +8,13 @@ import Darwin
 #endif
 
 /// What a transfer asks of libcurl.
+///
+/// The options every transfer of a run shares (schemes, redirects, buffer,
+/// CA file, proxy, user agent) are held in one immutable box that copies
+/// of the options share: a transfer's options are copied a few times on
+/// their way to its handle, and each copy then retains one reference for
+/// them rather than one per string, and a reused handle tells that they
+/// did not change by the box alone.
 public struct EasyOptions: Sendable {
     public var url: String
     /// Request header fields. A value is bytes: one an origin sent (an
@@ -19,32 +26,74 @@ public struct EasyOptions: Sendable {
     /// transfer fails as timed out; 0 for no such check.
     public var lowSpeedLimit: Int64 = 0
     public var lowSpeedTime = 0
-    /// Bytes libcurl reads from the network per write callback at most:
-    /// 100 KiB, as the curl tool asks (libcurl's own default is 16 KiB), so
-    /// a long body costs a sixth of the callbacks and file writes.
-    public var bufferSize = 100 << 10
     /// Bodies announced larger than this fail before they are read.
     public var maxFileSize: Int64?
-    /// Schemes a transfer may use, comma-separated ("http,https").
-    public var protocols = "http,https"
-    /// Schemes a redirect may lead to.
-    public var redirectProtocols = "http,https"
-    public var maxRedirects = 10
-    /// Whether libcurl follows redirects itself. Off when the caller follows
-    /// them (to check each hop), as courier's transfers do.
-    public var followRedirects = true
     /// Whether libcurl asks for every content coding it can decode
     /// (`Accept-Encoding`) and decodes the body. Off for a request for a
     /// range of a body kept in its identity form: its rest must come as it
     /// is.
     public var acceptsEncodings = true
-    public var caFile: String?
+    /// The options `EasyHandle.configure` sets once on a handle, which it
+    /// resets to change.
+    private var fixed = FixedOptions.standard
+
+    /// Bytes libcurl reads from the network per write callback at most:
+    /// 100 KiB, as the curl tool asks (libcurl's own default is 16 KiB), so
+    /// a long body costs a sixth of the callbacks and file writes.
+    public var bufferSize: Int {
+        get { fixed.values.bufferSize }
+        set { changeFixed { $0.bufferSize = newValue } }
+    }
+    /// Schemes a transfer may use, comma-separated ("http,https").
+    public var protocols: String {
+        get { fixed.values.protocols }
+        set { changeFixed { $0.protocols = newValue } }
+    }
+    /// Schemes a redirect may lead to.
+    public var redirectProtocols: String {
+        get { fixed.values.redirectProtocols }
+        set { changeFixed { $0.redirectProtocols = newValue } }
+    }
+    public var maxRedirects: Int {
+        get { fixed.values.maxRedirects }
+        set { changeFixed { $0.maxRedirects = newValue } }
+    }
+    /// Whether libcurl follows redirects itself. Off when the caller follows
+    /// them (to check each hop), as courier's transfers do. Setting the
+    /// value it has already keeps the shared box.
+    public var followRedirects: Bool {
+        get { fixed.values.followRedirects }
+        set {
+            guard newValue != followRedirects else { return }
+            changeFixed { $0.followRedirects = newValue }
+        }
+    }
+    public var caFile: String? {
+        get { fixed.values.caFile }
+        set { changeFixed { $0.caFile = newValue } }
+    }
     /// The proxy for this transfer whatever the environment says, with no
     /// host bypassing it; nil for `proxyEnvironment`'s.
-    public var proxy: String?
+    public var proxy: String? {
+        get { fixed.values.proxy }
+        set { changeFixed { $0.proxy = newValue } }
+    }
     /// The proxies the environment names, used when `proxy` is nil.
-    public var proxyEnvironment = ProxyEnvironment.current
-    public var userAgent = "courier"
+    public var proxyEnvironment: ProxyEnvironment {
+        get { fixed.values.proxyEnvironment }
+        set { changeFixed { $0.proxyEnvironment = newValue } }
+    }
+    public var userAgent: String {
+        get { fixed.values.userAgent }
+        set { changeFixed { $0.userAgent = newValue } }
+    }
+
+    /// Changes a shared option in a box of these options' own.
+    private mutating func changeFixed(_ change: (inout FixedOptions.Values) -> Void) {
+        var values = fixed.values
+        change(&values)
+        fixed = FixedOptions(values)
+    }
 
     public init(url: String) { self.url = url }
 
@@ -70,9 +119,11 @@ public struct EasyOptions: Sendable {
     }
 
     /// Whether `other` asks for the options `EasyHandle.configure` sets once
-    /// on a handle, which it resets to change.
+    /// on a handle, which it resets to change: at once when both hold the
+    /// same box of them, as the transfers of a run do.
     func sharesFixedOptions(with other: EasyOptions) -> Bool {
-        followRedirects == other.followRedirects && maxRedirects == other.maxRedirects && bufferSize == other.bufferSize
+        if fixed === other.fixed { return true }
+        return followRedirects == other.followRedirects && maxRedirects == other.maxRedirects && bufferSize == other.bufferSize
             && Self.same(protocols, other.protocols) && Self.same(redirectProtocols, other.redirectProtocols)
             && Self.same(userAgent, other.userAgent) && Self.same(caFile, other.caFile) && Self.same(proxy, other.proxy)
             && proxyEnvironment === other.proxyEnvironment
@@ -86,6 +137,30 @@ public struct EasyOptions: Sendable {
         default: false
         }
     }
+}
+
+/// The options of `EasyOptions` that every transfer of a run shares, in a
+/// box no one changes: a change makes a new box.
+final class FixedOptions: Sendable {
+    struct Values: Sendable {
+        var bufferSize = 100 << 10
+        var protocols = "http,https"
+        var redirectProtocols = "http,https"
+        var maxRedirects = 10
+        var followRedirects = true
+        var caFile: String?
+        var proxy: String?
+        var proxyEnvironment = ProxyEnvironment.current
+        var userAgent = "courier"
+    }
+
+    let values: Values
+
+    init(_ values: Values) { self.values = values }
+
+    /// libcurl's options as courier asks them by default, shared by every
+    /// `EasyOptions` that changes none of them.
+    static let standard = FixedOptions(Values())
 }
 
 /// What the write callback tells libcurl to do with the bytes it was given.

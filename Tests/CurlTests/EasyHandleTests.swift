@@ -82,6 +82,54 @@ struct EasyHandleTests {
         multi.recycle(again)
     }
 
+    @Test func aCopyOfOptionsChangedInASharedOptionLeavesTheOriginalAsItWas() {
+        // Given options and a copy of them
+        let original = EasyOptions(url: "http://h/")
+        var changed = original
+
+        // When the copy changes options every transfer of a run shares
+        changed.userAgent = "probe"
+        changed.followRedirects = false
+
+        // Then the original keeps its own, and the two no longer share them
+        #expect(original.userAgent == "courier" && original.followRedirects)
+        #expect(changed.userAgent == "probe" && !changed.followRedirects)
+        #expect(!original.sharesFixedOptions(with: changed))
+        // And options set back to the same values share them again
+        var back = changed
+        back.userAgent = "courier"
+        back.followRedirects = true
+        #expect(back.sharesFixedOptions(with: original))
+    }
+
+    @Test func aReusedHandleSendsTheUserAgentItsNextTransferAsksFor() throws {
+        CurlLibrary.initialize()
+        let origin = try #require(Listener())
+        defer { close(origin.fd) }
+        let multi = MultiHandle()
+        defer { multi.cleanup() }
+
+        // Given a handle whose transfer sent courier's user agent
+        let first = EasyOptions(url: "http://127.0.0.1:\(origin.port)/a")
+        let handle = multi.makeEasyHandle()
+        handle.configure(first)
+        #expect(origin.request(of: handle, on: multi).contains("\r\nUser-Agent: courier\r\n"))
+        multi.recycle(handle)
+
+        // When it makes a transfer with a copy of those options that asks for another
+        var second = first
+        second.userAgent = "probe/2"
+        let again = multi.makeEasyHandle()
+        #expect(again === handle)
+        again.configure(second)
+        let request = origin.request(of: again, on: multi)
+
+        // Then that one is sent, and the first no more
+        #expect(request.contains("\r\nUser-Agent: probe/2\r\n"))
+        #expect(!request.contains("User-Agent: courier"))
+        multi.recycle(again)
+    }
+
     /// The request a transfer straight to its origin writes, headers of its
     /// own or not, is the one libcurl writes when it makes the
     /// `Accept-Encoding` field itself: a handle with the same options whose

@@ -454,9 +454,13 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         }
     }
 
-    /// The options every transfer starts from under `settings`.
+    /// The options every transfer starts from under `settings`. Redirects
+    /// are off in it already, as each transfer follows its own: set there,
+    /// they would give every transfer's options a box of shared options of
+    /// their own (`EasyOptions.followRedirects`).
     private static func template(_ defaults: EasyOptions, settings: Configuration) -> EasyOptions {
         var options = defaults
+        options.followRedirects = false
         options.headers = []
         options.connectTimeoutMilliseconds = Int(settings.connectTimeout * 1000)
         options.lowSpeedLimit = settings.lowSpeedLimit
