@@ -119,7 +119,7 @@ struct TransferDataReportTests {
         }
     }
 
-    @Test(arguments: [100, 64 << 10, (64 << 10) + 1, 100 << 10])
+    @Test(arguments: [0, 100, 64 << 10, (64 << 10) + 1, 100 << 10, 300 << 10])
     func theFirstBytesComeWithTheBodyHeldInMemoryOrWithout(size: Int) throws {
         try withDirectory { directory in
             // Given a body within a 64 KiB copy limit, or past it
@@ -135,6 +135,8 @@ struct TransferDataReportTests {
             #expect(result.failure == nil, "\(String(describing: result.failure))")
             #expect(result.head == Array(body.prefix(ImageInfo.sniffLength)))
             #expect(result.bytes == (size <= limit ? body : nil))
+            // And its checksum is the body's, whether hashed whole at the end or as it came
+            #expect(result.size == Int64(size) && result.checksum == XXH3.hash(body))
         }
     }
 

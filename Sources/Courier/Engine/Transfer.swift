@@ -158,7 +158,7 @@ final class Transfer: EasyHandleDelegate {
     private let observer: any TransferObserver
     /// What the body takes as a JSON string, read as UTF-8, counted as it
     /// arrives when a receipt asks for it as text. Like the other parts
-    /// every piece of the body changes (`pending`, `firstBytes`, `hasher`,
+    /// every piece of the body changes (`pending`, `firstBytes`, `streamingHash`,
     /// `copy`), not checked for exclusive access at run time: they change
     /// on this thread alone, and nothing their changes call reaches them.
     @exclusivity(unchecked) private var textLength: JSONStringLength?
@@ -195,8 +195,15 @@ final class Transfer: EasyHandleDelegate {
     /// is not kept: while it is, it holds them (see `sniffed`).
     @exclusivity(unchecked) private var firstBytes: [UInt8] = []
     /// Of the bytes this thread wrote to the body file (a continued body's
-    /// kept bytes first); the body writer goes on from it.
-    @exclusivity(unchecked) private var hasher = XXH3()
+    /// kept bytes first); the body writer goes on from it. Made when first
+    /// needed (`hasher`): a body held whole in `copy` is hashed in one pass
+    /// at its end (`checksum`), with no hash state made for it.
+    @exclusivity(unchecked) private var streamingHash: XXH3?
+    /// Every byte received so far is in `copy`, and none in
+    /// `streamingHash`: they are hashed from `copy` when the checksum is
+    /// taken, or before `copy` is let go or the hash handed on
+    /// (`caughtUpHasher`).
+    private var hashesCopyLater = true
     /// The partial store, the request's key there, and the kept body this
     /// attempt asks the rest of. Not checked for exclusive access at run
     /// time: it changes on this thread alone, and nothing its changes call
@@ -372,7 +379,7 @@ final class Transfer: EasyHandleDelegate {
             // (A transfer whose stream is closing is settled by `finish`,
             // or, when the engine stops first, left at its last checkpoint.)
             Self.settle(
-                partialFile, completed: false, keeping: keeping, written: received, hashState: hasher.state, firstBytes: sniffed)
+                partialFile, completed: false, keeping: keeping, written: received, hashState: caughtUpHasher.state, firstBytes: sniffed)
         }
         partialFile = nil
         partials = nil
@@ -451,7 +458,7 @@ final class Transfer: EasyHandleDelegate {
             ending = failure
             return .flushing(stream)
         }
-        finish(failure, checksum: hasher.finalize(), digests: digests?.finalize())
+        finish(failure, checksum: checksum, digests: digests?.finalize())
         return .ended
     }
 
@@ -463,14 +470,17 @@ final class Transfer: EasyHandleDelegate {
 
     private func finish(_ failure: TransferFailure?, checksum: UInt64, digests: BodyDigests?) {
         if let partialFile {
-            let (written, hashState) = closing.map { $0.snapshot() } ?? (written: received, hashState: hasher.state)
+            let (written, hashState) = closing.map { $0.snapshot() } ?? (written: received, hashState: caughtUpHasher.state)
             Self.settle(
                 partialFile, completed: failure == nil, keeping: keeping, written: written, hashState: hashState, firstBytes: sniffed)
         } else if failure != nil {
             body.remove()
         }
+        // The head moves into the result: the transfer reads it no more.
+        var response = ResponseHead(status: 0, headers: [])
+        swap(&response, &head)
         let result = TransferResult(
-            response: head.status == 0 && failure != nil ? nil : head, size: received, requestDate: requestDate,
+            response: response.status == 0 && failure != nil ? nil : response, size: received, requestDate: requestDate,
             bodyPath: failure == nil && !heldInMemory ? target.path : nil, body: failure == nil ? target : nil,
             bodyIsInMemoryOnly: heldInMemory, head: sniffed, checksum: checksum, digests: digests ?? BodyDigests(),
             bytes: failure == nil ? copy : nil, redirects: redirects, failure: failure, resumedFrom: resumedFrom)
@@ -541,7 +551,7 @@ final class Transfer: EasyHandleDelegate {
     private func openBody(_ decision: ResumeDecision) throws(Destination.Failure) {
         let resume = partials?.resume
         partials?.resume = nil
-        let keptAs = keepable(head)
+        let keptAs = keepable()
         if let resume {
             let offset: Int64
             if case .resume(let from, _, _) = decision { offset = from } else { offset = 0 }
@@ -552,7 +562,8 @@ final class Transfer: EasyHandleDelegate {
                 use(resume.file)
                 if offset > 0 {
                     received = offset
-                    hasher = XXH3(continuing: resume.hashState)
+                    streamingHash = XXH3(continuing: resume.hashState)
+                    hashesCopyLater = false
                     firstBytes = resume.firstBytes
                     textLength = nil
                     resumedFrom = offset
@@ -619,19 +630,49 @@ final class Transfer: EasyHandleDelegate {
         return fd
     }
 
-    /// The validator and complete length under which the body of
-    /// `response` may be kept for a later attempt, when it may be: a 200 of
+    /// The validator and complete length under which the body of the
+    /// response (`head`) may be kept for a later attempt, when it may be: a 200 of
     /// known length (over `PartialStore.minimumLength`) in its identity
     /// form, with a strong entity tag or a Last-Modified, that a cache
     /// could store for the request (no `no-store`, no credentials: the plan
     /// is only made for requests the cache applies to).
-    private func keepable(_ response: ResponseHead) -> (ResumeValidator, Int64)? {
-        guard let plan = partials, response.status == 200, let length = announcedLength,
-            length > PartialStore.minimumLength, response.header("content-encoding") == nil,
-            let validator = ResumeValidator(of: response),
+    /// The head is read where the transfer holds it, and copied only for a
+    /// response that passes the cheap checks.
+    private func keepable() -> (ResumeValidator, Int64)? {
+        guard let plan = partials, head.status == 200, let length = announcedLength,
+            length > PartialStore.minimumLength, head.header("content-encoding") == nil
+        else { return nil }
+        let response = head
+        guard let validator = ResumeValidator(of: response),
             HTTPCachePolicy.isStorable(status: 200, requestHeaders: plan.request.headers, responseHeaders: response.headers)
         else { return nil }
         return (validator, length)
+    }
+
+    /// The hash of the bytes this thread wrote, made at its first use.
+    private var hasher: XXH3 {
+        if let streamingHash { return streamingHash }
+        let made = XXH3()
+        streamingHash = made
+        return made
+    }
+
+    /// `hasher` holding every byte received so far: those held back in
+    /// `copy` are hashed first.
+    private var caughtUpHasher: XXH3 {
+        let hasher = self.hasher
+        if hashesCopyLater {
+            hashesCopyLater = false
+            if let copy { hasher.update(copy) }
+        }
+        return hasher
+    }
+
+    /// XXH3-64 of every byte received so far: of `copy`, in one pass, when
+    /// it holds them all.
+    private var checksum: UInt64 {
+        guard !hashesCopyLater else { return copy.map { XXH3.hash($0) } ?? XXH3.empty }
+        return hasher.finalize()
     }
 
     /// The body's first bytes, up to `ImageInfo.sniffLength`: while `copy`
@@ -649,7 +690,7 @@ final class Transfer: EasyHandleDelegate {
             checkpoint = { length, checksum in file.checkpoint(length: length, checksum: checksum) }
         }
         stream = BodyWriter.Stream(
-            fd: fd, path: target.path, hashed: hasher.state, digesting: digests, written: received,
+            fd: fd, path: target.path, hashed: caughtUpHasher.state, digesting: digests, written: received,
             checkpointInterval: PartialStore.checkpointInterval, checkpoint: checkpoint)
         digests = nil
         fd = -1
@@ -720,9 +761,11 @@ final class Transfer: EasyHandleDelegate {
         }
         received += Int64(data.count)
         textLength?.add(data)
-        if stream == nil { hasher.update(data) }
+        let intoCopy = copy != nil && received <= Int64(copyLimit)
+        // Bytes kept in `copy` while it holds them all are hashed at the end.
+        if stream == nil, !(hashesCopyLater && intoCopy) { caughtUpHasher.update(data) }
         if stream == nil { digests?.update(data) }
-        if copy != nil, received <= Int64(copyLimit) {
+        if intoCopy {
             copy?.append(contentsOf: data)
         } else {
             if copy != nil {
