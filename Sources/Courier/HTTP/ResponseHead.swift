@@ -16,10 +16,17 @@ struct ResponseHead: Sendable {
     /// The last field named `name` (in lower case). Names of another
     /// length are passed over without a string comparison, which a lookup
     /// per response over every field would otherwise make; the others are
-    /// compared as bytes (a name is a token, ASCII alone).
+    /// compared as bytes (a name is a token, ASCII alone). Each name is read
+    /// where the list holds it: a search through `last(where:)` copied
+    /// every field it looked at, both strings retained and released.
     func header(_ name: String) -> String? {
         let length = name.utf8.count
-        return headers.last(where: { $0.name.utf8.count == length && $0.name.isExactly(name) })?.value
+        var index = headers.endIndex
+        while index > headers.startIndex {
+            index -= 1
+            if headers[index].name.utf8.count == length, headers[index].name.isExactly(name) { return headers[index].value }
+        }
+        return nil
     }
 
     /// The last field named `name` as the origin sent it: what goes back to
