@@ -53,7 +53,11 @@ struct TransferID: Hashable, Sendable {
 
 /// One transfer from the origin, shared by every receipt that asked for it.
 struct TaskRecord: Sendable {
-    /// Where the task stands, with what only that state knows.
+    /// Where the task stands, with what only that state knows. Its rare
+    /// states hold what they know by reference (a suspension in a box of its
+    /// own, a failed attempt as a class): the state is read, matched and
+    /// stored again at every event of a task, and held inline a suspended
+    /// transfer's whole result made every copy of it hundreds of bytes.
     enum State: Sendable {
         /// Waiting for a place in the run queue. `after` is how the last
         /// attempt failed when the next one is a retry: a receipt past
@@ -61,7 +65,7 @@ struct TaskRecord: Sendable {
         case queued(after: FailedAttempt?)
         /// Its transfer runs.
         case running(Running)
-        case suspended(Suspension)
+        indirect case suspended(Suspension)
         /// An attempt failed and the next waits until `until` (seconds of
         /// the scheduler's clock): no transfer and no run-queue place, but
         /// bound views keep animating. `after` as for `queued`.
@@ -87,9 +91,14 @@ struct TaskRecord: Sendable {
     }
 
     /// How an attempt failed, kept until the next one starts.
-    struct FailedAttempt: Sendable {
-        var failure: TransferFailure
-        var response: ResponseHead?
+    final class FailedAttempt: Sendable {
+        let failure: TransferFailure
+        let response: ResponseHead?
+
+        init(failure: TransferFailure, response: ResponseHead?) {
+            self.failure = failure
+            self.response = response
+        }
     }
 
     /// An attempt whose transfer the engine has, running or paused.
@@ -181,7 +190,9 @@ struct TaskRecord: Sendable {
             return running.progressDueAt
         }
         set {
-            guard case .running(var running) = state else { return }
+            // Left as it is when unchanged (as it mostly is when progress is
+            // told): storing the state again would destroy the old one.
+            guard case .running(var running) = state, running.progressDueAt != newValue else { return }
             running.progressDueAt = newValue
             state = .running(running)
         }
