@@ -239,7 +239,7 @@ struct DownloadScheduler<Waiter> {
             // under way, nor a rate to change.
             let key = known ?? TaskKey(request)
             var task = TaskRecord(id: taskID, request: request, key: key)
-            if case .stale(let stale) = cache { task.revalidation = stale }
+            if case .stale(let stale) = cache { task.revalidating = Revalidation(stale) }
             task.receipts.append(receiptID)
             enqueue(&task)
             tasks[taskID] = task
@@ -410,7 +410,7 @@ struct DownloadScheduler<Waiter> {
         let (revalidates, taskReceipts, isRunning) = withTask(at: index) { task in
             var isRunning = false
             if case .running = task.state { isRunning = true }
-            return (task.revalidation != nil, task.receipts, isRunning)
+            return (task.revalidating != nil, task.receipts, isRunning)
         }
         if response.status == 304, revalidates { return true }
         withTask(at: index) { task in
@@ -534,7 +534,7 @@ struct DownloadScheduler<Waiter> {
             let ending = Set(plan.ending.map(\.receipt))
             if !ending.isEmpty {
                 let order = DeliveryOrder(
-                    id: transfer, request: task.request, revalidation: task.revalidation,
+                    id: transfer, request: task.request, revalidating: task.revalidating,
                     receipts: claim(ending, of: task.id, now: now), result: result)
                 actions.append(.deliver(order))
             }
@@ -552,8 +552,8 @@ struct DownloadScheduler<Waiter> {
     /// `result` moves into the order.
     private mutating func ended(_ id: TaskID, _ result: consuming TransferResult, now: Double) {
         guard let index = tasks.index(forKey: id) else { return }
-        let (transferID, request, revalidation, taskReceipts, untold) = withTask(at: index) { task in
-            (task.transferID, task.request, task.revalidation, task.receipts, task.figures.received != task.figures.lastProgressReceived)
+        let (transferID, request, revalidating, taskReceipts, untold) = withTask(at: index) { task in
+            (task.transferID, task.request, task.revalidating, task.receipts, task.figures.received != task.figures.lastProgressReceived)
         }
         let succeeded = result.failure == nil
         if succeeded, untold { emitProgress(id, now: now) }
@@ -562,11 +562,11 @@ struct DownloadScheduler<Waiter> {
         for receiptID in taskReceipts {
             if let request = withReceipt(receiptID, { $0.request }) { claimed.append((receiptID, request)) }
         }
-        let checksIntegrity = succeeded && revalidation == nil && claimed.contains { $0.request.integrity != nil }
+        let checksIntegrity = succeeded && revalidating == nil && claimed.contains { $0.request.integrity != nil }
         if checksIntegrity { verifying.insert(id) }
         detach(id, completed: succeeded, keepingViews: checksIntegrity, now: now)
         pump(now: now)
-        let order = DeliveryOrder(id: transferID, request: request, revalidation: revalidation, receipts: claimed, result: result)
+        let order = DeliveryOrder(id: transferID, request: request, revalidating: revalidating, receipts: claimed, result: result)
         actions.append(.deliver(order))
     }
 
@@ -868,8 +868,8 @@ struct DownloadScheduler<Waiter> {
 
     private mutating func start(_ id: TaskID, now: Double) {
         guard let index = tasks.index(forKey: id) else { return }
-        let (attempt, request, revalidation, taskReceipts) = withTask(at: index) { task in
-            (task.attempt, task.request, task.revalidation, task.receipts)
+        let (attempt, request, revalidating, taskReceipts) = withTask(at: index) { task in
+            (task.attempt, task.request, task.revalidating, task.receipts)
         }
         // What the transfer takes from its receipts' requests, gathered in
         // one pass: the first one's destination, whether any counts text,
@@ -897,7 +897,7 @@ struct DownloadScheduler<Waiter> {
         actions.append(
             .start(
                 TransferOrder(
-                    id: transferID, request: request, url: url, revalidation: revalidation,
+                    id: transferID, request: request, url: url, revalidating: revalidating,
                     destination: destination, countsText: countsText, digestAlgorithms: digestAlgorithms,
                     maxRate: maxRate)))
         actions.append(.transferStarted(task: id))

@@ -92,7 +92,8 @@ struct TransferOrder: Sendable {
     /// What this attempt asks: the request's `url`, or one of its task's
     /// mirrors.
     var url: String
-    var revalidation: ResponseCache.Stale?
+    /// The stored response this attempt asks the origin to validate.
+    var revalidating: Revalidation?
     /// The first receipt's destination, beside which the body may stream.
     var destination: String?
     /// A receipt asks for the body as text: the transfer counts what the
@@ -105,13 +106,43 @@ struct TransferOrder: Sendable {
     var maxRate: Int64?
 }
 
+extension TransferOrder {
+    var revalidation: ResponseCache.Stale? { revalidating?.stale }
+}
+
 /// A finished transfer and the receipts it answers, for delivery.
 struct DeliveryOrder: Sendable {
     var id: TransferID
     var request: DownloadRequest
-    var revalidation: ResponseCache.Stale?
+    /// The stored response the transfer asked the origin to validate.
+    var revalidating: Revalidation?
     var receipts: [(id: ReceiptID, request: DownloadRequest)]
     var result: TransferResult
+}
+
+extension DeliveryOrder {
+    init(
+        id: TransferID, request: DownloadRequest, revalidation: ResponseCache.Stale?,
+        receipts: [(id: ReceiptID, request: DownloadRequest)], result: TransferResult
+    ) {
+        self.init(id: id, request: request, revalidating: revalidation.map(Revalidation.init), receipts: receipts, result: result)
+    }
+
+    var revalidation: ResponseCache.Stale? {
+        get { revalidating?.stale }
+        set { revalidating = newValue.map(Revalidation.init) }
+    }
+}
+
+/// A stored response a task asks the origin to validate, held by
+/// reference: task records, and the orders and actions made of them, are
+/// copied and moved at every step of every task, and the response held
+/// inline made each of them some 250 bytes larger, for the few tasks that
+/// revalidate.
+final class Revalidation: Sendable {
+    let stale: ResponseCache.Stale
+
+    init(_ stale: ResponseCache.Stale) { self.stale = stale }
 }
 
 /// What the scheduler asks of the world, in order.

@@ -159,7 +159,7 @@ struct TaskRecord: Sendable {
     /// queue entries are skipped.
     var queueGeneration = 0
     /// The stored response this task asks the origin to validate.
-    var revalidation: ResponseCache.Stale?
+    var revalidating: Revalidation?
     var figures = Figures()
 
     /// `key` is `request`'s, when the caller has made it already.
