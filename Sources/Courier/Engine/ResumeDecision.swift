@@ -86,12 +86,7 @@ enum ResumeDecision: Equatable, Sendable {
     static func decide(
         kept: KeptBody?, clientAskedRange: Bool = false, sameEntityTagRequired: Bool = false, response: ResponseHead
     ) -> ResumeDecision {
-        guard let kept else {
-            if response.status == 206, !clientAskedRange {
-                return .reject("the origin answered 206 Partial Content to a request without Range")
-            }
-            return .startAnew
-        }
+        guard let kept else { return withoutKeptBody(status: response.status, clientAskedRange: clientAskedRange) }
         switch response.status {
         case 200:
             return .startAnew
@@ -104,6 +99,15 @@ enum ResumeDecision: Equatable, Sendable {
         default:
             return .errorStatus(dropsKept: false)
         }
+    }
+
+    /// The decision for a response with `status` to a request that asked
+    /// for no range of courier's own: it needs nothing else of the response.
+    static func withoutKeptBody(status: Int, clientAskedRange: Bool) -> ResumeDecision {
+        if status == 206, !clientAskedRange {
+            return .reject("the origin answered 206 Partial Content to a request without Range")
+        }
+        return .startAnew
     }
 
     private static func continuation(of kept: KeptBody, sameEntityTagRequired: Bool, response: ResponseHead) -> ResumeDecision {

@@ -515,9 +515,16 @@ final class Transfer: EasyHandleDelegate {
     private func announce(finalURL: String?) -> TransferFailure? {
         announced = true
         head.finalURL = finalURL
-        let decision = ResumeDecision.decide(
-            kept: partials?.resume?.kept, clientAskedRange: clientAsksRange,
-            sameEntityTagRequired: partials?.sameEntityTagRequired ?? false, response: head)
+        // Without a kept body the status decides, and the head is not
+        // copied to be read.
+        let decision =
+            if let kept = partials?.resume?.kept {
+                ResumeDecision.decide(
+                    kept: kept, clientAskedRange: clientAsksRange,
+                    sameEntityTagRequired: partials?.sameEntityTagRequired ?? false, response: head)
+            } else {
+                ResumeDecision.withoutKeptBody(status: head.status, clientAskedRange: clientAsksRange)
+            }
         switch decision {
         case .reject(let reason):
             partials?.resume?.file.drop()
