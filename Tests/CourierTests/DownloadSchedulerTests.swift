@@ -279,6 +279,23 @@ private struct Harness {
         #expect(h.outcome(reply.receipt)?.error?.code == .schemeNotAllowed)
     }
 
+    @Test func onlyTheSchemesTheSettingsAllowRun() {
+        var h = Harness()
+        // Given settings that allow https alone
+        h.scheduler.settings.allowedSchemes = ["https"]
+
+        // When an http and an https download come
+        let plain = h.download(request("http://origin/a"))
+        let secure = h.download(request("https://origin/b"))
+
+        // Then the first is refused for its scheme, and the second queued
+        #expect(h.outcome(plain.receipt)?.error?.code == .schemeNotAllowed)
+        #expect(secure.admission == .queued)
+        // And once http is allowed again, an http download is queued too
+        h.scheduler.settings.allowedSchemes = ["http", "https"]
+        #expect(h.download(request("http://origin/c")).admission == .queued)
+    }
+
     // MARK: refusals and the cache
 
     @Test func refusedRequestsFinishAtOnceWithTheirCode() {

@@ -7,7 +7,13 @@ struct SchedulerSettings: Sendable {
     var progressInterval = 0.1
     /// `--max-memory-body`: the limit of receipts asking for `text` or `base64`.
     var maxMemoryBody: Int64 = 64 << 20
-    var allowedSchemes: Set<String> = ["http", "https"]
+    var allowedSchemes: Set<String> = ["http", "https"] {
+        didSet { allowsWebSchemes = Self.webSchemes(in: allowedSchemes) }
+    }
+    /// Whether `allowedSchemes` holds `http`, and `https`: nearly every
+    /// request names one of them, told apart by its bytes rather than by
+    /// hashing it into the set.
+    private var allowsWebSchemes = (http: true, https: true)
     /// `--retry-delay`, `--retry-max-delay`, `--retry-max-time`.
     var retry = RetryPolicy()
 
@@ -19,8 +25,20 @@ struct SchedulerSettings: Sendable {
         progressInterval = configuration.progressInterval
         maxMemoryBody = configuration.maxMemoryBody
         allowedSchemes = configuration.allowedSchemes
+        allowsWebSchemes = Self.webSchemes(in: allowedSchemes)
         retry = RetryPolicy(
             delay: configuration.retryDelay, maxDelay: configuration.retryMaxDelay, maxTime: configuration.retryMaxTime)
+    }
+
+    /// Whether a request of `scheme` may run (`allowedSchemes`).
+    func allows(scheme: String) -> Bool {
+        if scheme.isExactly("https") { return allowsWebSchemes.https }
+        if scheme.isExactly("http") { return allowsWebSchemes.http }
+        return allowedSchemes.contains(scheme)
+    }
+
+    private static func webSchemes(in schemes: Set<String>) -> (http: Bool, https: Bool) {
+        (schemes.contains("http"), schemes.contains("https"))
     }
 }
 
@@ -197,7 +215,7 @@ struct DownloadScheduler<Waiter> {
         if let slot = request.slot { slots[ExactString(slot)] = receiptID }
 
         var refusal = refusal
-        if !settings.allowedSchemes.contains(request.scheme) {
+        if !settings.allows(scheme: request.scheme) {
             refusal = TransferFailure(code: .schemeNotAllowed, message: "the scheme '\(request.scheme)' is not allowed")
         } else if refusal == nil, case .hit(let source) = cache {
             if !request.wait {

@@ -14,9 +14,13 @@ struct TaskKey: Hashable, Sendable {
     init(_ request: DownloadRequest) {
         method = "GET"
         url = ExactString(request.url)
-        headers = request.headers.map { "\($0.name.lowercased()): \($0.value)" }
-            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            .map(ExactString.init)
+        // Most requests have no headers of their own: no list is sorted for them.
+        headers =
+            request.headers.isEmpty
+            ? []
+            : request.headers.map { "\($0.name.lowercased()): \($0.value)" }
+                .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+                .map(ExactString.init)
         timeout = request.timeout
         var hasher = Hasher()
         hasher.combine(method)
