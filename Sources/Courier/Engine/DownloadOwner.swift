@@ -442,6 +442,10 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             engine.limit(id, to: maxRate)
         case .deliver(let order):
             delivery.prepareFile(for: order)
+            // Room for a turn's worth (as many as run, up to 64) at its
+            // first: grown one by one, the list of orders, each hundreds of
+            // bytes, would be moved to new memory three times in a turn.
+            if dueDeliveries.capacity == 0 { dueDeliveries.reserveCapacity(max(8, min(settings.maxActive, 64))) }
             dueDeliveries.append(consume order)
         case .discard(let path):
             delivery.discard(path: path)

@@ -540,8 +540,15 @@ final class Transfer: EasyHandleDelegate {
         case .startAnew:
             break
         }
-        announcedLength = head.announcedLength
-        guard observer.transferDidReceiveResponse(self, head) else {
+        // The head is moved out while it is read and handed to the observer,
+        // then put back: passed from where the transfer holds it, it would
+        // be copied, every string of it retained and released again.
+        var response = ResponseHead(status: 0, headers: [])
+        swap(&response, &head)
+        announcedLength = response.announcedLength
+        let goesOn = observer.transferDidReceiveResponse(self, response)
+        swap(&response, &head)
+        guard goesOn else {
             return stopReason ?? TransferFailure(code: .cancelled, message: "stopped")
         }
         do throws(Destination.Failure) {
