@@ -41,40 +41,43 @@ enum StoredHead {
 
     // MARK: - Writing
 
-    /// The head of `response` stored under `key`, made with room for all
-    /// of it and appended a whole field at a time.
+    /// The head of `response` stored under `key`: its length counted
+    /// first, then every field copied into the one buffer of that size.
     static func write(key: String, response: CachedResponse) -> [UInt8] {
         // Most responses have no digest: no set to make and sort.
         let algorithms = response.digests.isEmpty ? [] : response.digests.algorithms.sorted()
-        var head = Writer(capacity: length(key: key, response: response, algorithms: algorithms))
-        head.put(magic)
-        head.put(UInt16(truncatingIfNeeded: response.status))
-        head.put(response.requestTime.timeIntervalSinceReferenceDate.bitPattern)
-        head.put(response.responseTime.timeIntervalSinceReferenceDate.bitPattern)
-        head.put(response.storedAt.timeIntervalSinceReferenceDate.bitPattern)
-        head.put(string: key)
-        head.put(string: response.url)
-        head.put(UInt32(response.headers.count))
-        for (name, value) in response.headers {
-            head.put(string: name)
-            head.put(string: value)
+        let count = length(key: key, response: response, algorithms: algorithms)
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var head = Writer(into: UnsafeMutableRawBufferPointer(buffer))
+            head.put(magic)
+            head.put(UInt16(truncatingIfNeeded: response.status))
+            head.put(response.requestTime.timeIntervalSinceReferenceDate.bitPattern)
+            head.put(response.responseTime.timeIntervalSinceReferenceDate.bitPattern)
+            head.put(response.storedAt.timeIntervalSinceReferenceDate.bitPattern)
+            head.put(string: key)
+            head.put(string: response.url)
+            head.put(UInt32(response.headers.count))
+            for (name, value) in response.headers {
+                head.put(string: name)
+                head.put(string: value)
+            }
+            head.put(UInt32(response.varyValues.count))
+            for (name, value) in response.varyValues {
+                head.put(string: name)
+                head.put(string: value)
+            }
+            head.put(UInt32(response.rawValues.count))
+            for (name, bytes) in response.rawValues {
+                head.put(string: name)
+                head.put(lengthPrefixed: bytes)
+            }
+            head.put(UInt32(algorithms.count))
+            for algorithm in algorithms {
+                head.put(string: algorithm.rawValue)
+                head.put(lengthPrefixed: response.digests[algorithm] ?? [])
+            }
+            initialized = head.offset
         }
-        head.put(UInt32(response.varyValues.count))
-        for (name, value) in response.varyValues {
-            head.put(string: name)
-            head.put(string: value)
-        }
-        head.put(UInt32(response.rawValues.count))
-        for (name, bytes) in response.rawValues {
-            head.put(string: name)
-            head.put(lengthPrefixed: bytes)
-        }
-        head.put(UInt32(algorithms.count))
-        for algorithm in algorithms {
-            head.put(string: algorithm.rawValue)
-            head.put(lengthPrefixed: response.digests[algorithm] ?? [])
-        }
-        return head.bytes
     }
 
     /// The bytes `write` takes for `response` under `key`, with the
@@ -88,22 +91,30 @@ enum StoredHead {
         return length
     }
 
-    /// Appends a head's fields to bytes made with room for them all, a
-    /// whole field at a time.
+    /// Copies a head's fields into a buffer `length` counted them for, a
+    /// whole field at a time: a copy of memory each, where appending to an
+    /// array went through the bytes one by one. A field that would not fit
+    /// (which `length` rules out) is left out, never written past the end.
     private struct Writer {
-        private(set) var bytes: [UInt8] = []
+        let buffer: UnsafeMutableRawBufferPointer
+        /// The bytes written so far.
+        private(set) var offset = 0
 
-        init(capacity: Int) {
-            bytes.reserveCapacity(capacity)
+        init(into buffer: UnsafeMutableRawBufferPointer) {
+            self.buffer = buffer
         }
 
         /// `value`'s bytes, least significant first.
         mutating func put<Integer: FixedWidthInteger>(_ value: Integer) {
-            withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+            withUnsafeBytes(of: value.littleEndian) { put($0) }
         }
 
         mutating func put(_ bytes: UnsafeRawBufferPointer) {
-            self.bytes.append(contentsOf: bytes)
+            guard bytes.count <= buffer.count - offset else { return }
+            if let source = bytes.baseAddress, let target = buffer.baseAddress {
+                (target + offset).copyMemory(from: source, byteCount: bytes.count)
+            }
+            offset += bytes.count
         }
 
         mutating func put(_ bytes: [UInt8]) {
