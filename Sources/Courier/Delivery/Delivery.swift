@@ -361,10 +361,12 @@ final class BodyFile {
     /// closed once named or discarded.
     func unnamedFile() -> Int32? {
         if let unnamed { return unnamed }
-        guard file == nil, let loaded, let beside,
-            let fd = beside.prepared?.take(makingIn: beside.directory, mode: beside.mode)
+        // The target's members read where they are: a copy of it retains
+        // each it holds.
+        guard file == nil, loaded != nil, let prepared = beside?.prepared, let directory = beside?.directory,
+            let mode = beside?.mode, let fd = prepared.take(makingIn: directory, mode: mode)
         else { return nil }
-        guard CacheFileIO.write(fd, loaded) else {
+        guard let loaded, CacheFileIO.write(fd, loaded) else {
             close(fd)
             return nil
         }
