@@ -64,8 +64,9 @@ struct ResponseHead: Sendable {
     /// Sized for every field at once, and each name hashed once unless it
     /// repeats: made for every outcome and every stored response.
     static func joined(_ headers: [(name: String, value: String)]) -> [String: String] {
-        var object: [String: String] = [:]
-        object.reserveCapacity(headers.count)
+        // Made at its size: growing an empty one resizes it through the
+        // generic path, which costs more than the fields' insertions.
+        var object = [String: String](minimumCapacity: headers.count)
         for (name, value) in headers {
             if let existing = object.updateValue(value, forKey: name) {
                 object[name] = existing + ", " + value
