@@ -409,6 +409,33 @@ struct ResponseStoreTests {
         }
     }
 
+    @Test func anInsertNamesTheBodyFileItPutInPlace() throws {
+        try withDirectory { directory in
+            let store = try store(directory)
+            // Given a body in an unnamed file, and one kept inline
+            let large = [UInt8](repeating: 4, count: ResponseStore.inlineLimit + 1)
+            let fd = try unnamedFile(store, large)
+            defer { close(fd) }
+            var file = insert("large", large)
+            file.body = .unnamed(fd: fd)
+
+            // When each is inserted
+            let (inserted, name) = store.insertNamingFile(file)
+            let (inline, noName) = store.insertNamingFile(insert("small", [1, 2]))
+
+            // Then the file's name is the one its row names, and is there;
+            // a body kept inline has none
+            guard case .stored(let id?) = inserted else {
+                Issue.record("not stored as a file")
+                return
+            }
+            #expect(name == ResponseStore.fileName(id))
+            #expect(files(store) == [ResponseStore.fileName(id)])
+            #expect(inline == .stored(nil))
+            #expect(noName == nil)
+        }
+    }
+
     /// An unnamed file in `store`'s directory holding `bytes`, as a body to link.
     private func unnamedFile(_ store: ResponseStore, _ bytes: [UInt8]) throws -> Int32 {
         let fd = openat(store.directory.fd, ".", 0o20_000_000 | O_DIRECTORY | O_RDWR, 0o600)

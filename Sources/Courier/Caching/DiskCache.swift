@@ -254,7 +254,7 @@ final class DiskCache: Sendable {
         guard let opened = open(key) else { return false }
         opened.close()
         return store.update(
-            key: Array(key.utf8), id: opened.row.id, head: DiskCacheEntry.metadata(key: key, response: response),
+            key: Self.bytes(of: key), id: opened.row.id, head: DiskCacheEntry.metadata(key: key, response: response),
             digests: response.digests)
     }
 
@@ -277,13 +277,13 @@ final class DiskCache: Sendable {
         response.digests = response.digests.merging(digests)
         guard response.digests != opened.entry.response.digests else { return }
         store.update(
-            key: Array(key.utf8), id: opened.row.id, head: DiskCacheEntry.metadata(key: key, response: response),
+            key: Self.bytes(of: key), id: opened.row.id, head: DiskCacheEntry.metadata(key: key, response: response),
             digests: response.digests)
     }
 
     @discardableResult
     func remove(key: String) -> Bool {
-        store.remove(key: Array(key.utf8))
+        store.remove(key: Self.bytes(of: key))
     }
 
     /// Deletes every entry and body file.
@@ -293,16 +293,23 @@ final class DiskCache: Sendable {
 
     // MARK: - Internals
 
+    /// `key`'s UTF-8, copied whole from a native string's storage (the
+    /// generic copy of a string's UTF-8 view goes a byte at a time).
+    private static func bytes(of key: String) -> [UInt8] {
+        key.utf8.withContiguousStorageIfAvailable { Array($0) } ?? Array(key.utf8)
+    }
+
     /// Inserts a row; nil when that failed, or, for a body to link, when
     /// the link could not be made (the caller copies instead).
     private func insert(
         key: String, response: CachedResponse, length: Int64, checksum: UInt64, body: ResponseStore.NewBody
     ) -> Stored? {
         let insert = ResponseStore.Insert(
-            key: Array(key.utf8), head: DiskCacheEntry.metadata(key: key, response: response), bodyLength: length,
+            key: Self.bytes(of: key), head: DiskCacheEntry.metadata(key: key, response: response), bodyLength: length,
             checksum: checksum, digests: response.digests, body: body)
-        switch store.insert(insert) {
-        case .stored(let id): return Stored(fileName: id.map(ResponseStore.fileName))
+        let (inserted, fileName) = store.insertNamingFile(insert)
+        switch inserted {
+        case .stored: return Stored(fileName: fileName)
         case .notLinked, .failed: return nil
         }
     }
@@ -335,7 +342,7 @@ final class DiskCache: Sendable {
     /// the body length, all before any body byte is read; a row that fails
     /// is deleted. The caller closes the result.
     private func open(_ key: String) -> Opened? {
-        guard let row = store.find(key: Array(key.utf8)) else { return nil }
+        guard let row = store.find(key: Self.bytes(of: key)) else { return nil }
         guard let (storedKey, response) = DiskCacheEntry.parseMetadata(row.head), storedKey.isExactly(key) else {
             store.remove(row)
             return nil

@@ -222,6 +222,13 @@ final class ResponseStore: Sendable {
     /// replaced or evicted are unlinked once the transaction (in a batch,
     /// the batch's) has committed.
     func insert(_ insert: Insert) -> Inserted {
+        insertNamingFile(insert).inserted
+    }
+
+    /// Inserts as `insert` does; with the name of the body file put in
+    /// place (nil for a body kept inline, or when nothing was stored), made
+    /// once for the link and the caller.
+    func insertNamingFile(_ insert: Insert) -> (inserted: Inserted, fileName: String?) {
         let row = NewRow(insert, into: self)
         // Each of the write's closures holds the row alone, or the store
         // alone: that one reference is its context, and nothing is
@@ -238,9 +245,9 @@ final class ResponseStore: Sendable {
                 return { [self] in unlink(evicted) }
             })
         switch database.write(write) {
-        case .made: return .stored(row.id == 0 ? nil : row.id)
-        case .unprepared: if case .link = insert.body { return .notLinked } else { return .failed }
-        case .failed: return .failed
+        case .made: return row.id == 0 ? (.stored(nil), nil) : (.stored(row.id), row.name)
+        case .unprepared: if case .link = insert.body { return (.notLinked, nil) } else { return (.failed, nil) }
+        case .failed: return (.failed, nil)
         }
     }
 
