@@ -121,17 +121,7 @@ struct DeliveryOrder: Sendable {
 }
 
 extension DeliveryOrder {
-    init(
-        id: TransferID, request: DownloadRequest, revalidation: ResponseCache.Stale?,
-        receipts: [(id: ReceiptID, request: DownloadRequest)], result: TransferResult
-    ) {
-        self.init(id: id, request: request, revalidating: revalidation.map(Revalidation.init), receipts: receipts, result: result)
-    }
-
-    var revalidation: ResponseCache.Stale? {
-        get { revalidating?.stale }
-        set { revalidating = newValue.map(Revalidation.init) }
-    }
+    var revalidation: ResponseCache.Stale? { revalidating?.stale }
 }
 
 /// A stored response a task asks the origin to validate, held by
