@@ -45,7 +45,11 @@ public struct CurlURL: Sendable {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         let flags = UInt32(CURLU_NON_SUPPORT_SCHEME)
-        guard curl_url_set(handle, CURLUPART_URL, string, flags) == CURLUE_OK,
+        // Handed over where the string holds its bytes, with their NUL (a
+        // native string has one): a `String` given for a C string is copied
+        // into an array first. A NUL inside the string ends the text
+        // libcurl reads either way.
+        guard string.withCString({ curl_url_set(handle, CURLUPART_URL, $0, flags) }) == CURLUE_OK,
             let scheme = part(handle, CURLUPART_SCHEME)
         else { return nil }
         return (scheme.lowercased(), part(handle, CURLUPART_HOST), has(handle, CURLUPART_USER) || has(handle, CURLUPART_PASSWORD))
