@@ -53,15 +53,18 @@ be in place; curl's and aria2c's from spawn to exit. The cache-hit figure
 goes through the Python client for both of its subjects, as that
 comparison asks.
 
-Every figure is the median of --runs runs; within a run the tools take turns
-(the order rotates from run to run) so that a change in the machine's load
+Every figure is the median of --runs runs (--small-runs, 15, for the W1 rows
+on --dir: a run of 2,000 small files lasts a fifth of a second, and on a
+loaded 2-core machine one moves by a fifth from the next, curl's too);
+within a run the tools take turns
+(the order rotates from run to run), so that a change in the machine's load
 touches each alike, and each turn starts after `sync`, so that no turn pays
 for writing back the files of the one before it (the on-disk row's files
 otherwise reach ext4 while the next tool, or the next workload, runs). Ratios
 are taken within the run. Peak RSS is the
 process's ru_maxrss from wait4.
 
-    scripts/bench_compare.py [--courier PATH] [--runs N] [--w3-size 1GiB]
+    scripts/bench_compare.py [--courier PATH] [--runs N] [--small-runs N] [--w3-size 1GiB]
         [--dir /dev/shm] [--disk-dir /var/tmp] [--markdown FILE] [--json FILE]
         [--only w1,w1t,w1msg,w1disk,w1diskcache,w1nocache,w2,w3,w7,startup,cache,w6] [--startup-baseline PATH]
         [--w6-size 256MiB] [--w6-cut 32MiB]
@@ -673,6 +676,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--courier", help="the courier binary (default: .build-release/release/courier, "
                                           "else .build/release/courier)")
     parser.add_argument("--runs", type=int, default=5, help="runs per figure; the median is reported (default 5)")
+    parser.add_argument("--small-runs", type=int, default=15,
+                        help="runs per figure of the W1 rows on --dir, whose runs last a fifth of a second and move "
+                             "by a fifth from one to the next on a loaded machine (default 15)")
     parser.add_argument("--w1-count", type=int, default=2000)
     parser.add_argument("--w2-count", type=int, default=200)
     parser.add_argument("--w3-size", type=parse_size, default=1 << 30, help="W3's one file (default 1GiB)")
@@ -778,10 +784,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{load_before[2]:.2f}", file=sys.stderr, flush=True)
 
         if "w1" in only:
-            alternate(args.runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1", P1, root,
+            alternate(args.small_runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1", P1, root,
                                                    client=args.client), "w1", rows)
         if "w1t" in only:
-            alternate(args.runs, transfer_subjects(binary, tls_nginx.base_url, args.w1_count, f"{www}/w1", "w1-tls", P1,
+            alternate(args.small_runs, transfer_subjects(binary, tls_nginx.base_url, args.w1_count, f"{www}/w1", "w1-tls", P1,
                                                    root, ("--ca-file", tls.ca), client=args.client,
                                                    curl_extra=("--cacert", tls.ca),
                                                    aria2c_extra=(f"--ca-certificate={tls.ca}",), courier_http="2"),
@@ -793,11 +799,11 @@ def main(argv: list[str] | None = None) -> int:
                                            client=args.client, separately=True, tools=("courier",))
             batch = transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-batch", P1, root,
                                       client=args.client, tools=("courier",))
-            alternate(args.runs, {"courier": separately["courier"], "courier W1": batch["courier"]}, "w1msg", rows)
+            alternate(args.small_runs, {"courier": separately["courier"], "courier W1": batch["courier"]}, "w1msg", rows)
         if "w1nocache" in only:
             rows["w1nocache"].figures = {k: list(v) for k, v in rows["w1"].figures.items()
                                          if k in ("curl", "aria2c")}
-            alternate(args.runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-nocache", P1, root,
+            alternate(args.small_runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-nocache", P1, root,
                                                    ("--memory-capacity", "0", "--disk-capacity", "0"),
                                                    client=args.client,
                                                    tools=("courier",) if "w1" in only else ("curl", "courier")),
@@ -808,7 +814,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    disk_root, client=args.client), "w1disk", rows)
         if "w1diskcache" in only:
             disk_root = disk_root or tempfile.mkdtemp(prefix="courier-bench-", dir=args.disk_dir)
-            alternate(args.runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-diskcache", P1, root,
+            alternate(args.small_runs, transfer_subjects(binary, base, args.w1_count, f"{www}/w1", "w1-diskcache", P1, root,
                                                    client=args.client, cache_work=disk_root, tools=("courier",)),
                       "w1diskcache", rows)
             if "courier" in rows["w1"].figures:
@@ -870,7 +876,8 @@ def main(argv: list[str] | None = None) -> int:
     commit = version_of(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
     body = table([rows[k] for k in rows])
     header = (f"{started_at:%Y-%m-%d %H:%M} UTC; {info['cpu']}, {info['memory']}; {info['kernel']}; "
-              f"median of {args.runs} alternated runs; load average {load_before[0]:.2f} before, "
+              f"median of {args.runs} alternated runs ({args.small_runs} for the W1 rows on {args.dir}); "
+              f"load average {load_before[0]:.2f} before, "
               f"{load_after[0]:.2f} after")
     print()
     print(header)
@@ -891,7 +898,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Measured on {info['cpu']}, {info['memory']} ({info['kernel']}), {started_at:%Y-%m-%d}; "
             f"load average {load_before[0]:.2f} before the run and {load_after[0]:.2f} after. "
             f"Loopback nginx; origin files, outputs and caches on {args.dir} (tmpfs) except the on-disk W1 "
-            f"row ({args.disk_dir}). Each figure is the median of {args.runs} runs, the tools alternated; "
+            f"row ({args.disk_dir}). Each figure is the median of {args.runs} runs ({args.small_runs} for the "
+            f"W1 rows on {args.dir}, whose runs move most from one to the next), the tools alternated; "
             f"ratios are within the run.",
             "",
             render_markdown(body),
