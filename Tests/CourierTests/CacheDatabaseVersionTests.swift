@@ -106,9 +106,9 @@ struct CacheDatabaseVersionTests {
             // And a store, a replacement and a removal work and keep the digests in step
             var digests = BodyDigests()
             digests[.sha256] = digest
-            #expect(store.insert(insert("c", digests: digests)) == .stored(nil))
+            #expect(store.insert(insert("c", digests: digests)).inserted == .stored(nil))
             #expect(store.keys(withDigest: digest, .sha256) == [Array("c".utf8), Array("a".utf8)])
-            #expect(store.insert(insert("a", digests: BodyDigests())) == .stored(nil))
+            #expect(store.insert(insert("a", digests: BodyDigests())).inserted == .stored(nil))
             #expect(store.remove(key: Array("c".utf8)))
             #expect(store.keys(withDigest: digest, .sha256) == [])
         }

@@ -39,7 +39,7 @@ struct ResponseStoreTests {
             let store = try store(directory)
 
             // A small body is inline
-            #expect(store.insert(insert("small", [7, 8, 9])) == .stored(nil))
+            #expect(store.insert(insert("small", [7, 8, 9])).inserted == .stored(nil))
             let small = try #require(store.find(key: Array("small".utf8)))
             #expect(small.body == .inline([7, 8, 9]) && small.head == [1, 2, 3] && small.bodyLength == 3)
             #expect(files(store).isEmpty)
@@ -53,7 +53,7 @@ struct ResponseStoreTests {
             #expect(files(store).isEmpty)
             var request = insert("large", large)
             request.body = .unnamed(fd: fd)
-            guard case .stored(let id?) = store.insert(request) else {
+            guard case .stored(let id?) = store.insert(request).inserted else {
                 Issue.record("not stored as a file")
                 return
             }
@@ -67,11 +67,11 @@ struct ResponseStoreTests {
             // A file that cannot be linked changes nothing
             var missing = insert("missing", large)
             missing.body = .link(CacheBodyFile(directory: store.directory, name: "absent", length: 1, checksum: 0))
-            #expect(store.insert(missing) == .notLinked)
+            #expect(store.insert(missing).inserted == .notLinked)
             #expect(store.totals().entries == 2)
 
             // Replacing and removing unlink the file after the row goes
-            #expect(store.insert(insert("large", [1])) == .stored(nil))
+            #expect(store.insert(insert("large", [1])).inserted == .stored(nil))
             #expect(files(store).isEmpty)
             #expect(store.remove(key: Array("large".utf8)))
             #expect(!store.remove(key: Array("large".utf8)))
@@ -85,14 +85,14 @@ struct ResponseStoreTests {
         try withDirectory { directory in
             // Given room for 10 rows of 100 bytes, evicting down to half
             let store = try store(directory, capacity: 1_000)
-            for index in 0..<10 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))) == .stored(nil)) }
+            for index in 0..<10 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))).inserted == .stored(nil)) }
             #expect(store.totals() == (1_000, 10))
 
             // When the oldest two are used, then an eleventh goes over the capacity
             for key in ["k0", "k1"] { store.touch(try #require(store.find(key: Array(key.utf8)))) }
             #expect(store.find(key: Array("k1".utf8))?.isMostRecentlyUsed == true)
             #expect(store.find(key: Array("k0".utf8))?.isMostRecentlyUsed == false)
-            #expect(store.insert(insert("k10", [UInt8](repeating: 0, count: 97))) == .stored(nil))
+            #expect(store.insert(insert("k10", [UInt8](repeating: 0, count: 97))).inserted == .stored(nil))
 
             // Then the least recently used go until usage is at most half
             let left = (0...10).filter { store.find(key: Array("k\($0)".utf8)) != nil }
@@ -107,11 +107,11 @@ struct ResponseStoreTests {
             let store = try store(directory, capacity: 1_000)
             let other = try Database(openingDefensively: directory + "/Cache.db")
             defer { other.close() }
-            for index in 0..<8 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))) == .stored(nil)) }
+            for index in 0..<8 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))).inserted == .stored(nil)) }
 
             // When one batch stores 4 more, taking usage to 1,200
             store.database.batch {
-                for index in 8..<12 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))) == .stored(nil)) }
+                for index in 8..<12 { #expect(store.insert(insert("k\(index)", [UInt8](repeating: 0, count: 97))).inserted == .stored(nil)) }
             }
 
             // Then what another connection sees is down to half, the least recently used gone
@@ -127,13 +127,13 @@ struct ResponseStoreTests {
     @Test func aBatchWritesTheUsageOnceForAllItsStores() throws {
         try withDirectory { directory in
             let store = try store(directory)
-            #expect(store.insert(insert("a", [1])) == .stored(nil))
+            #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
             let before = store.database.use { $0.totalChanges }
 
             // When a batch stores 5 new responses and replaces one
             store.database.batch {
-                for index in 0..<5 { #expect(store.insert(insert("k\(index)", [1, 2])) == .stored(nil)) }
-                #expect(store.insert(insert("a", [1, 2, 3])) == .stored(nil))
+                for index in 0..<5 { #expect(store.insert(insert("k\(index)", [1, 2])).inserted == .stored(nil)) }
+                #expect(store.insert(insert("a", [1, 2, 3])).inserted == .stored(nil))
             }
 
             // Then it changed the 6 rows it inserted, the one it replaced, and the usage once
@@ -153,16 +153,16 @@ struct ResponseStoreTests {
         try withDirectory { directory in
             // Given two rows, x the least recently used
             let store = try store(directory)
-            #expect(store.insert(insert("x", [1])) == .stored(nil))
-            #expect(store.insert(insert("y", [1])) == .stored(nil))
+            #expect(store.insert(insert("x", [1])).inserted == .stored(nil))
+            #expect(store.insert(insert("y", [1])).inserted == .stored(nil))
             let x = try #require(store.find(key: Array("x".utf8)))
 
             // When a batch stores two, then uses x, then stores another
             store.database.batch {
-                #expect(store.insert(insert("a", [1])) == .stored(nil))
-                #expect(store.insert(insert("b", [1])) == .stored(nil))
+                #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
+                #expect(store.insert(insert("b", [1])).inserted == .stored(nil))
                 store.touch(x)
-                #expect(store.insert(insert("c", [1])) == .stored(nil))
+                #expect(store.insert(insert("c", [1])).inserted == .stored(nil))
             }
 
             // Then each is one more than the last, as stores one by one would make them
@@ -175,13 +175,13 @@ struct ResponseStoreTests {
         try withDirectory { directory in
             // Given a row whose stamp is text, which SQL takes as larger than any number
             let store = try store(directory)
-            #expect(store.insert(insert("x", [1])) == .stored(nil))
+            #expect(store.insert(insert("x", [1])).inserted == .stored(nil))
             store.database.use { database throws(SQLiteError) in try database.run("UPDATE responses SET used = 'late'") }
 
             // When a batch stores two
             store.database.batch {
-                #expect(store.insert(insert("a", [1])) == .stored(nil))
-                #expect(store.insert(insert("b", [1])) == .stored(nil))
+                #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
+                #expect(store.insert(insert("b", [1])).inserted == .stored(nil))
             }
 
             // Then each got what SQL makes of it, as when stored one by one
@@ -192,7 +192,7 @@ struct ResponseStoreTests {
     @Test func aUsageCountAnotherProgramWroteIsRecounted() throws {
         try withDirectory { directory in
             let store = try store(directory)
-            #expect(store.insert(insert("a", [1, 2])) == .stored(nil))
+            #expect(store.insert(insert("a", [1, 2])).inserted == .stored(nil))
             for forged in ["UPDATE response_usage SET bytes = -5", "UPDATE response_usage SET entries = 1 << 40", "DELETE FROM response_usage"] {
                 store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.totals() == (5, 1), "\(forged)")
@@ -206,7 +206,7 @@ struct ResponseStoreTests {
     @Test func aWriteOverAUsageCountAnotherProgramWroteRecountsIt() throws {
         try withDirectory { directory in
             let store = try store(directory)
-            #expect(store.insert(insert("a", [1, 2])) == .stored(nil))
+            #expect(store.insert(insert("a", [1, 2])).inserted == .stored(nil))
             let forgeries = [
                 "UPDATE response_usage SET bytes = -5", "UPDATE response_usage SET entries = 1 << 40",
                 "UPDATE response_usage SET bytes = 'many'", "UPDATE response_usage SET entries = 1.5",
@@ -214,7 +214,7 @@ struct ResponseStoreTests {
             ]
             for forged in forgeries {
                 store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
-                #expect(store.insert(insert("b", [3])) == .stored(nil), "\(forged)")
+                #expect(store.insert(insert("b", [3])).inserted == .stored(nil), "\(forged)")
                 #expect(store.totals() == (9, 2), "\(forged)")
                 store.database.use { database throws(SQLiteError) in try database.run(SQL(forged)) }
                 #expect(store.remove(key: Array("b".utf8)), "\(forged)")
@@ -235,7 +235,7 @@ struct ResponseStoreTests {
                 defer { close(fd) }
                 var request = insert(key, large)
                 request.body = .unnamed(fd: fd)
-                guard case .stored(let id?) = store.insert(request) else {
+                guard case .stored(let id?) = store.insert(request).inserted else {
                     Issue.record("not stored as a file")
                     return
                 }
@@ -328,7 +328,7 @@ struct ResponseStoreTests {
                 (try database.integerPragma("user_version"), try database.rows("SELECT count(*) FROM partial_bodies").first?.first)
             }
             #expect(found?.0 == CacheDatabase.schemaVersion && found?.1 == .integer(1))
-            #expect(store.insert(insert("a", [1])) == .stored(nil))
+            #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
             #expect(store.find(key: Array("a".utf8)) != nil)
         }
     }
@@ -350,16 +350,16 @@ struct ResponseStoreTests {
             #expect(CacheFileIO.write(fd, large))
             var request = insert("large", large)
             request.body = .unnamed(fd: fd)
-            guard case .stored(let id?) = store.insert(request) else {
+            guard case .stored(let id?) = store.insert(request).inserted else {
                 Issue.record("not stored as a file")
                 return
             }
 
             // When a batch stores three responses, one of them replacing the body file's
             try store.database.batch { () throws in
-                #expect(store.insert(insert("a", [1])) == .stored(nil))
-                #expect(store.insert(insert("b", [2, 2])) == .stored(nil))
-                #expect(store.insert(insert("large", [3])) == .stored(nil))
+                #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
+                #expect(store.insert(insert("b", [2, 2])).inserted == .stored(nil))
+                #expect(store.insert(insert("large", [3])).inserted == .stored(nil))
 
                 // Then inside it this thread reads them, no other connection does yet,
                 // and the replaced body file is still there for rows others read
@@ -383,7 +383,7 @@ struct ResponseStoreTests {
             defer { other.close() }
 
             store.database.batch {
-                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
                 // A write that fails half way, after it changed a row and the usage
                 let failed: Void? = store.database.use { database throws(SQLiteError) in
                     try database.transaction { () throws(SQLiteError) in
@@ -396,8 +396,8 @@ struct ResponseStoreTests {
                 // A body file that cannot be linked
                 var missing = insert("missing", [UInt8](repeating: 1, count: ResponseStore.inlineLimit + 1))
                 missing.body = .link(CacheBodyFile(directory: store.directory, name: "absent", length: 1, checksum: 0))
-                #expect(store.insert(missing) == .notLinked)
-                #expect(store.insert(insert("b", [2, 2])) == .stored(nil))
+                #expect(store.insert(missing).inserted == .notLinked)
+                #expect(store.insert(insert("b", [2, 2])).inserted == .stored(nil))
             }
 
             // Then what did not fail is committed, and the usage agrees with the rows
@@ -420,8 +420,8 @@ struct ResponseStoreTests {
             file.body = .unnamed(fd: fd)
 
             // When each is inserted
-            let (inserted, name) = store.insertNamingFile(file)
-            let (inline, noName) = store.insertNamingFile(insert("small", [1, 2]))
+            let (inserted, name) = store.insert(file)
+            let (inline, noName) = store.insert(insert("small", [1, 2]))
 
             // Then the file's name is the one its row names, and is there;
             // a body kept inline has none
@@ -449,7 +449,7 @@ struct ResponseStoreTests {
             let store = try store(directory)
             let other = try Database(openingDefensively: directory + "/Cache.db")
             defer { other.close() }
-            #expect(store.insert(insert("kept", [9, 9, 9])) == .stored(nil))
+            #expect(store.insert(insert("kept", [9, 9, 9])).inserted == .stored(nil))
             let large = [UInt8](repeating: 5, count: ResponseStore.inlineLimit + 1)
             let first = try unnamedFile(store, large)
             defer { close(first) }
@@ -458,10 +458,10 @@ struct ResponseStoreTests {
             var stored: UInt64?
 
             store.database.batch {
-                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
                 var file = insert("large", large)
                 file.body = .unnamed(fd: first)
-                guard case .stored(let id?) = store.insert(file) else {
+                guard case .stored(let id?) = store.insert(file).inserted else {
                     Issue.record("not stored as a file")
                     return
                 }
@@ -470,8 +470,8 @@ struct ResponseStoreTests {
                 // its head, longer than a value may be
                 var failing = insert("kept", large, head: [UInt8](repeating: 0, count: Int(Database.valueLengthLimit) + 1))
                 failing.body = .unnamed(fd: second)
-                #expect(store.insert(failing) == .failed)
-                #expect(store.insert(insert("b", [2, 2])) == .stored(nil))
+                #expect(store.insert(failing).inserted == .failed)
+                #expect(store.insert(insert("b", [2, 2])).inserted == .stored(nil))
             }
 
             // Then the stores before and after it are committed, the row it
@@ -495,26 +495,26 @@ struct ResponseStoreTests {
             // Another process's store, with a connection of its own
             let elsewhere = try self.store(directory)
             let found = { (key: String) in store.find(key: Array(key.utf8)) != nil }
-            #expect(store.insert(insert("a", [1])) == .stored(nil))
+            #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
 
             store.database.readingTogether {
                 // Given a lookup that began the shared read
                 #expect(found("a"))
                 // When another process commits meanwhile (a reader never holds a writer back)
-                #expect(elsewhere.insert(insert("b", [2])) == .stored(nil))
+                #expect(elsewhere.insert(insert("b", [2])).inserted == .stored(nil))
                 // Then the lookups that follow see the database as the first did
                 #expect(!found("b"))
                 // And a write of this process's ends the read: it and what came before are seen
-                #expect(store.insert(insert("c", [3])) == .stored(nil))
+                #expect(store.insert(insert("c", [3])).inserted == .stored(nil))
                 #expect(found("b") && found("c"))
                 // So does a write on another thread, which does not wait for the read
-                #expect(elsewhere.insert(insert("d", [4])) == .stored(nil))
+                #expect(elsewhere.insert(insert("d", [4])).inserted == .stored(nil))
                 #expect(!found("d"))
                 DispatchQueue.global().sync {
-                    store.database.batch { #expect(store.insert(insert("e", [5])) == .stored(nil)) }
+                    store.database.batch { #expect(store.insert(insert("e", [5])).inserted == .stored(nil)) }
                 }
                 #expect(found("d") && found("e"))
-                #expect(elsewhere.insert(insert("f", [6])) == .stored(nil))
+                #expect(elsewhere.insert(insert("f", [6])).inserted == .stored(nil))
             }
 
             // And the read ends with `readingTogether`: a lookup after it sees every commit
@@ -532,10 +532,10 @@ struct ResponseStoreTests {
             let written = DispatchSemaphore(value: 0)
 
             store.database.batch {
-                #expect(store.insert(insert("a", [1])) == .stored(nil))
+                #expect(store.insert(insert("a", [1])).inserted == .stored(nil))
                 DispatchQueue.global().async {
                     started.signal()
-                    #expect(store.insert(insert("b", [2])) == .stored(nil))
+                    #expect(store.insert(insert("b", [2])).inserted == .stored(nil))
                     written.signal()
                 }
                 started.wait()
@@ -584,9 +584,9 @@ struct ResponseStoreTests {
 
             // And each stores, replaces and finds responses
             for store in stores {
-                #expect(store.insert(insert("a", [UInt8](repeating: 1, count: 8192))) == .stored(nil))
-                #expect(store.insert(insert("b", [UInt8](repeating: 2, count: 100))) == .stored(nil))
-                #expect(store.insert(insert("a", [UInt8](repeating: 3, count: 9000))) == .stored(nil))
+                #expect(store.insert(insert("a", [UInt8](repeating: 1, count: 8192))).inserted == .stored(nil))
+                #expect(store.insert(insert("b", [UInt8](repeating: 2, count: 100))).inserted == .stored(nil))
+                #expect(store.insert(insert("a", [UInt8](repeating: 3, count: 9000))).inserted == .stored(nil))
                 #expect(store.find(key: Array("a".utf8))?.body == .inline([UInt8](repeating: 3, count: 9000)))
                 #expect(store.find(key: Array("b".utf8))?.bodyLength == 100)
                 #expect(store.totals() == (9000 + 100 + 6, 2))

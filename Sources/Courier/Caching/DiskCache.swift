@@ -307,7 +307,7 @@ final class DiskCache: Sendable {
         let insert = ResponseStore.Insert(
             key: Self.bytes(of: key), head: DiskCacheEntry.metadata(key: key, response: response), bodyLength: length,
             checksum: checksum, digests: response.digests, body: body)
-        let (inserted, fileName) = store.insertNamingFile(insert)
+        let (inserted, fileName) = store.insert(insert)
         switch inserted {
         case .stored: return Stored(fileName: fileName)
         case .notLinked, .failed: return nil

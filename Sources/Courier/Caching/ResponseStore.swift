@@ -220,15 +220,10 @@ final class ResponseStore: Sendable {
     /// while usage is above the capacity (in a `CacheDatabase.batch`, once
     /// for the batch's inserts, before it commits); the files of the rows
     /// replaced or evicted are unlinked once the transaction (in a batch,
-    /// the batch's) has committed.
-    func insert(_ insert: Insert) -> Inserted {
-        insertNamingFile(insert).inserted
-    }
-
-    /// Inserts as `insert` does; with the name of the body file put in
-    /// place (nil for a body kept inline, or when nothing was stored), made
-    /// once for the link and the caller.
-    func insertNamingFile(_ insert: Insert) -> (inserted: Inserted, fileName: String?) {
+    /// the batch's) has committed. Returns what happened, with the name of
+    /// the body file put in place (nil for a body kept inline, or when
+    /// nothing was stored), made once for the link and the caller.
+    func insert(_ insert: Insert) -> (inserted: Inserted, fileName: String?) {
         let row = NewRow(insert, into: self)
         // Each of the write's closures holds the row alone, or the store
         // alone: that one reference is its context, and nothing is
