@@ -273,7 +273,7 @@ final class TransferDelivery: Sendable {
         let outcomes: [Outcome]
         if let response = order.result.response, let target = order.result.body, order.result.failure == nil {
             let responseDate = Date()
-            if response.status == 304, let stale = order.revalidation {
+            if response.status == 304, let stale = order.revalidating?.stale {
                 target.remove()
                 guard
                     let hit = cache.revalidated(

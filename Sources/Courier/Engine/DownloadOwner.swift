@@ -476,7 +476,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
         var options = transferTemplate
         options.url = order.url
         let headers = order.request.headers
-        let conditions = order.revalidation?.conditionalHeaders ?? []
+        let conditions = order.revalidating?.stale.conditionalHeaders ?? []
         if !headers.isEmpty || !conditions.isEmpty {
             options.headers = headers.map { ($0.name, Array($0.value.utf8)) } + conditions
         }
@@ -488,7 +488,7 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             body: body, copyLimit: Self.streamCopyLimit, countsText: order.countsText,
             partials: plan, digesting: order.digestAlgorithms, maxRate: order.maxRate, observer: self)
         engine.add(transfer)
-        guard let plan, order.revalidation == nil, mayHoldBodies(plan.store) else {
+        guard let plan, order.revalidating == nil, mayHoldBodies(plan.store) else {
             engine.begin(order.id)
             return
         }

@@ -106,10 +106,6 @@ struct TransferOrder: Sendable {
     var maxRate: Int64?
 }
 
-extension TransferOrder {
-    var revalidation: ResponseCache.Stale? { revalidating?.stale }
-}
-
 /// A finished transfer and the receipts it answers, for delivery.
 struct DeliveryOrder: Sendable {
     var id: TransferID
@@ -118,10 +114,6 @@ struct DeliveryOrder: Sendable {
     var revalidating: Revalidation?
     var receipts: [(id: ReceiptID, request: DownloadRequest)]
     var result: TransferResult
-}
-
-extension DeliveryOrder {
-    var revalidation: ResponseCache.Stale? { revalidating?.stale }
 }
 
 /// A stored response a task asks the origin to validate, held by
