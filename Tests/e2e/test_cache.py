@@ -648,17 +648,60 @@ def test_download_to_a_destination_stores_its_body_as_a_link(courier, origin, ca
     destination.parent.mkdir()
     outcome = fetch(c, url, body="none", destination=str(destination))
     assert outcome["ok"] and destination.read_bytes() == body
-    # Then the cache's body file is the destination's inode, and the row holds no body
+    # Then, once its store is made (a small body's is made behind its
+    # outcome, and before courier answers a `cache/*` method), the cache's
+    # body file is the destination's inode, and the row holds no body
+    stats = c.cache_stats()
     linked = body_file(cache_dir, url)
     assert disk_tier.body_files(cache_dir) == [linked]
     assert os.stat(linked).st_ino == destination.stat().st_ino
     assert destination.stat().st_nlink == 2
     assert disk_tier.row(cache_dir, url)["body"] is None
     # And usage counts head and body once, and a new process serves it from disk
-    assert c.cache_stats()["disk"]["usage"] == entry_cost(cache_dir, url)
+    assert stats["disk"]["usage"] == entry_cost(cache_dir, url)
     served = fetch(courier(*NO_MEMORY), url)
     assert served["source"] == "disk" and served["bytes"] == body
     assert origin.hits("/res/" + name) == 1
+
+
+@pytest.mark.parametrize("ask", ["download", "cache/lookup", "cache/stats"])
+def test_a_small_download_s_store_is_seen_by_its_own_process_at_once(courier, origin, cache_dir, tmp_path, ask):
+    # Given small downloads to destinations, asked at once, whose stores
+    # courier makes behind their outcomes
+    c = courier(*NO_MEMORY)
+    out = tmp_path / "out"
+    out.mkdir()
+    urls = [resource(origin, f"behind-{ask}-{i}", 8 * KIB)[0] for i in range(24)]
+    answers = c.batch([("download", {"url": url, "destination": str(out / f"{i}.bin")}) for i, url in enumerate(urls)])
+    finished = c.wait_all([answer["result"]["receipt"] for answer in answers])
+    assert all(outcome["ok"] and outcome["source"] == "network" for outcome in finished.values())
+    # When the client asks about the last one the moment its outcome is read
+    last = urls[-1]
+    if ask == "download":
+        # Then it is served from the disk tier, the origin asked once
+        assert fetch(c, last, cachePolicy="cacheOnly")["source"] == "disk"
+    elif ask == "cache/lookup":
+        assert c.cache_lookup(last)["cached"]
+    else:
+        assert c.cache_stats()["disk"]["entries"] == len(urls)
+    assert origin.hits(f"/res/behind-{ask}-23") == 1
+
+
+def test_every_store_behind_an_outcome_is_made_before_courier_exits(courier, origin, cache_dir, tmp_path):
+    # Given many small downloads to destinations, the client ending its input
+    # as soon as the last outcome is read
+    c = courier()
+    out = tmp_path / "out"
+    out.mkdir()
+    urls = [resource(origin, f"exit-{i}", 8 * KIB)[0] for i in range(64)]
+    answers = c.batch([("download", {"url": url, "destination": str(out / f"{i}.bin")}) for i, url in enumerate(urls)])
+    c.wait_all([answer["result"]["receipt"] for answer in answers])
+    c.close_stdin()
+    assert c.wait_exit(timeout=10) == 0
+    # Then every response is in Cache.db, its body file linked to its destination
+    assert disk_tier.usage(cache_dir)[1] == len(urls)
+    for i, url in enumerate(urls):
+        assert os.stat(body_file(cache_dir, url)).st_ino == (out / f"{i}.bin").stat().st_ino
 
 
 def _rewrite_same_length(path, body):
@@ -713,9 +756,11 @@ def test_the_memory_tier_stands_for_a_small_destination_s_file(courier, origin, 
     destination = tmp_path / "out" / "stood-for.bin"
     destination.parent.mkdir()
     assert fetch(c, url, body="none", destination=str(destination))["ok"]
-    assert os.stat(body_file(cache_dir, url)).st_ino == destination.stat().st_ino
-    # Then the memory tier counts it, and its first hit serves it from memory
+    # Then, once its store is made (before `cache/stats` is answered), the
+    # disk tier links the destination and the memory tier counts it, and its
+    # first hit serves it from memory
     assert c.cache_stats()["memory"]["usage"] >= len(body)
+    assert os.stat(body_file(cache_dir, url)).st_ino == destination.stat().st_ino
     hit = fetch(c, url)
     assert hit["source"] == "memory" and hit["bytes"] == body
     # And since memory holds no second copy of a file download's bytes, a
@@ -764,8 +809,10 @@ def test_stored_checksums_are_of_the_bytes_written_after_redirects_and_decoding(
         destination = tmp_path / f"out{index}.bin"
         outcome = fetch(c, url, body="none", destination=str(destination))
         assert outcome["ok"] and destination.read_bytes() == expected
-        # Then a new process serves from disk what the client received, whose
-        # checksum covers neither the redirect's body nor the encoded bytes
+        # Then, once its store is made, a new process serves from disk what
+        # the client received, whose checksum covers neither the redirect's
+        # body nor the encoded bytes
+        c.cache_stats()
         served = fetch(courier(*NO_MEMORY), url, cachePolicy="cacheOnly")
         assert served["source"] == "disk" and served["bytes"] == expected
     assert origin.hits("/res/moved") == 1 and origin.hits("/gzip") == 1

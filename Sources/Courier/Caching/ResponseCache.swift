@@ -85,6 +85,8 @@ final class ResponseCache: Sendable {
     private let counters = Locked(Counters())
     /// Writes the digests reads of stored bodies took into their entries.
     private let recorder = DispatchQueue(label: "courier.cache.digests", qos: .utility)
+    /// Stores of finished downloads made behind their outcomes.
+    private let behind: StoresBehind
     private let logger: Logger
 
     /// The disk tier lives in `root`'s `http` directory; without it (a cache
@@ -97,6 +99,11 @@ final class ResponseCache: Sendable {
         let capacity = Int64(configuration.diskCapacity)
         storesOnDisk = capacity > 0
         let tier = diskTier
+        // Weak: the writer's thread must not keep the cache alive.
+        behind = StoresBehind { [weak tier] body in
+            guard case .open(let disk?)? = tier?.withLock(wake: false, { $0 }) else { return body() }
+            disk.batch(body)
+        }
         startThread(named: "courier.cache.open") {
             let disk: DiskCache?
             do {
@@ -109,7 +116,9 @@ final class ResponseCache: Sendable {
         }
     }
 
-    private enum DiskTier {
+    deinit { behind.end() }
+
+    private enum DiskTier: Sendable {
         case opening
         case open(DiskCache?)
     }
@@ -260,6 +269,7 @@ final class ResponseCache: Sendable {
     private func lookup(url request: DownloadRequest, now: Date) -> Lookup {
         guard request.cachePolicy != .reload, Self.applies(to: request) else { return .miss }
         let key = Self.key(for: request)
+        behind.settle(key)
         let anyAge = request.cachePolicy == .cacheElseLoad || request.cachePolicy == .cacheOnly
         let integrity = request.integrity
 
@@ -329,6 +339,7 @@ final class ResponseCache: Sendable {
         guard let integrity = request.integrity, request.cachePolicy != .reload, Self.applies(to: request),
             let disk = downloadTier
         else { return nil }
+        behind.settle()
         let algorithm = integrity.algorithm
         for digest in integrity.digests {
             for key in disk.keys(withDigest: digest, algorithm) {
@@ -373,6 +384,49 @@ final class ResponseCache: Sendable {
     /// digests `body` gives.
     /// A response that may not be stored removes what was stored before.
     func store(
+        keys: [String], request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
+        body: CacheBodyFile
+    ) -> [UInt8]? {
+        for key in keys { behind.settle(key) }
+        return storeNow(keys: keys, request: request, head: head, requestTime: requestTime, responseTime: responseTime, body: body)
+    }
+
+    /// Whether `deferredStore` makes stores to be made behind their
+    /// outcomes: once the disk tier is open, and not with `--disk-capacity 0`.
+    /// Without the disk tier a store is cheap, and is made at once.
+    var storesBehind: Bool { openedDownloadTier != nil }
+
+    /// A store of a fresh network response, as `store` makes it, for
+    /// `storeBehind`: `file` (the body's file, which `body` names as its
+    /// unnamed file) stays open until it is made. The body is not read for
+    /// the memory tier: its bytes are `body`'s, or it is not held there.
+    func deferredStore(
+        keys: [String], request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
+        body: CacheBodyFile, holding file: StoresBehind.OpenFile
+    ) -> StoresBehind.Store {
+        StoresBehind.Store(keys: keys) { [self] in
+            withExtendedLifetime(file) {
+                _ = storeNow(keys: keys, request: request, head: head, requestTime: requestTime, responseTime: responseTime, body: body)
+            }
+        }
+    }
+
+    /// Queues `stores` to be made behind the caller (`StoresBehind`), or
+    /// makes them now, in one write transaction, when too many wait already.
+    /// Call it before the outcomes of their downloads go out: a request
+    /// made after an outcome then finds its response stored.
+    func storeBehind(_ stores: [StoresBehind.Store]) {
+        guard !behind.add(stores) else { return }
+        batch {
+            for store in stores {
+                for key in store.keys { behind.settle(key) }
+                store.make()
+            }
+        }
+    }
+
+    /// `store`, without settling the stores waiting behind.
+    private func storeNow(
         keys: [String], request: DownloadRequest, head: ResponseHead, requestTime: Date, responseTime: Date,
         body: CacheBodyFile
     ) -> [UInt8]? {
@@ -468,6 +522,7 @@ final class ResponseCache: Sendable {
     /// refreshed in both tiers and the stored body is served. Nil when the
     /// 304 names another representation or the stored body is gone.
     func revalidated(_ stale: Stale, notModified head: ResponseHead, requestTime: Date, responseTime: Date) -> Hit? {
+        behind.settle(stale.key)
         guard let merged = HTTPCachePolicy.merging(
             notModified: head.headers, rawValues: head.rawValues, into: stale.response, requestTime: requestTime, responseTime: responseTime)
         else { return nil }
@@ -494,6 +549,9 @@ final class ResponseCache: Sendable {
         return Hit(key: stale.key, response: merged, body: body, tier: .memory)
     }
 
+    /// Makes every store waiting behind its outcome (`storeBehind`) now.
+    func settle() { behind.settle() }
+
     func countHit() { counters.withLock { $0.hits += 1 } }
     func countMiss() { counters.withLock { $0.misses += 1 } }
     func countRevalidation() { counters.withLock { $0.revalidations += 1 } }
@@ -502,6 +560,7 @@ final class ResponseCache: Sendable {
 
     /// Each tier's use and the counters since start.
     var stats: Stats {
+        behind.settle()
         let counts = counters.withLock { $0 }
         let disk = disk
         return Stats(
@@ -513,6 +572,7 @@ final class ResponseCache: Sendable {
     /// What is stored under `key`, without changing recency or counters;
     /// nil when neither tier holds it.
     func describe(key: String, now: Date = Date()) -> Entry? {
+        behind.settle(key)
         let tier: Tier
         let response: CachedResponse
         let size: Int64
@@ -532,6 +592,7 @@ final class ResponseCache: Sendable {
 
     @discardableResult
     func remove(key: String) -> Bool {
+        behind.settle(key)
         let inMemory = memory.remove(key) != nil
         let onDisk = disk?.remove(key: key) ?? false
         return inMemory || onDisk
@@ -539,6 +600,7 @@ final class ResponseCache: Sendable {
 
     /// Empties the tiers asked for; says how many entries each lost.
     func clear(memory clearMemory: Bool, disk clearDisk: Bool) -> Cleared {
+        behind.settle()
         var removed = Cleared(memory: 0, disk: 0)
         if clearMemory {
             removed.memory = memory.count

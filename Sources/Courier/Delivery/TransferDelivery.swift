@@ -102,9 +102,11 @@ final class TransferDelivery: Sendable {
         queue.async { _ = unlink(path) }
     }
 
-    /// Waits for the batches handed over so far.
+    /// Waits for the batches handed over so far, and makes the stores they
+    /// left behind their outcomes.
     func waitUntilIdle() {
         queue.sync {}
+        cache.settle()
     }
 
     /// What one turn of the engine handed over.
@@ -154,19 +156,22 @@ final class TransferDelivery: Sendable {
     /// commit in one write transaction, before any of their outcomes goes
     /// out; the others wait for room in the client's output each, outside
     /// it, so a client that does not read never holds the transaction open.
-    /// A batch's outcomes go as soon as its own are made, so the text and
-    /// base64 they hold never wait for another batch's.
+    /// The stores of bodies held in memory alone are queued to be made
+    /// behind the outcomes instead (`ResponseCache.storeBehind`), before
+    /// those go out. A batch's outcomes go as soon as its own are made, so
+    /// the text and base64 they hold never wait for another batch's.
     private func deliver(_ batches: [Batch]) {
         // Orders are read where they lie (through their arrays' buffers,
         // which lend each in place) and results moved out of `stored`: a
         // copy of either retains every string and array it holds.
         var stored = batches.map { [DeliveryResult?](repeating: nil, count: $0.orders.count) }
+        var behind: [StoresBehind.Store] = []
         cache.batch {
             for index in batches.indices {
                 let limit = batches[index].memoryBodyLimit
                 batches[index].orders.withUnsafeBufferPointer { orders in
                     for position in orders.indices where !DeliveryOrder.carryBody(orders[position].receipts) {
-                        stored[index][position] = deliver(orders[position], memoryBodyLimit: limit)
+                        stored[index][position] = deliver(orders[position], memoryBodyLimit: limit, behind: &behind)
                     }
                 }
             }
@@ -181,10 +186,12 @@ final class TransferDelivery: Sendable {
                     if let result = stored[index][position].take() {
                         results.append(result)
                     } else {
-                        results.append(deliver(orders[position], memoryBodyLimit: batch.memoryBodyLimit))
+                        results.append(deliver(orders[position], memoryBodyLimit: batch.memoryBodyLimit, behind: &behind))
                     }
                 }
             }
+            cache.storeBehind(behind)
+            behind.removeAll()
             batch.done(results)
         }
     }
@@ -265,8 +272,12 @@ final class TransferDelivery: Sendable {
             headerObject: hit.response.headerObject, sharedHeaders: hit.sharedHeaders)
     }
 
-    /// The outcomes of a finished transfer for the receipts it had.
-    private func deliver(_ order: DeliveryOrder, memoryBodyLimit: Int64) -> DeliveryResult {
+    /// The outcomes of a finished transfer for the receipts it had. The
+    /// store of a body held in memory alone, once written to its unnamed
+    /// file, goes to `behind`, to be made behind the outcome.
+    private func deliver(
+        _ order: DeliveryOrder, memoryBodyLimit: Int64, behind: inout [StoresBehind.Store]
+    ) -> DeliveryResult {
         if order.carriesBody { awaitOutputRoom() }
         // Read where they lie: a list of them copies each request whole.
         let requests = order.receipts.lazy.map { $0.request }
@@ -311,13 +322,26 @@ final class TransferDelivery: Sendable {
                         body = BodyFile(
                             target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes, written: false)
                     }
-                    let file = CacheBodyFile(
-                        directory: target.directory, name: target.name, length: order.result.size, checksum: order.result.checksum,
-                        bytes: order.result.bytes, digests: check.digests, unnamed: body?.unnamedFile())
-                    let stored = cache.store(
-                        keys: keys, request: order.request, head: response, requestTime: order.result.requestDate,
-                        responseTime: responseDate, body: file)
-                    bytes = bytes ?? stored
+                    let unnamed = body?.unnamedFile()
+                    if let unnamed, cache.storesBehind, let held = StoresBehind.OpenFile(duplicating: unnamed) {
+                        let file = CacheBodyFile(
+                            directory: target.directory, name: target.name, length: order.result.size,
+                            checksum: order.result.checksum, bytes: order.result.bytes, digests: check.digests,
+                            unnamed: held.descriptor)
+                        behind.append(
+                            cache.deferredStore(
+                                keys: keys, request: order.request, head: response, requestTime: order.result.requestDate,
+                                responseTime: responseDate, body: file, holding: held))
+                    } else {
+                        let file = CacheBodyFile(
+                            directory: target.directory, name: target.name, length: order.result.size,
+                            checksum: order.result.checksum, bytes: order.result.bytes, digests: check.digests,
+                            unnamed: unnamed)
+                        let stored = cache.store(
+                            keys: keys, request: order.request, head: response, requestTime: order.result.requestDate,
+                            responseTime: responseDate, body: file)
+                        bytes = bytes ?? stored
+                    }
                 }
                 // Made here, not in an autoclosure, which would hold a copy
                 // of the target.
