@@ -141,7 +141,7 @@ struct ResponseCacheStoresBehindTests {
         let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
         let held = try #require(StoresBehind.OpenFile(duplicating: fd))
         let file = CacheBodyFile(
-            directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body), bytes: body,
+            directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body),
             unnamed: held.descriptor)
         // When its store is queued behind the caller
         cache.storeBehind([
@@ -157,5 +157,25 @@ struct ResponseCacheStoresBehindTests {
         #expect(hit.body.length == Int64(body.count))
         // And the disk tier counts it
         #expect(cache.stats.disk.entries == 1)
+    }
+
+    @Test func aBodyFileIsReadThroughItsUnnamedDescriptorOnceItsNameIsGone() throws {
+        // Given a body written to an unnamed file, described without its
+        // bytes and by a name beside its destination that no longer exists
+        let directory = NSTemporaryDirectory() + "courier-behind-read-\(getpid())-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let beside = try DirectoryHandle(opening: directory)
+        let body = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
+        defer { close(fd) }
+        #expect(CacheFileIO.write(fd, body))
+        let file = CacheBodyFile(
+            directory: beside, name: ".gone.partial", length: Int64(body.count), checksum: XXH3.hash(body), unnamed: fd)
+        // Then its bytes are read through the descriptor, whole and checked
+        #expect(file.read() == body)
+        // And a name planted meanwhile with other bytes is not what is read
+        FileManager.default.createFile(atPath: directory + "/.gone.partial", contents: Data(repeating: 0, count: body.count))
+        #expect(file.read() == body)
     }
 }

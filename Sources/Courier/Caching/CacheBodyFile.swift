@@ -93,9 +93,10 @@ struct CacheBodyFile: Sendable {
     }
 
     /// The file, opened for reading when it is a regular file of `length`
-    /// bytes. The caller closes it.
+    /// bytes: a second descriptor of the `unnamed` one when there is one,
+    /// as the name may be gone or another file's by now. The caller closes it.
     private func openChecked() -> Int32? {
-        let source = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let source = unnamed.map { dup($0) } ?? openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard source >= 0 else { return nil }
         var info = stat()
         guard fstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == length else {

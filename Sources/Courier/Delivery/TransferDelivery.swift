@@ -324,10 +324,10 @@ final class TransferDelivery: Sendable {
                     }
                     let unnamed = body?.unnamedFile()
                     if let unnamed, cache.storesBehind, let held = StoresBehind.OpenFile(duplicating: unnamed) {
+                        // Without the bytes: a waiting store holds a descriptor, not the body.
                         let file = CacheBodyFile(
                             directory: target.directory, name: target.name, length: order.result.size,
-                            checksum: order.result.checksum, bytes: order.result.bytes, digests: check.digests,
-                            unnamed: held.descriptor)
+                            checksum: order.result.checksum, digests: check.digests, unnamed: held.descriptor)
                         behind.append(
                             cache.deferredStore(
                                 keys: keys, request: order.request, head: response, requestTime: order.result.requestDate,
