@@ -323,7 +323,9 @@ final class TransferDelivery: Sendable {
                             target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes, written: false)
                     }
                     let unnamed = body?.unnamedFile()
-                    if let unnamed, cache.storesBehind, let held = StoresBehind.OpenFile(duplicating: unnamed) {
+                    if let unnamed, ResponseCache.applies(to: order.request), cache.storesBehind,
+                        let held = StoresBehind.OpenFile(duplicating: unnamed)
+                    {
                         // Without the bytes: a waiting store holds a descriptor, not the body.
                         let file = CacheBodyFile(
                             directory: target.directory, name: target.name, length: order.result.size,
