@@ -214,6 +214,19 @@ public final class EasyHandle {
     private var applied: EasyOptions?
     /// No option was set on the handle since it was made or reset.
     private var isFresh = true
+    /// The URL of a transfer whose URL is plain (`PlainURL`), parsed by
+    /// libcurl's URL API and handed to libcurl with it (`CURLOPT_CURLU`):
+    /// libcurl then neither parses the text again nor writes it out anew
+    /// for each transfer. Made with the first such URL and kept for the
+    /// handle's life; changed only between its transfers.
+    private var parsedURL: OpaquePointer?
+    /// The scheme and authority of the URL `parsedURL` holds: a plain URL
+    /// with the same ones changes only the path and query there.
+    private var parsedOrigin: [UInt8] = []
+    /// `parsedURL` holds a query.
+    private var parsedHasQuery = false
+    /// libcurl holds `parsedURL` as the handle's URL (`CURLOPT_CURLU`).
+    private var handsParsedURL = false
     /// The code of the first option libcurl refused since the handle was
     /// made or readied for reuse: such a handle is not performed, and
     /// `MultiHandle.add` reports its transfer ended with this code (the
@@ -272,6 +285,7 @@ public final class EasyHandle {
         } else {
             if !isFresh {
                 curl_easy_reset(raw)
+                handsParsedURL = false
                 installCallbacks()
             }
             configureFixed(options)
@@ -320,6 +334,11 @@ public final class EasyHandle {
     /// and headers.
     private func configureChanges(from old: EasyOptions?, to options: EasyOptions) {
         setString(CURLOPT_URL, options.url)
+        let parsed = options.url.utf8.withContiguousStorageIfAvailable { parse($0) } ?? false
+        if parsed || handsParsedURL {
+            check(courier_easy_setopt_ptr(raw, CURLOPT_CURLU, parsed ? UnsafeRawPointer(parsedURL) : nil), CURLOPT_CURLU)
+            handsParsedURL = parsed
+        }
         if options.acceptsEncodings != (old?.acceptsEncodings ?? false) {
             // An empty string asks for every coding libcurl decodes; none
             // asks for none and decodes none.
@@ -384,6 +403,57 @@ public final class EasyHandle {
             headerList = list
         }
         listWritesAcceptEncoding = writesAcceptEncoding
+    }
+
+    /// Puts `url` in `parsedURL` when it is plain (`PlainURL`), parsed
+    /// with the flags libcurl parses `CURLOPT_URL` with: only its path and
+    /// query, when the URL there has the same scheme and authority and
+    /// neither part holds an escape. False when the URL is not plain, or
+    /// libcurl's URL API does not take it (the transfer then goes by the
+    /// text alone, and fails as libcurl fails it).
+    private func parse(_ url: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let plain = PlainURL(url), let base = url.baseAddress else { return false }
+        let origin = UnsafeBufferPointer(rebasing: url[..<plain.pathStart])
+        let sameOrigin = parsedOrigin.count == origin.count
+            && parsedOrigin.withUnsafeBufferPointer { memcmp($0.baseAddress!, base, origin.count) == 0 }
+        if parsedURL != nil, !plain.hasPercent, sameOrigin {
+            let pathEnd = plain.queryMark ?? url.count
+            var parts = CURLUE_OK
+            withCString(base + plain.pathStart, count: pathEnd - plain.pathStart) { parts = curl_url_set(parsedURL, CURLUPART_PATH, $0, 0) }
+            if let mark = plain.queryMark {
+                if parts == CURLUE_OK {
+                    withCString(base + mark + 1, count: url.count - mark - 1) { parts = curl_url_set(parsedURL, CURLUPART_QUERY, $0, 0) }
+                }
+            } else if parsedHasQuery, parts == CURLUE_OK {
+                parts = curl_url_set(parsedURL, CURLUPART_QUERY, nil, 0)
+            }
+            if parts == CURLUE_OK {
+                parsedHasQuery = plain.queryMark != nil
+                return true
+            }
+        }
+        if parsedURL == nil { parsedURL = curl_url() }
+        guard let parsedURL else { return false }
+        var code = CURLUE_OK
+        withCString(base, count: url.count) {
+            code = curl_url_set(parsedURL, CURLUPART_URL, $0, UInt32(CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME))
+        }
+        guard code == CURLUE_OK else {
+            parsedOrigin = []
+            return false
+        }
+        parsedOrigin = Array(origin)
+        parsedHasQuery = plain.queryMark != nil
+        return true
+    }
+
+    /// Runs `body` with the `count` bytes at `start`, NUL-terminated.
+    private func withCString(_ start: UnsafePointer<UInt8>, count: Int, _ body: (UnsafePointer<CChar>) -> Void) {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: count + 1) { buffer in
+            UnsafeMutableRawPointer(buffer.baseAddress!).copyMemory(from: start, byteCount: count)
+            buffer[count] = 0
+            body(buffer.baseAddress!)
+        }
     }
 
     /// The `Accept-Encoding` field libcurl writes itself for an empty
@@ -531,6 +601,8 @@ public final class EasyHandle {
         curl_easy_cleanup(raw)
         curl_slist_free_all(headerList)
         headerList = nil
+        curl_url_cleanup(parsedURL)
+        parsedURL = nil
         errorBuffer.deallocate()
     }
 

@@ -82,6 +82,42 @@ struct EasyHandleTests {
         multi.recycle(again)
     }
 
+    /// A reused handle hands libcurl a plain URL parsed, changing only
+    /// the path and query it holds when the origin is the same: each
+    /// transfer asks for its own, and reports its own text as the URL it
+    /// went to; a URL that is not plain goes as libcurl parses it, and
+    /// reports the text libcurl makes of it.
+    @Test func aReusedHandleAsksForEachTransfersOwnURL() throws {
+        try withOriginAndProxy { origin, other, multi in
+            let base = "http://127.0.0.1:\(origin.port)"
+            let steps: [(url: String, listener: Listener, target: String, effective: String)] = [
+                (base + "/a?b=c", origin, "/a?b=c", base + "/a?b=c"),
+                (base + "/d", origin, "/d", base + "/d"),
+                (base + "/e%2F?f%2F", origin, "/e%2F?f%2F", base + "/e%2F?f%2F"),
+                (base + "/g/../h?", origin, "/h?", base + "/h"),
+                (base + "/i?j", origin, "/i?j", base + "/i?j"),
+                (base + "/k", origin, "/k", base + "/k"),
+                ("http://127.0.0.1:\(other.port)/l?m", other, "/l?m", "http://127.0.0.1:\(other.port)/l?m"),
+                ("http://127.0.0.1:\(other.port)", other, "/", "http://127.0.0.1:\(other.port)/"),
+                (base + "/n", origin, "/n", base + "/n"),
+            ]
+            var options = EasyOptions(url: base)
+            options.proxyEnvironment = ProxyEnvironment(variables: [:])
+            var handle: EasyHandle?
+            for step in steps {
+                options.url = step.url
+                let easy = multi.makeEasyHandle()
+                #expect(handle == nil || easy === handle)
+                handle = easy
+                easy.configure(options)
+                let request = step.listener.request(of: easy, on: multi)
+                #expect(request.hasPrefix("GET \(step.target) HTTP/1.1\r\n"), "\(step.url)")
+                #expect(easy.effectiveURL == step.effective)
+                multi.recycle(easy)
+            }
+        }
+    }
+
     @Test func aCopyOfOptionsChangedInASharedOptionLeavesTheOriginalAsItWas() {
         // Given options and a copy of them
         let original = EasyOptions(url: "http://h/")
