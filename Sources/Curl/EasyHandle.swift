@@ -208,6 +208,12 @@ public final class EasyHandle {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     /// `headerList` starts with `acceptEncodingField`.
     private var listWritesAcceptEncoding = false
+    /// `headerList` starts with `User-Agent` and, unless the transfer names
+    /// its own, `Accept: */*` (see `writesUserAgent`).
+    private var listWritesUserAgent = false
+    /// libcurl holds the user agent (`CURLOPT_USERAGENT`) of the options
+    /// last applied.
+    private var holdsUserAgent = false
     /// The options the handle holds from its last `configure`, when libcurl
     /// took every one of them: a reused handle's next `configure` sets only
     /// the options that differ.
@@ -286,6 +292,7 @@ public final class EasyHandle {
             if !isFresh {
                 curl_easy_reset(raw)
                 handsParsedURL = false
+                holdsUserAgent = false
                 installCallbacks()
             }
             configureFixed(options)
@@ -306,7 +313,6 @@ public final class EasyHandle {
         // A preference, not a need: a libcurl built without HTTP/2 refuses
         // it and speaks HTTP/1.1, as it would have anyway.
         _ = courier_easy_setopt_long(raw, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        setString(CURLOPT_USERAGENT, options.userAgent)
         // Refused on a handle that still holds the receive buffer of a
         // transfer that ended early (after a failed name lookup, in libcurl
         // 7.88): that buffer was made at the size every transfer asks for.
@@ -385,13 +391,39 @@ public final class EasyHandle {
         }
         let writesAcceptEncoding =
             direct && !options.followRedirects && options.acceptsEncodings && !options.headers.contains { Self.isAcceptEncoding($0.name) }
+        // A transfer straight to its origin at a plain URL (which names no
+        // user, so no `Authorization` field comes before them) has the handle
+        // write libcurl's `User-Agent` and `Accept` fields first among its
+        // own, where libcurl would have written them, so the request is the
+        // same, byte for byte; libcurl, finding them there, writes neither,
+        // and no longer formats the user agent into a field of its own for
+        // every transfer (`Curl_pretransfer`, some 3K instructions in
+        // libcurl 7.88's printf).
+        let writesUserAgent =
+            direct && !options.followRedirects && parsed && !options.userAgent.isEmpty
+            && !options.headers.contains { Self.isUserAgent($0.name) }
+        if writesUserAgent, holdsUserAgent {
+            check(courier_easy_setopt_ptr(raw, CURLOPT_USERAGENT, nil), CURLOPT_USERAGENT)
+            holdsUserAgent = false
+        } else if !writesUserAgent, !holdsUserAgent {
+            setString(CURLOPT_USERAGENT, options.userAgent)
+            holdsUserAgent = true
+        }
         // The list the handle holds is kept when it would be made again of
         // the same lines: most transfers of a run send the same (none of
         // their own, often).
-        if let old, writesAcceptEncoding == listWritesAcceptEncoding, Self.same(old.headers, options.headers) { return }
+        if let old, writesAcceptEncoding == listWritesAcceptEncoding, writesUserAgent == listWritesUserAgent,
+            Self.same(old.headers, options.headers)
+        {
+            return
+        }
         var list: UnsafeMutablePointer<curl_slist>?
+        if writesUserAgent {
+            list = curl_slist_append(list, "User-Agent: " + options.userAgent)
+            if !options.headers.contains(where: { Self.isAccept($0.name) }) { list = curl_slist_append(list, "Accept: */*") }
+        }
         if writesAcceptEncoding {
-            list = Self.acceptEncodingField.withUnsafeBufferPointer { curl_slist_append(nil, $0.baseAddress!) }
+            list = Self.acceptEncodingField.withUnsafeBufferPointer { curl_slist_append(list, $0.baseAddress!) }
         }
         for header in options.headers {
             let line = Array(header.name.utf8) + Array(": ".utf8) + header.value + [0]
@@ -403,6 +435,7 @@ public final class EasyHandle {
             headerList = list
         }
         listWritesAcceptEncoding = writesAcceptEncoding
+        listWritesUserAgent = writesUserAgent
     }
 
     /// Puts `url` in `parsedURL` when it is plain (`PlainURL`), parsed
@@ -482,8 +515,17 @@ public final class EasyHandle {
     }()
 
     /// `name` is `Accept-Encoding` in any case, as libcurl compares names.
-    private static func isAcceptEncoding(_ name: String) -> Bool {
-        let expected = "accept-encoding".utf8
+    private static func isAcceptEncoding(_ name: String) -> Bool { matches(name, "accept-encoding") }
+
+    /// `name` is `User-Agent` in any case.
+    private static func isUserAgent(_ name: String) -> Bool { matches(name, "user-agent") }
+
+    /// `name` is `Accept` in any case.
+    private static func isAccept(_ name: String) -> Bool { matches(name, "accept") }
+
+    /// `name` is `lowered` once its ASCII letters are lowered.
+    private static func matches(_ name: String, _ lowered: String) -> Bool {
+        let expected = lowered.utf8
         guard name.utf8.count == expected.count else { return false }
         return zip(name.utf8, expected).allSatisfy { byte, lower in
             (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == lower : byte == lower

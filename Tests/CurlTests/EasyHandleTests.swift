@@ -172,15 +172,21 @@ struct EasyHandleTests {
     /// list holds the transfer's own headers alone.
     @Test(arguments: [
         [(String, String)](), [("X-A", "1"), ("X-B", "2")], [("accept-encoding", "br")], [("ACCEPT-ENCODING", "")],
-        [("Accept", "text/plain"), ("User-Agent", "probe")], [("X-Empty", "")],
+        [("Accept", "text/plain"), ("User-Agent", "probe")], [("X-Empty", "")], [("accept", "*/*")], [("USER-AGENT", "")],
     ])
     func aDirectRequestIsTheOneLibcurlWritesItself(headers: [(String, String)]) throws {
+        for path in ["/a?b=c", "/a/./b?"] {
+            try aDirectRequestIsTheOneLibcurlWritesItself(path: path, headers: headers)
+        }
+    }
+
+    private func aDirectRequestIsTheOneLibcurlWritesItself(path: String, headers: [(String, String)]) throws {
         CurlLibrary.initialize()
         let origin = try #require(Listener())
         defer { close(origin.fd) }
         let multi = MultiHandle()
         defer { multi.cleanup() }
-        var options = EasyOptions(url: "http://127.0.0.1:\(origin.port)/a?b=c")
+        var options = EasyOptions(url: "http://127.0.0.1:\(origin.port)\(path)")
         options.followRedirects = false
         options.proxyEnvironment = ProxyEnvironment(variables: [:])
         options.headers = headers.map { ($0.0, Array($0.1.utf8)) }
@@ -196,23 +202,26 @@ struct EasyHandleTests {
         let writtenAgain = origin.request(of: again, on: multi)
         multi.recycle(again)
 
-        // When libcurl writes the field itself
+        // When libcurl writes the fields itself
         let reference = EasyHandle()
         reference.configure(options)
         var list: UnsafeMutablePointer<curl_slist>?
         for (name, value) in headers { list = curl_slist_append(list, "\(name): \(value)") }
         #expect(courier_easy_setopt_ptr(reference.raw, CURLOPT_HTTPHEADER, list) == CURLE_OK)
+        #expect(courier_easy_setopt_ptr(reference.raw, CURLOPT_USERAGENT, options.userAgent) == CURLE_OK)
         let libcurls = origin.request(of: reference, on: multi)
         multi.remove(reference)
         reference.cleanup()
         curl_slist_free_all(list)
 
-        // Then both requests are libcurl's, byte for byte, with the field
+        // Then both requests are libcurl's, byte for byte, with each field
         // unless the transfer names one of its own
         #expect(written == libcurls)
         #expect(writtenAgain == libcurls)
-        let named = headers.contains { $0.0.lowercased() == "accept-encoding" }
-        #expect(libcurls.contains("\r\nAccept-Encoding: ") == !named)
+        let named = { (field: String) in headers.contains { $0.0.lowercased() == field } }
+        #expect(libcurls.contains("\r\nAccept-Encoding: ") == !named("accept-encoding"))
+        #expect(libcurls.contains("\r\nUser-Agent: courier\r\n") == !named("user-agent"))
+        #expect(libcurls.contains("\r\nAccept: */*\r\n") == !named("accept"))
     }
 
     /// A reused handle asks for content codings again once a transfer that
