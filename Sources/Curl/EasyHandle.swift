@@ -233,6 +233,10 @@ public final class EasyHandle {
     private var parsedHasQuery = false
     /// libcurl holds `parsedURL` as the handle's URL (`CURLOPT_CURLU`).
     private var handsParsedURL = false
+    /// The URL libcurl reports as the effective one, known without asking:
+    /// the text of a plain URL (`CURLOPT_URL`, which libcurl keeps as it is
+    /// beside `parsedURL`) when libcurl follows no redirect.
+    private var knownEffectiveURL: String?
     /// The code of the first option libcurl refused since the handle was
     /// made or readied for reuse: such a handle is not performed, and
     /// `MultiHandle.add` reports its transfer ended with this code (the
@@ -345,6 +349,7 @@ public final class EasyHandle {
             check(courier_easy_setopt_ptr(raw, CURLOPT_CURLU, parsed ? UnsafeRawPointer(parsedURL) : nil), CURLOPT_CURLU)
             handsParsedURL = parsed
         }
+        knownEffectiveURL = parsed && !options.followRedirects ? options.url : nil
         if options.acceptsEncodings != (old?.acceptsEncodings ?? false) {
             // An empty string asks for every coding libcurl decodes; none
             // asks for none and decodes none.
@@ -605,8 +610,15 @@ public final class EasyHandle {
 
     /// The URL the transfer ended at (`CURLINFO_EFFECTIVE_URL`); nil when
     /// its bytes are not UTF-8 (never the case for a URL courier set, which
-    /// is a String or escaped by `CurlURL.redirectTarget`).
+    /// is a String or escaped by `CurlURL.redirectTarget`). For a plain URL
+    /// that libcurl follows no redirect from, the text set, which is what
+    /// libcurl would report, without asking it and checking its bytes.
     public var effectiveURL: String? {
+        knownEffectiveURL ?? reportedEffectiveURL
+    }
+
+    /// `CURLINFO_EFFECTIVE_URL` as libcurl reports it.
+    var reportedEffectiveURL: String? {
         var pointer: UnsafePointer<CChar>?
         guard courier_easy_getinfo_string(raw, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
         return String(validatingCString: pointer)

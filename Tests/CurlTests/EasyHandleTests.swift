@@ -113,6 +113,7 @@ struct EasyHandleTests {
                 let request = step.listener.request(of: easy, on: multi)
                 #expect(request.hasPrefix("GET \(step.target) HTTP/1.1\r\n"), "\(step.url)")
                 #expect(easy.effectiveURL == step.effective)
+                #expect(easy.reportedEffectiveURL == step.effective)
                 multi.recycle(easy)
             }
         }
