@@ -280,7 +280,9 @@ final class Transfer: EasyHandleDelegate {
         self.copyLimit = copyLimit
         self.textLength = countsText ? JSONStringLength() : nil
         self.partials = partials
-        digests = BodyHasher(digesting)
+        // Not asked of a hasher that would fail for no algorithm: a class's
+        // failed init allocates the instance before letting it go.
+        digests = digesting.isEmpty ? nil : BodyHasher(digesting)
         self.maxRate = maxRate
         self.observer = observer
         clientAsksRange = options.headers.contains { $0.name.lowercased() == "range" }
