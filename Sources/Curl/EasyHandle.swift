@@ -450,11 +450,17 @@ public final class EasyHandle {
     /// libcurl's URL API does not take it (the transfer then goes by the
     /// text alone, and fails as libcurl fails it).
     private func parse(_ url: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let plain = PlainURL(url), let base = url.baseAddress else { return false }
+        guard let base = url.baseAddress else { return false }
+        // A URL that starts with the origin `parsedURL` holds, which was
+        // found plain, and goes on with a path has its path and query
+        // checked alone.
+        let sameOrigin =
+            parsedURL != nil && !parsedOrigin.isEmpty && url.count > parsedOrigin.count
+            && url[parsedOrigin.count] == UInt8(ascii: "/")
+            && parsedOrigin.withUnsafeBufferPointer { memcmp($0.baseAddress!, base, $0.count) == 0 }
+        guard let plain = sameOrigin ? PlainURL(url, pathStart: parsedOrigin.count) : PlainURL(url) else { return false }
         let origin = UnsafeBufferPointer(rebasing: url[..<plain.pathStart])
-        let sameOrigin = parsedOrigin.count == origin.count
-            && parsedOrigin.withUnsafeBufferPointer { memcmp($0.baseAddress!, base, origin.count) == 0 }
-        if parsedURL != nil, !plain.hasPercent, sameOrigin {
+        if sameOrigin, !plain.hasPercent {
             let pathEnd = plain.queryMark ?? url.count
             var parts = CURLUE_OK
             withCString(base + plain.pathStart, count: pathEnd - plain.pathStart) { parts = curl_url_set(parsedURL, CURLUPART_PATH, $0, 0) }

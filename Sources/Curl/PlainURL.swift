@@ -26,45 +26,78 @@ struct PlainURL {
 
     /// Nil when `bytes` is not in that form.
     init?(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let pathStart = Self.originEnd(bytes) else { return nil }
+        self.init(bytes, pathStart: pathStart)
+    }
+
+    /// The URL whose scheme and authority, the bytes before `pathStart`,
+    /// are known to be in that form (they are those of a URL found so
+    /// before, and `bytes[pathStart]` is a `/`): its path and query are
+    /// checked alone.
+    init?(_ bytes: UnsafeBufferPointer<UInt8>, pathStart: Int) {
         let count = bytes.count
-        var index: Int
-        if Self.starts(bytes, with: "https://") {
-            index = 8
-        } else if Self.starts(bytes, with: "http://") {
-            index = 7
-        } else {
-            return nil
-        }
-        guard let hostEnd = Self.hostEnd(bytes, from: index) else { return nil }
-        index = hostEnd
-        if index < count, bytes[index] == UInt8(ascii: ":") {
-            guard let portEnd = Self.portEnd(bytes, from: index + 1) else { return nil }
-            index = portEnd
-        }
-        guard index < count, bytes[index] == UInt8(ascii: "/") else { return nil }
-        pathStart = index
+        guard pathStart < count, bytes[pathStart] == UInt8(ascii: "/") else { return nil }
+        self.pathStart = pathStart
         var percent = false
         var mark: Int?
+        var index = pathStart
         while index < count {
             let byte = bytes[index]
-            // Printable ASCII, no fragment.
-            guard byte > 0x20, byte < 0x7F, byte != UInt8(ascii: "#") else { return nil }
-            if byte == UInt8(ascii: "%") {
+            index += 1
+            // Most bytes are neither special nor out of the form.
+            if Self.isOrdinary(byte) { continue }
+            switch byte {
+            case UInt8(ascii: "%"):
                 percent = true
-            } else if byte == UInt8(ascii: "?"), mark == nil {
-                mark = index
-            } else if mark == nil, byte == UInt8(ascii: "/"), index + 1 < count, bytes[index + 1] == UInt8(ascii: ".") {
+            case UInt8(ascii: "?"):
+                if mark == nil { mark = index - 1 }
+            case UInt8(ascii: "/"):
                 // A segment that starts with a dot and is no longer than two
                 // dots may be a dot segment: such a path is not plain.
-                let after = index + 2 < count ? bytes[index + 2] : UInt8(ascii: "/")
+                guard mark == nil, index < count, bytes[index] == UInt8(ascii: ".") else { continue }
+                let after = index + 1 < count ? bytes[index + 1] : UInt8(ascii: "/")
                 if after == UInt8(ascii: "/") || after == UInt8(ascii: "?") || after == UInt8(ascii: ".") { return nil }
+            default:
+                // A fragment, a space, a control or a byte past ASCII.
+                return nil
             }
-            index += 1
         }
         // An empty query's `?` is dropped.
         if let mark, mark == count - 1 { return nil }
         queryMark = mark
         hasPercent = percent
+    }
+
+    /// Where the scheme and authority of a URL in that form end: at the
+    /// `/` that starts its path.
+    static func originEnd(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        let count = bytes.count
+        var index: Int
+        if starts(bytes, with: "https://") {
+            index = 8
+        } else if starts(bytes, with: "http://") {
+            index = 7
+        } else {
+            return nil
+        }
+        guard let hostEnd = hostEnd(bytes, from: index) else { return nil }
+        index = hostEnd
+        if index < count, bytes[index] == UInt8(ascii: ":") {
+            guard let (value, end) = decimal(bytes, from: index + 1, maxDigits: 5), value > 0, value <= 65535 else { return nil }
+            index = end
+        }
+        guard index < count, bytes[index] == UInt8(ascii: "/") else { return nil }
+        return index
+    }
+
+    /// Printable ASCII but `#`, `%`, `/` and `?`: bit `n` of the first word
+    /// for byte `n`, of the second for byte `64 + n`.
+    private static let ordinaryBelow64: UInt64 = 0x7FFF_7FD6_0000_0000
+    private static let ordinaryFrom64: UInt64 = 0x7FFF_FFFF_FFFF_FFFF
+
+    private static func isOrdinary(_ byte: UInt8) -> Bool {
+        let mask: UInt64 = byte < 64 ? ordinaryBelow64 : (byte < 128 ? ordinaryFrom64 : 0)
+        return mask & (1 << UInt64(byte & 63)) != 0
     }
 
     private static func starts(_ bytes: UnsafeBufferPointer<UInt8>, with prefix: StaticString) -> Bool {
@@ -97,12 +130,6 @@ struct PlainURL {
         // IPv4 address, or another one.
         guard index == bytes.count || bytes[index] == UInt8(ascii: ":") || bytes[index] == UInt8(ascii: "/") else { return nil }
         return index
-    }
-
-    /// The end of a port of 1 to 65535 written without leading zeros.
-    private static func portEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
-        guard let (value, end) = decimal(bytes, from: start, maxDigits: 5), value > 0, value <= 65535 else { return nil }
-        return end
     }
 
     /// A decimal number of 1 to `maxDigits` digits with no leading zero
