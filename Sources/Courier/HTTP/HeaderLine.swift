@@ -41,16 +41,25 @@ enum HeaderLine: Equatable {
             let version = UnsafeBufferPointer(rebasing: text[(text.startIndex + 5)..<space])
             self = .status(status, version: String(decoding: version, as: UTF8.self))
         } else if let first = text.first, first == 0x20 || first == 0x09 {
-            let (value, bytes) = Self.decoded(HTTPField.trimmingBlanks(text))
+            let (value, bytes) = Self.decoded(UnsafeBufferPointer(rebasing: HTTPField.trimmingBlanks(text)))
             self = .continuation(value, bytes: bytes)
         } else if let colon = Self.colon(in: text) {
-            let name = HTTPField.trimmingBlanks(text[..<colon])
-            guard !name.isEmpty, name.allSatisfy(HTTPField.isTokenByte) else {
+            // Blanks around the name and the value go, found by index in the
+            // line's own buffer.
+            var nameStart = text.startIndex
+            var nameEnd = colon
+            while nameStart < nameEnd, Self.isBlank(bytes[nameStart]) { nameStart += 1 }
+            while nameEnd > nameStart, Self.isBlank(bytes[nameEnd - 1]) { nameEnd -= 1 }
+            var valueStart = colon + 1
+            var valueEnd = end
+            while valueStart < valueEnd, Self.isBlank(bytes[valueStart]) { valueStart += 1 }
+            while valueEnd > valueStart, Self.isBlank(bytes[valueEnd - 1]) { valueEnd -= 1 }
+            guard let name = Self.lowercasedName(UnsafeBufferPointer(rebasing: bytes[nameStart..<nameEnd])) else {
                 self = .ignored
                 return
             }
-            let (value, bytes) = Self.decoded(HTTPField.trimmingBlanks(text[(colon + 1)...]))
-            self = .field(name: Self.lowercasedName(name), value: value, bytes: bytes)
+            let (value, raw) = Self.decoded(UnsafeBufferPointer(rebasing: bytes[valueStart..<valueEnd]))
+            self = .field(name: name, value: value, bytes: raw)
         } else {
             self = .ignored
         }
@@ -74,13 +83,22 @@ enum HeaderLine: Equatable {
         return text.startIndex + UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
     }
 
+    private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+
     /// A value as text, and its bytes when they are not UTF-8. Most values
-    /// are ASCII, found so eight bytes at a time, and made into a string
-    /// from the buffer as it stands, without the generic validation a slice
-    /// would go through.
-    private static func decoded(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> (String, [UInt8]?) {
-        let buffer = UnsafeBufferPointer(rebasing: bytes)
-        if isASCII(buffer) { return (String(decoding: buffer, as: UTF8.self), nil) }
+    /// are ASCII, found so eight bytes at a time: a short one is copied into
+    /// a string's inline storage, which checks nothing more of ASCII; a
+    /// longer one made from the buffer as it stands, without the generic
+    /// validation a slice would go through.
+    private static func decoded(_ buffer: UnsafeBufferPointer<UInt8>) -> (String, [UInt8]?) {
+        if isASCII(buffer) {
+            guard buffer.count <= 15 else { return (String(decoding: buffer, as: UTF8.self), nil) }
+            let text = String(unsafeUninitializedCapacity: buffer.count) { storage in
+                _ = storage.initialize(fromContentsOf: buffer)
+                return buffer.count
+            }
+            return (text, nil)
+        }
         if let text = String(validating: buffer, as: UTF8.self) { return (text, nil) }
         return (String(decoding: buffer, as: UTF8.self), Array(buffer))
     }
@@ -103,12 +121,15 @@ enum HeaderLine: Equatable {
         return bits & 0x8080_8080_8080_8080 == 0
     }
 
-    /// A token (ASCII) in lower case: one of the names most responses
-    /// carry is its literal, which costs no string made anew; another is
-    /// made in the string's own storage.
-    private static func lowercasedName(_ name: Slice<UnsafeBufferPointer<UInt8>>) -> String {
-        let source = UnsafeBufferPointer(rebasing: name)
+    /// `source` in lower case when it is a token, nil when it is not (or
+    /// empty): one of the names most responses carry is its literal, which
+    /// costs no string made anew (its letters and hyphens make it a token
+    /// in either case); another is checked and made in the string's own
+    /// storage.
+    private static func lowercasedName(_ source: UnsafeBufferPointer<UInt8>) -> String? {
         switch source.count {
+        case 0:
+            return nil
         case 4:
             if matches(source, "date") { return "date" }
             if matches(source, "etag") { return "etag" }
@@ -127,6 +148,7 @@ enum HeaderLine: Equatable {
         default:
             break
         }
+        guard source.allSatisfy(HTTPField.isTokenByte) else { return nil }
         return String(unsafeUninitializedCapacity: source.count) { buffer in
             for index in 0..<source.count {
                 buffer[index] = asciiLowercased(source[index])
