@@ -16,6 +16,17 @@ final class NoticeHold: Sendable {
     enum Subject: Hashable, Sendable {
         case receipt(ReceiptID)
         case view(String)
+
+        /// Where a hash table puts the subject: a receipt where its id would
+        /// go (its number mixed with the table's seed, see `NumberHash`),
+        /// not through SipHash, as every download's answer holds one back
+        /// and releases it again.
+        func _rawHashValue(seed: Int) -> Int {
+            switch self {
+            case .receipt(let id): id._rawHashValue(seed: seed)
+            case .view(let name): name._rawHashValue(seed: seed)
+            }
+        }
     }
 
     /// A subject whose notices are held: how many answers naming it are
