@@ -89,7 +89,7 @@ struct PreparedFileTests {
             let body: [UInt8] = Array("a body held in memory".utf8)
             let destination = directory.path + "/out.bin"
             let target = BodyTarget(
-                directory: directory, name: ".out.bin.part", mode: 0o644, destination: (destination, "out.bin"),
+                directory: directory, name: ".out.bin.part", mode: 0o644, destination: .init(path: destination, name: "out.bin"),
                 prepared: PreparedFile())
             let file = BodyFile(target: target, length: Int64(body.count), bytes: body, written: false)
 

@@ -81,7 +81,7 @@ struct BodyTarget: Sendable {
     /// the partial store, on its file system): that destination as the
     /// client gave it, and its name in `directory` (or
     /// `destinationDirectory`).
-    var destination: (path: String, name: String)? = nil
+    var destination: DestinationFile? = nil
     /// The destination's directory, when the body streams in the partial
     /// store instead.
     var destinationDirectory: DirectoryHandle? = nil
@@ -94,6 +94,14 @@ struct BodyTarget: Sendable {
     /// Where a file of this name beside a destination is noted before it
     /// is made, so that what a dead courier left there is removed.
     var leftovers: Leftovers? = nil
+
+    /// A destination as the client gave it, and its name in its directory:
+    /// a struct, not a tuple, as each copy of a target (a few per download)
+    /// copied a tuple through its type's metadata at run time.
+    struct DestinationFile: Sendable {
+        let path: String
+        let name: String
+    }
 
     var path: String { directory.path + "/" + name }
 
