@@ -398,7 +398,8 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// allocates a list anew, nor copies one into another. Each action
     /// moves out of the list into `perform`, a wake-up that holds nothing
     /// left in its place: iterating would copy every action, with all it
-    /// holds, and destroy it twice.
+    /// holds, and destroy it twice; swapping one out moved its few hundred
+    /// bytes three times.
     private func carryOutActions() {
         while true {
             var due = spare
@@ -408,10 +409,13 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
                 spare = due
                 return
             }
-            for index in due.indices {
-                var action = Action.wake(at: .infinity)
-                swap(&action, &due[index])
-                perform(action)
+            due.withUnsafeMutableBufferPointer { actions in
+                guard let first = actions.baseAddress else { return }
+                for index in actions.indices {
+                    let action = (first + index).move()
+                    (first + index).initialize(to: .wake(at: .infinity))
+                    perform(action)
+                }
             }
             due.removeAll(keepingCapacity: true)
             spare = due
@@ -481,7 +485,8 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
             options.headers = headers.map { ($0.name, Array($0.value.utf8)) } + conditions
         }
         options.timeoutMilliseconds = Int(order.request.timeout * 1000)
-        let (body, device) = bodyTarget(for: order)
+        var device: dev_t?
+        let body = bodyTarget(for: order, device: &device)
         let plan = partialPlan(for: order, body: body, device: device)
         let transfer = Transfer(
             id: order.id, options: options, redirectPolicy: redirectPolicy,
@@ -531,17 +536,18 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// Where a task's body streams to: beside its first receipt's destination
     /// when that directory exists and may be written, so placing it there is
     /// a rename within one directory, else in the cache's temporary
-    /// directory. With the file system of the directory beside the
-    /// destination, when it was learnt on the way.
-    private func bodyTarget(for order: TransferOrder) -> (BodyTarget, device: dev_t?) {
-        if let path = order.destination, let (directory, name, device) = writableParent(of: path) {
-            let body = BodyTarget(
-                directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: (path, name),
+    /// directory. `device` is set to the file system of the directory beside
+    /// the destination, when it was learnt on the way: given apart, as a
+    /// tuple of the two was copied through its type's metadata at run time.
+    private func bodyTarget(for order: TransferOrder, device: inout dev_t?) -> BodyTarget {
+        if let path = order.destination, let (directory, name, parentDevice) = writableParent(of: path) {
+            device = parentDevice
+            return BodyTarget(
+                directory: directory, name: Destination.temporaryName(for: name), mode: 0o666, destination: .init(path: path, name: name),
                 prepared: PreparedFile(), leftovers: leftovers)
-            return (body, device)
         }
         let name = "\(leftovers.owner)-\(order.id.task)-\(String(NameSuffix.next(), radix: 36)).part"
-        return (BodyTarget(directory: leftovers.temporary, name: name, mode: 0o600), nil)
+        return BodyTarget(directory: leftovers.temporary, name: name, mode: 0o600)
     }
 
     /// The directory of the destination at `path`, open, when it exists and
