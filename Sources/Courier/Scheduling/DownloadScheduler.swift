@@ -901,7 +901,7 @@ struct DownloadScheduler<Waiter> {
             if position == 0 { destination = request.destination }
             if request.body == .text { countsText = true }
             if let algorithm = request.integrity?.algorithm { digestAlgorithms.insert(algorithm) }
-            mirrors.append(contentsOf: request.mirrors)
+            if !request.mirrors.isEmpty { mirrors.append(contentsOf: request.mirrors) }
         }
         let url = url(ofAttempt: attempt, from: request.url, mirrors: mirrors)
         let maxRate = maxRate(for: taskReceipts)

@@ -22,10 +22,11 @@ struct TaskKey: Hashable, Sendable {
                 .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
                 .map(ExactString.init)
         timeout = request.timeout
+        // The method is always the same, and most requests have no headers:
+        // neither is hashed then (equality still compares every field).
         var hasher = Hasher()
-        hasher.combine(method)
         hasher.combine(url)
-        hasher.combine(headers)
+        if !headers.isEmpty { hasher.combine(headers) }
         hasher.combine(timeout)
         fieldsHash = hasher.finalize()
     }
