@@ -152,6 +152,23 @@ struct HeaderLineTests {
 
     /// The last field of a name answers, whichever fields of the same
     /// length stand after it.
+    /// The announced length is the last `Content-Length`'s, unless the last
+    /// `Content-Encoding` names a coding other than `identity`, wherever
+    /// either stands among the fields.
+    @Test(arguments: [
+        ([("content-length", "5")], 5), ([("content-length", "5"), ("content-length", "7")], 7),
+        ([("content-encoding", "gzip"), ("content-length", "5")], nil),
+        ([("content-length", "5"), ("content-encoding", "gzip")], nil),
+        ([("content-encoding", "IDENTITY"), ("date", "x"), ("content-length", " 9 ")], 9),
+        ([("content-encoding", "gzip"), ("content-encoding", "identity"), ("content-length", "3")], 3),
+        ([("content-encoding", "identity"), ("content-encoding", "br"), ("content-length", "3")], nil),
+        ([("content-type", "text/plain"), ("etag", "\"x\"")], nil), ([(String, String)](), nil),
+    ] as [([(String, String)], Int64?)])
+    func announcedLengthReadsTheLastFields(headers: [(String, String)], length: Int64?) {
+        let head = ResponseHead(status: 200, headers: headers.map { (name: $0.0, value: $0.1) })
+        #expect(head.announcedLength == length)
+    }
+
     @Test func lookupTakesTheLastFieldOfTheName() {
         let (head, _) = head(["HTTP/1.1 200 OK\r\n", "Etag: \"a\"\r\n", "Date: x\r\n", "ETag: \"b\"\r\n", "Vary: y\r\n"])
         #expect(head.header("etag") == "\"b\"")

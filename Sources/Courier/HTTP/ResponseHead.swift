@@ -41,8 +41,23 @@ struct ResponseHead: Sendable {
     /// receive (not of an encoded form). The digits are read from the
     /// value's own bytes, not through the generic string view.
     var announcedLength: Int64? {
-        guard header("content-encoding").map({ $0.lowercased() == "identity" }) ?? true else { return nil }
-        guard let value = header("content-length") else { return nil }
+        // The last `Content-Length` and `Content-Encoding` found in one pass
+        // from the end, names of other lengths passed over.
+        var length: String?
+        var encoding: String?
+        var index = headers.endIndex
+        while index > headers.startIndex, length == nil || encoding == nil {
+            index -= 1
+            switch headers[index].name.utf8.count {
+            case 14 where length == nil && headers[index].name.isExactly("content-length"):
+                length = headers[index].value
+            case 16 where encoding == nil && headers[index].name.isExactly("content-encoding"):
+                encoding = headers[index].value
+            default:
+                break
+            }
+        }
+        guard encoding.map({ $0.lowercased() == "identity" }) ?? true, let value = length else { return nil }
         return value.utf8.withContiguousStorageIfAvailable { HTTPField.decimal(HTTPField.trimmingBlanks($0)) }
             ?? HTTPField.decimal(HTTPField.trimmingBlanks(value.utf8))
     }
