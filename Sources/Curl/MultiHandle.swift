@@ -51,10 +51,13 @@ public final class MultiHandle {
     public static let idleLimit = 32
     /// Handles `add` kept from libcurl because it refused one of their
     /// options: the next `completed()` reports them ended with its code.
-    private var refused: [(handle: EasyHandle, code: CURLcode)] = []
+    /// Like `mayHaveWork`, read for every transfer added, removed or
+    /// ended and not checked for exclusive access at run time: only the
+    /// driving thread reads and changes it, and neither calls back.
+    @exclusivity(unchecked) private var refused: [(handle: EasyHandle, code: CURLcode)] = []
     /// A socket was ready at the last poll (or the poll failed), or a
     /// handle was added or removed, since `performIfDue` last ran libcurl.
-    private var mayHaveWork = true
+    @exclusivity(unchecked) private var mayHaveWork = true
 
     public init(maxHostConnections: Int = 0, maxTotalConnections: Int = 0, waker: Waker = Waker()) {
         raw = curl_multi_init()

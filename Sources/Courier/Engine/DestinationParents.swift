@@ -49,12 +49,14 @@ final class DestinationParents {
         }
     }
 
-    /// The directories kept, the latest last.
-    private var entries: [Entry] = []
+    /// The directories kept, the latest last. Like `turn`, not checked for
+    /// exclusive access at run time: both change on the engine's thread
+    /// alone, and nothing their changes call reaches them.
+    @exclusivity(unchecked) private var entries: [Entry] = []
     /// How many directories are kept open.
     static let limit = 4
     /// Counts the calls to `checkAgain`.
-    private var turn = 0
+    @exclusivity(unchecked) private var turn = 0
 
     init() {}
 

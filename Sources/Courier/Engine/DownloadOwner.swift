@@ -108,28 +108,30 @@ final class DownloadOwner<Waiter: Sendable>: TransferObserver {
     /// What the partial store's `mayHoldBodies` answered since libcurl last
     /// ran, nil until asked: a transfer makes its file there only while
     /// libcurl runs, so the starts between two runs share one look.
-    private var partialsMayHoldBodies: Bool?
+    @exclusivity(unchecked) private var partialsMayHoldBodies: Bool?
 
     /// An empty list whose storage `carryOutActions` trades with the
-    /// scheduler's list of actions.
-    private var spare: [Action] = []
+    /// scheduler's list of actions. Like the other state of a turn below,
+    /// not checked for exclusive access at run time: it changes on this
+    /// thread alone, and nothing its changes call reaches it.
+    @exclusivity(unchecked) private var spare: [Action] = []
     /// Finished transfers and cache hits of this turn, for the delivery
     /// queue as one batch at its end.
-    private var dueDeliveries: [DeliveryOrder] = []
-    private var dueHits: [HitOrder] = []
+    @exclusivity(unchecked) private var dueDeliveries: [DeliveryOrder] = []
+    @exclusivity(unchecked) private var dueHits: [HitOrder] = []
     /// What the hits of this turn served at once found
     /// (`TransferDelivery.serveAtOnce`): a burst of hits of one response
     /// looks at its `path` file once, and makes its outcome once. Emptied
     /// once the turn's commands are carried out, so a file the client
     /// removed before sending a request is made again for it, and no hit
     /// is held while the engine waits.
-    private var atOnce = TransferDelivery.AtOnce()
+    @exclusivity(unchecked) private var atOnce = TransferDelivery.AtOnce()
     /// Hits handed to the delivery queue whose outcomes have not come back:
     /// while there are any, a hit that could be served at once goes there
     /// too, so hits finish in the order they were admitted.
-    private var hitsInDelivery = 0
+    @exclusivity(unchecked) private var hitsInDelivery = 0
     /// When the scheduler asked to be ticked (its `wake(at:)`): the earliest.
-    private var wakeAt: Double?
+    @exclusivity(unchecked) private var wakeAt: Double?
     /// What `whenSettled` runs, until it has run.
     private var onSettled: (@Sendable () -> Void)?
     /// Signalled at the end of the turn, once what the commands that carry

@@ -10,7 +10,9 @@
 final class Throttle {
     /// Seconds of a monotonic clock: `MonotonicClock.now`, or a test's.
     private let clock: () -> Double
-    private var limiter: RateLimiter<TransferID>
+    /// Not checked for exclusive access at run time: it changes on the
+    /// engine's thread alone, and nothing its changes call reaches it.
+    @exclusivity(unchecked) private var limiter: RateLimiter<TransferID>
 
     init(clock: @escaping () -> Double = MonotonicClock.now) {
         self.clock = clock

@@ -249,8 +249,10 @@ final class Transfer: EasyHandleDelegate {
     private var stopReason: TransferFailure?
     /// How the transfer ended, while the body writer closes its file.
     private var ending: TransferFailure?
-    /// The options of the hop under way.
-    private var hopOptions: EasyOptions
+    /// The options of the hop under way. Not checked for exclusive access
+    /// at run time: they change on this thread alone, and nothing their
+    /// changes call reaches them.
+    @exclusivity(unchecked) private var hopOptions: EasyOptions
     /// The current response is a redirect that will be followed: its body
     /// is skipped.
     private var redirecting = false
