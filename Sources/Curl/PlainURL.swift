@@ -1,5 +1,6 @@
 /// Where the parts of a URL lie when it is in the form libcurl's URL API
-/// writes back exactly as it was given (libcurl 7.88 and later):
+/// writes back exactly as it was given (libcurl 7.88's, which
+/// `PlainURLTests` holds the linked libcurl to):
 /// `http://` or `https://`, a host name in lower case that starts with a
 /// letter, or an IPv4 address of four decimal parts without leading zeros,
 /// an optional port without leading zeros, a path with no `.` or `..`
