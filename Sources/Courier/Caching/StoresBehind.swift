@@ -71,14 +71,11 @@ final class StoresBehind: Sendable {
     }
 
     /// At most this many stores wait: past it `add` declines, and the caller
-    /// stores at once. Each holds a descriptor of its body's file open (and
-    /// not the body), so they are a sixteenth of the descriptors the process
-    /// may open (`RLIMIT_NOFILE`), between 64 and 1,024.
-    static let limit: Int = {
-        var limits = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limits) == 0 else { return 64 }
-        return min(1024, max(64, Int(clamping: limits.rlim_cur) / 16))
-    }()
+    /// stores at once. Each holds a descriptor of its body's file open (not
+    /// the body). Few, so that what is left when the work ends is made
+    /// within a millisecond or two (at shutdown, if the writer has had no
+    /// CPU time to spare), and stores never pile up behind a busy machine.
+    static let limit = 64
     /// The most stores the writer makes in one transaction: what a settling
     /// caller may wait for while the writer, at its low priority, makes them.
     static let storesPerTransaction = 8
