@@ -55,6 +55,51 @@ public struct CurlURL: Sendable {
         return (scheme.lowercased(), part(handle, CURLUPART_HOST), has(handle, CURLUPART_USER) || has(handle, CURLUPART_PASSWORD))
     }
 
+    /// How many of the first bytes of `string`, an http or https URL that
+    /// `checked(_:)` takes, decide what it finds: the scheme, its colon,
+    /// the slashes after it, the authority (user, password, host, port),
+    /// and the `/`, `?` or `#` that ends the authority. Nil when no such
+    /// byte ends it (the URL is all authority) or `string` does not start
+    /// so.
+    ///
+    /// libcurl's parse (`parseurl` in `urlapi.c`) reads the scheme up to
+    /// its colon, skips the slashes, takes the authority up to the first
+    /// of `/`, `?` and `#`, and checks only that; without
+    /// `CURLU_URLENCODE` the path, query and fragment after it are copied
+    /// as they come. The rest of the text is checked only as a whole: its
+    /// length (at most 8,000,000 bytes) and no control byte, DEL or space
+    /// anywhere. So another URL that starts with these same bytes, no
+    /// longer than that and free of those bytes, has the same scheme, host
+    /// and credentials.
+    public static func decidingPrefixLength(of string: String) -> Int? {
+        var string = string
+        return string.withUTF8 { bytes -> Int? in
+            var index = 0
+            while index < bytes.count, isSchemeByte(bytes[index]) { index += 1 }
+            guard index > 0, index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+            index += 1
+            while index < bytes.count, bytes[index] == UInt8(ascii: "/") { index += 1 }
+            while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"): return index + 1
+                default: index += 1
+                }
+            }
+            return nil
+        }
+    }
+
+    /// A byte of a scheme's name: a letter, a digit, `+`, `-` or `.`.
+    private static func isSchemeByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."):
+            true
+        default:
+            false
+        }
+    }
+
     /// The text of the URL libcurl goes to when it follows a redirect to
     /// `bytes` itself (the bytes of `CURLINFO_REDIRECT_URL`, which need not be
     /// UTF-8): parsed by libcurl's URL API as `curl -L` parses a `Location`,

@@ -80,3 +80,58 @@ struct DownloadURLCheckTests {
         #expect(decomposed.url.isExactly("http://o/cafe\u{301}"))
     }
 }
+
+/// A URL with the bytes of the last one checked up to the end of its
+/// authority takes that one's check: these make sure it finds what
+/// libcurl's own parse of it finds, refusals too.
+@Suite(.timeLimit(.minutes(1)), .serialized)
+struct DownloadURLSharedAuthorityTests {
+    @Test(arguments: [
+        ("http://o/a", "http://o/"), ("HTTPS://u:p@o:8443/a?b#c", "HTTPS://u:p@o:8443/"), ("http://o?x", "http://o?"),
+        ("http://o#f", "http://o#"), ("http:///o/a", "http:///o/"), ("http://[::1]:80/a", "http://[::1]:80/"),
+        ("http://o", nil), ("no scheme/a", nil), ("", nil),
+    ] as [(String, String?)])
+    func theDecidingPrefixEndsWithTheAuthority(url: String, prefix: String?) {
+        #expect(CurlURL.decidingPrefixLength(of: url) == prefix?.utf8.count)
+    }
+
+    @Test(arguments: [
+        "/b", "/../../x", "/./a/../b", "/a%zz%00", "/a?b#c", "?q", "#f", "/@evil.example:80/", "//other.example/x",
+        "/\u{E9}t\u{E9}", "/a b", "/a\u{7F}", "/a\r\n", "/a\u{0}b", "/a\tb", ":99999/a", "@p/a", "",
+        "/" + String(repeating: "x", count: 70_000),
+    ])
+    func aURLOfTheLastOnesAuthorityIsCheckedAsLibcurlChecksIt(tail: String) throws {
+        for last in ["http://o/a", "HTTPS://u:p@o:8443/a", "http://[::1]:80/a", "http://o?x", "https://o#x"] {
+            // Given a URL checked last, and one with the same bytes up to
+            // the end of its authority
+            let prefix = try #require(CurlURL.decidingPrefixLength(of: last))
+            let url = String(decoding: Array(last.utf8.prefix(prefix)) + Array(tail.utf8), as: UTF8.self)
+            _ = try DownloadRequest.checkedURL(last)
+
+            // When the other is checked
+            let checked = try? DownloadRequest.checkedURL(url)
+
+            // Then it is taken when libcurl takes it (with no byte a URL may
+            // not hold, and a host), with the scheme and credentials libcurl
+            // finds
+            let allowed = url.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+            let parsed = allowed ? CurlURL.checked(url) : nil
+            let taken = parsed.map { $0.host?.isEmpty == false } ?? false
+            #expect((checked != nil) == taken, "\(url)")
+            #expect(checked?.scheme == (taken ? parsed?.scheme : nil), "\(url)")
+            #expect(checked?.hasUserInfo == (taken ? parsed?.hasUserInfo : nil), "\(url)")
+            #expect(checked.map { $0.url.isExactly(url) } ?? true)
+        }
+    }
+
+    @Test func anotherAuthorityIsParsedOnItsOwn() throws {
+        // Given a URL of one authority checked last
+        _ = try DownloadRequest.checkedURL("http://o/a")
+
+        // Then URLs that differ from it inside their authority are checked
+        // on their own
+        #expect(throws: DownloadRequest.Refusal.self) { try DownloadRequest.checkedURL("http://o:99999/a") }
+        #expect(try DownloadRequest.checkedURL("http://o@p/a").hasUserInfo)
+        #expect(try DownloadRequest.checkedURL("https://o/a").scheme == "https")
+    }
+}

@@ -1,4 +1,9 @@
 import Curl
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Locking
 
 enum Priority: String, Sendable, Comparable, CaseIterable {
@@ -296,24 +301,64 @@ extension DownloadRequest {
         var hasUserInfo: Bool
     }
 
+    /// The last URL libcurl parsed for a check, and how many of its first
+    /// bytes decide the check (`CurlURL.decidingPrefixLength(of:)`; 0 when
+    /// they are not known).
+    private struct LastURL: Sendable {
+        var checked: CheckedURL
+        var decidingPrefix: Int
+    }
+
     /// The last URL checked: clients often ask for one URL many times in a
-    /// row (a pipelined run of cache hits), and libcurl's parse is the
-    /// dearest part of the check. Compared as bytes, as URLs are.
-    private static let lastURL = Locked<CheckedURL?>(nil)
+    /// row (a pipelined run of cache hits), or for many URLs of one origin
+    /// (a batch of files of one server), and libcurl's parse is the dearest
+    /// part of the check. A URL equal to it, or one with the same bytes up
+    /// to the end of its authority, takes its result. Compared as bytes,
+    /// as URLs are.
+    private static let lastURL = Locked<LastURL?>(nil)
+
+    /// Longer URLs are parsed whole: far below the 8,000,000 bytes libcurl
+    /// takes at most, and longer than any URL a batch holds many of.
+    static let longestSharedCheck = 1 << 16
 
     /// `url` checked: no blanks or control bytes, an absolute URL libcurl
     /// takes, with a host for http and https.
     static func checkedURL(_ url: String) throws(Refusal) -> CheckedURL {
-        if let last = lastURL.withLock({ $0 }), last.url.isExactly(url) { return last }
-        guard Self.holds(url, noByteBut: { $0 > 0x20 && $0 != 0x7F }), let parsed = CurlURL.checked(url) else {
+        if let last = lastURL.withLock({ $0 }) {
+            if last.checked.url.isExactly(url) { return last.checked }
+            if last.decidingPrefix > 0, url.utf8.count <= longestSharedCheck,
+                Self.startsWithBytes(url, of: last.checked.url, count: last.decidingPrefix),
+                Self.holds(url, noByteBut: isURLByte)
+            {
+                return CheckedURL(url: url, scheme: last.checked.scheme, hasUserInfo: last.checked.hasUserInfo)
+            }
+        }
+        guard Self.holds(url, noByteBut: isURLByte), let parsed = CurlURL.checked(url) else {
             throw .invalidURL
         }
-        if parsed.scheme == "http" || parsed.scheme == "https", (parsed.host ?? "").isEmpty {
+        let web = parsed.scheme == "http" || parsed.scheme == "https"
+        if web, (parsed.host ?? "").isEmpty {
             throw .noHost
         }
         let checked = CheckedURL(url: url, scheme: parsed.scheme, hasUserInfo: parsed.hasUserInfo)
-        lastURL.withLock { $0 = checked }
+        let prefix = web ? CurlURL.decidingPrefixLength(of: url) ?? 0 : 0
+        lastURL.withLock { $0 = LastURL(checked: checked, decidingPrefix: prefix) }
         return checked
+    }
+
+    /// What a URL may hold: no control byte, space or DEL.
+    private static func isURLByte(_ byte: UInt8) -> Bool { byte > 0x20 && byte != 0x7F }
+
+    /// Whether `text` starts with the first `count` UTF-8 bytes of `other`,
+    /// which has at least that many.
+    private static func startsWithBytes(_ text: String, of other: String, count: Int) -> Bool {
+        guard text.utf8.count >= count, other.utf8.count >= count else { return false }
+        let compared = text.utf8.withContiguousStorageIfAvailable { mine in
+            other.utf8.withContiguousStorageIfAvailable { theirs in
+                memcmp(mine.baseAddress!, theirs.baseAddress!, count) == 0
+            }
+        }
+        return (compared ?? nil) ?? text.utf8.prefix(count).elementsEqual(other.utf8.prefix(count))
     }
 
     /// Whether every UTF-8 byte of `text` is one `allowed` allows: read
