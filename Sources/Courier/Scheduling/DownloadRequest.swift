@@ -215,7 +215,7 @@ extension DownloadRequest {
         priority: Priority = .normal, cachePolicy: CachePolicy = .default, accept: [String]? = nil,
         body: BodyKind = .none, textEncoding: String? = nil, destination: String? = nil, maxBytes: Int64? = nil,
         timeout: Double? = nil, cacheKey: String? = nil, wait: Bool = false, retries: Int? = nil,
-        mirrors: [String] = [], integrity: String? = nil, maxRate: Int64? = nil, defaults: Configuration
+        mirrors: [String] = [], integrity: String? = nil, maxRate: Int64? = nil, defaults: some Defaults
     ) throws(Refusal) {
         let checked = try Self.checkedURL(url)
         for (name, value) in headers {
@@ -247,6 +247,29 @@ extension DownloadRequest {
             destination: destination, maxBytes: maxBytes ?? defaults.maxBytes, timeout: timeout ?? defaults.timeout,
             cacheKey: cacheKey, wait: wait, retries: retries ?? defaults.retries, mirrors: mirrors,
             integrity: expected, maxRate: maxRate.flatMap { $0 > 0 ? $0 : nil })
+    }
+
+    /// What a download left out takes from the settings: its `maxBytes`,
+    /// `timeout` and `retries`. `Configuration` gives them, and so does
+    /// `DefaultValues`, the three alone, which a server copies from its
+    /// settings for each request instead of the whole configuration.
+    protocol Defaults {
+        var maxBytes: Int64? { get }
+        var timeout: Double { get }
+        var retries: Int { get }
+    }
+
+    /// The settings a download takes when it leaves them out, and no more.
+    struct DefaultValues: Defaults, Sendable {
+        var maxBytes: Int64?
+        var timeout: Double
+        var retries: Int
+
+        init(_ settings: Configuration) {
+            maxBytes = settings.maxBytes
+            timeout = settings.timeout
+            retries = settings.retries
+        }
     }
 
     /// Why a download cannot be asked for as given.
@@ -385,3 +408,5 @@ extension DownloadRequest {
         guard scheme == "http" || scheme == "https" else { throw .mirrorScheme }
     }
 }
+
+extension Configuration: DownloadRequest.Defaults {}

@@ -8,7 +8,9 @@ import JSONRPC
 extension CourierServer {
     func registerDownloads() {
         dispatcher.register(checked: "download") { [self] params, reply in
-            downloader.download(try DownloadRequest(params, defaults: currentConfiguration), waiter: reply)
+            // The three settings a download may take, not a copy of them all.
+            let defaults = configuration.withLock { DownloadRequest.DefaultValues($0) }
+            downloader.download(try DownloadRequest(params, defaults: defaults), waiter: reply)
         }
         dispatcher.register(checked: "cancel") { [downloader] params, reply in
             let named = try params.byName()

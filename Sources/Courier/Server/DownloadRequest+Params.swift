@@ -1,10 +1,11 @@
+import Curl
 import JSON
 import JSONRPC
 
 extension DownloadRequest {
     /// The params of a `download`, which the document has checked (names,
     /// types, ranges), read and checked as every download is.
-    init(_ params: Params, defaults: Configuration) throws(RPCError) {
+    init(_ params: Params, defaults: some Defaults) throws(RPCError) {
         var given = GivenDownloadParams()
         for (name, value) in try params.byName().members { given.take(name, value) }
         let url = try NamedParam("url", given.url).string()
@@ -51,6 +52,18 @@ private struct GivenDownloadParams {
     var maxBytes, timeout, cacheKey, wait, retries, mirrors, integrity, maxRate: JSON?
 
     mutating func take(_ name: String, _ value: JSON) {
+        // The names of the name's length first, compared as bytes: most
+        // requests give `url` and `destination`, which a walk through the
+        // names in order would compare with eight others.
+        switch name.utf8.count {
+        case 3 where name.isExactly("url"): url = value
+        case 11 where name.isExactly("destination"): destination = value
+        default: takeByName(name, value)
+        }
+    }
+
+    /// `take(_:_:)` for any name, compared as Swift strings.
+    private mutating func takeByName(_ name: String, _ value: JSON) {
         switch name {
         case "url": url = value
         case "headers": headers = value
