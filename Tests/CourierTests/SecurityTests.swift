@@ -203,6 +203,25 @@ struct SecurityTests {
         #expect(Destination("/d/f", root: "/d").trustedParent == nil)
     }
 
+    @Test func withoutARootTheCheckReadsTheFormOfThePath() {
+        // Paths that name a file pass, whatever their directories hold
+        for path in ["/d/e/f.bin", "/f", "/d/ü", "/d/./..x", "/d/.../f", "/nonexistent/d/f", "/d/e\u{301}"] {
+            #expect(throws: Never.self) { try Destination(path, root: nil).check() }
+        }
+        // Paths that name no file, or hold a NUL byte, are refused, each
+        // saying why
+        for path in ["/d/", "/d/.", "/d/..", "/", "", "/.."] {
+            #expect { try Destination(path, root: nil).check() } throws: { error in
+                "\(error)" == "the destination \(path) names no file"
+            }
+        }
+        for path in ["/d/a\u{0}b", "/d\u{0}/f", "/d/f\u{0}", "/d/\u{0}"] {
+            #expect { try Destination(path, root: nil).check() } throws: { error in
+                "\(error)" == "the destination contains a NUL byte"
+            }
+        }
+    }
+
     @Test func destinationsUnderARootNeverFollowSymlinks() throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: base) }

@@ -55,6 +55,14 @@ struct Destination: Sendable {
     /// checked here and the file system answers when the body is placed.
     func check() throws(Failure) {
         guard root != nil else {
+            // Read where the path holds its bytes (a native string always
+            // does): every download with a destination is checked so.
+            let form = path.utf8.withContiguousStorageIfAvailable { bytes -> (hasNUL: Bool, namesFile: Bool)? in
+                guard let base = bytes.baseAddress else { return nil }
+                let leafStart = bytes.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? 0
+                return (memchr(base, 0, bytes.count) != nil, Self.namesFile(UnsafeBufferPointer(rebasing: bytes[leafStart...])))
+            } ?? nil
+            if let form, !form.hasNUL, form.namesFile { return }
             guard !path.utf8.contains(0) else { throw .notAllowed("the destination contains a NUL byte") }
             try Self.checkLeaf(Array(path.utf8[Self.leafStart(of: path)...]), path: path)
             return
