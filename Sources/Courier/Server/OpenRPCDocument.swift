@@ -49,18 +49,26 @@ public enum OpenRPCDocument {
     private struct Compiled {
         var methods: [String: ParamTable] = [:]
         var schemas: [String: Schema?] = [:]
+        /// The method checked last and its table: requests come in runs of
+        /// one method (a batch of downloads), and a name compared costs
+        /// less than one hashed.
+        var lastMethod: (name: String, table: ParamTable)?
     }
 
-    /// Parses `document` and its methods' params on a thread of its own and
-    /// returns once that thread holds `backgroundParse`, so that a server
-    /// can have them ready by its first request: whoever reads them before
-    /// the parse ends waits for it.
+    /// Parses `document` and its methods' params, and makes each method's
+    /// table for the check, on a thread of its own and returns once that
+    /// thread holds `backgroundParse`, so that a server can have them
+    /// ready by its first request (the first of a batch of downloads is
+    /// checked without a table to make): whoever reads them before the
+    /// parse ends waits for it.
     public static func parseInBackground() {
         let holding = DispatchSemaphore(value: 0)
         startThread(named: "courier.openrpc") {
-            backgroundParse.withLock { _ in
+            backgroundParse.withLock { tables in
                 holding.signal()
-                _ = methodParams
+                for (method, descriptors) in methodParams where tables.methods[method] == nil {
+                    tables.methods[method] = ParamTable(descriptors: descriptors)
+                }
             }
         }
         holding.wait()
@@ -104,7 +112,13 @@ public enum OpenRPCDocument {
     static func check(_ method: String, _ params: Params) throws(RPCError) {
         // Read under the background parse's lock, which orders the reader
         // after the parse (and after this table's own first build).
-        let table = compiled(method, in: \.methods) { ParamTable(descriptors: methodParams[method] ?? []) }
+        let table = backgroundParse.withLock { tables in
+            if let last = tables.lastMethod, last.name == method { return last.table }
+            let table = tables.methods[method] ?? ParamTable(descriptors: methodParams[method] ?? [])
+            tables.methods[method] = table
+            tables.lastMethod = (method, table)
+            return table
+        }
         let members: [String: JSON]
         switch params.raw {
         case nil: members = [:]
@@ -128,14 +142,19 @@ public enum OpenRPCDocument {
         }
     }
 
-    /// A method's content descriptors as the check reads them.
-    private struct ParamTable {
-        var names: Set<String>
-        var params: [(name: String, required: Bool, schema: Schema?)]
+    /// A method's content descriptors as the check reads them: a class, so
+    /// that the check of each request takes it with one reference.
+    private final class ParamTable: Sendable {
+        let names: Set<String>
+        let params: [(name: String, required: Bool, schema: Schema?)]
         /// Where each name stands in `params` (OpenRPC names each param
         /// once).
-        var positions: [String: Int]
-        var requiredCount: Int
+        let positions: [String: Int]
+        let requiredCount: Int
+        /// The positions of the names of each length in UTF-8 bytes (up to
+        /// the longest): a request's names are compared with the few of
+        /// their length, not hashed.
+        let byLength: [[Int]]
 
         init(descriptors: [JSON]) {
             let params: [(name: String, required: Bool, schema: Schema?)] = descriptors.compactMap { descriptor in
@@ -147,6 +166,21 @@ public enum OpenRPCDocument {
             self.positions = positions
             names = Set(positions.keys)
             requiredCount = positions.values.filter { params[$0].required }.count
+            var byLength = [[Int]](repeating: [], count: (params.map(\.name.utf8.count).max() ?? 0) + 1)
+            for position in params.indices { byLength[params[position].name.utf8.count].append(position) }
+            self.byLength = byLength
+        }
+
+        /// Where `name` stands in `params`, as `positions` says: found among
+        /// the names of its length (equal strings of equal bytes compare
+        /// at once), else (a name equal to one only as a Swift string, in
+        /// other bytes) in `positions`.
+        func position(of name: String) -> Int? {
+            let length = name.utf8.count
+            if length < byLength.count {
+                for position in byLength[length] where params[position].name == name { return position }
+            }
+            return positions[name]
         }
 
         /// Whether `members` pass, checked one by one by their own names:
@@ -156,7 +190,7 @@ public enum OpenRPCDocument {
         func passes(_ members: [String: JSON]) -> Bool {
             var required = 0
             for (name, value) in members {
-                guard let position = positions[name] else { return false }
+                guard let position = position(of: name) else { return false }
                 let param = params[position]
                 if param.required { required += 1 }
                 do throws(RPCError) {
@@ -181,6 +215,57 @@ public enum OpenRPCDocument {
             case checked(Schema?)
         }
 
+        /// The JSON types a schema's `type` names, as bits.
+        struct Kinds: OptionSet, Sendable {
+            let rawValue: UInt8
+
+            static let null = Kinds(rawValue: 1 << 0)
+            static let boolean = Kinds(rawValue: 1 << 1)
+            static let string = Kinds(rawValue: 1 << 2)
+            static let array = Kinds(rawValue: 1 << 3)
+            static let object = Kinds(rawValue: 1 << 4)
+            /// Integers, and reals with no fractional part.
+            static let integer = Kinds(rawValue: 1 << 5)
+            /// Integers and reals.
+            static let number = Kinds(rawValue: 1 << 6)
+
+            init(rawValue: UInt8) { self.rawValue = rawValue }
+
+            /// The kinds named; a name JSON Schema does not define admits
+            /// nothing.
+            init(typeNames: [String]) {
+                var kinds: Kinds = []
+                for name in typeNames {
+                    switch name {
+                    case "null": kinds.insert(.null)
+                    case "boolean": kinds.insert(.boolean)
+                    case "string": kinds.insert(.string)
+                    case "array": kinds.insert(.array)
+                    case "object": kinds.insert(.object)
+                    case "integer": kinds.insert(.integer)
+                    case "number": kinds.insert(.number)
+                    default: break
+                    }
+                }
+                self = kinds
+            }
+
+            /// Whether `value` is of one of the kinds: an integer-valued
+            /// real is an `integer`, and every integer a `number`.
+            func admits(_ value: JSON) -> Bool {
+                switch value {
+                case .null: contains(.null)
+                case .bool: contains(.boolean)
+                case .string: contains(.string)
+                case .array: contains(.array)
+                case .object: contains(.object)
+                case .integer: contains(.integer) || contains(.number)
+                case .double(let real):
+                    contains(.number) || (contains(.integer) && real.rounded() == real && abs(real) < 9.2e18)
+                }
+            }
+        }
+
         /// A numeric bound, and the number as the document writes it, for
         /// a refusal.
         struct Bound: Sendable {
@@ -189,6 +274,9 @@ public enum OpenRPCDocument {
         }
 
         let types: [String]?
+        /// The kinds of value `types` admits, found once: a check compares
+        /// no type name.
+        let admitted: Kinds?
         let choices: [JSON]?
         let minimum: Bound?
         let maximum: Bound?
@@ -207,6 +295,7 @@ public enum OpenRPCDocument {
         private init?(_ schema: JSON, depth: Int) {
             guard depth < Self.depthLimit, let schema = OpenRPCDocument.resolve(schema) else { return nil }
             types = schema["type"].map(OpenRPCDocument.typeNames)
+            admitted = types.map { Kinds(typeNames: $0) }
             choices = schema["enum"]?.arrayValue
             func bound(_ keyword: String) -> Bound? {
                 schema[keyword].flatMap { written in written.doubleValue.map { Bound(number: $0, written: written) } }
@@ -256,7 +345,7 @@ public enum OpenRPCDocument {
         // Named only in a refusal: most values pass, and the text would cost
         // an allocation each.
         var shown: String { path.isEmpty ? "params" : "param '\(path)'" }
-        if let types = schema.types, !types.contains(where: { matches(value, type: $0) }) {
+        if let types = schema.types, let admitted = schema.admitted, !admitted.admits(value) {
             throw .invalidParams("\(shown) must be \(types.joined(separator: " or ")), not \(describe(value))", param: path)
         }
         if let choices = schema.choices, !choices.contains(where: { equal($0, value) }) {
@@ -397,19 +486,6 @@ public enum OpenRPCDocument {
 
     fileprivate static func typeNames(_ type: JSON) -> [String] {
         type.arrayValue?.compactMap(\.stringValue) ?? type.stringValue.map { [$0] } ?? []
-    }
-
-    private static func matches(_ value: JSON, type: String) -> Bool {
-        switch (type, value) {
-        case ("null", .null), ("boolean", .bool), ("string", .string), ("array", .array), ("object", .object):
-            true
-        case ("number", .integer), ("number", .double), ("integer", .integer):
-            true
-        case ("integer", .double(let real)):
-            real.rounded() == real && abs(real) < 9.2e18
-        default:
-            false
-        }
     }
 
     /// JSON equality, with `1` equal to `1.0`.
