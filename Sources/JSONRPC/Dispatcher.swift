@@ -10,6 +10,10 @@ public final class Dispatcher: Sendable {
 
     private struct Handlers {
         var requests: [String: RequestHandler] = [:]
+        /// The method handled last and its handler: requests come in runs
+        /// of one method (a batch of downloads), and a name compared costs
+        /// less than one hashed. Forgotten when a handler is registered.
+        var lastRequest: (method: String, handler: RequestHandler)?
         var notifications: [String: NotificationHandler] = [:]
         /// When set, every request is answered with this error.
         var refusal: RPCError?
@@ -25,7 +29,10 @@ public final class Dispatcher: Sendable {
     }
 
     public func register(_ method: String, _ handler: @escaping RequestHandler) {
-        handlers.withLock { $0.requests[method] = handler }
+        handlers.withLock {
+            $0.requests[method] = handler
+            $0.lastRequest = nil
+        }
     }
 
     public func registerNotification(_ method: String, _ handler: @escaping NotificationHandler) {
@@ -124,7 +131,12 @@ public final class Dispatcher: Sendable {
             }
             handler(Params(params))
         case .request(let id, let method, let params):
-            let (handler, refusal) = handlers.withLock { ($0.requests[method], $0.refusal) }
+            let (handler, refusal) = handlers.withLock { handlers -> (RequestHandler?, RPCError?) in
+                if let last = handlers.lastRequest, last.method == method { return (last.handler, handlers.refusal) }
+                let handler = handlers.requests[method]
+                if let handler { handlers.lastRequest = (method, handler) }
+                return (handler, handlers.refusal)
+            }
             let reply = Reply(id: id, method: method, batch: batch, sink: send)
             if let refusal {
                 reply.failure(refusal)
@@ -167,17 +179,17 @@ enum Incoming {
         var givenParams: ParsedJSON?
         var version: ParsedJSON?
         var answers = false
+        // By length first: each name is compared with the one or two of
+        // its length.
         message.forEachMember { name, value in
-            if name.holdsExactly("id") {
-                givenID = value
-            } else if name.holdsExactly("method") {
-                givenMethod = value
-            } else if name.holdsExactly("params") {
-                givenParams = value
-            } else if name.holdsExactly("jsonrpc") {
-                version = value
-            } else if name.holdsExactly("result") || name.holdsExactly("error") {
-                answers = true
+            switch name.count {
+            case 2 where name.holdsExactly("id"): givenID = value
+            case 5 where name.holdsExactly("error"): answers = true
+            case 6 where name.holdsExactly("method"): givenMethod = value
+            case 6 where name.holdsExactly("params"): givenParams = value
+            case 6 where name.holdsExactly("result"): answers = true
+            case 7 where name.holdsExactly("jsonrpc"): version = value
+            default: break
             }
         }
         var id = JSON.null

@@ -171,6 +171,36 @@ private func expectWellFormed(_ response: JSON, sourceLocation: SourceLocation =
 }
 
 @Suite(.timeLimit(.minutes(1)))
+struct DispatcherHandlerLookupTests {
+    @Test func eachRequestOfARunOfMethodsReachesItsOwnHandler() {
+        // Given a batch where methods repeat and alternate
+        let batch = #"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"},"#
+            + #"{"jsonrpc":"2.0","id":3,"method":"get_data"},{"jsonrpc":"2.0","id":4,"method":"ping"},"#
+            + #"{"jsonrpc":"2.0","id":5,"method":"pong"},{"jsonrpc":"2.0","id":6,"method":"ping"}]"#
+
+        // When it is handled
+        let answers = exchange(batch).first?.arrayValue ?? []
+
+        // Then each answer is its own method's
+        #expect(answers.map { $0["result"] } == ["pong", "pong", ["hello", 5], "pong", nil, "pong"])
+        #expect(errorCode(answers.count == 6 ? answers[4] : nil) == -32601)
+    }
+
+    @Test func aHandlerRegisteredAgainTakesOverAtOnce() {
+        // Given a method answered once
+        let dispatcher = makeDispatcher()
+        let request = #"{"jsonrpc":"2.0","id":1,"method":"ping"}"#
+        #expect(exchange(request, dispatcher).first?["result"] == "pong")
+
+        // When another handler is registered for it
+        dispatcher.register("ping") { _, reply in reply.success("pong again") }
+
+        // Then the next request of it reaches the new one
+        #expect(exchange(request, dispatcher).first?["result"] == "pong again")
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
 struct DispatcherRequestTests {
     @Test func requestGetsItsResult() {
         let sent = exchange(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
