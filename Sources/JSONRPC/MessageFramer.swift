@@ -79,9 +79,8 @@ public struct MessageFramer: Sendable {
                 state = .ready
             case .body(let length):
                 guard buffer.count - start >= length else { return nil }
-                let message = Array(buffer[start..<start + length])
-                start += length
-                scanned = start
+                scanned = start + length
+                let message = takeMessage(start..<start + length, next: start + length)
                 state = .ready
                 return .message(message)
             case .ready:
@@ -148,11 +147,34 @@ public struct MessageFramer: Sendable {
         }
         var end = newline
         if end > start, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-        let line = buffer[start..<end]
+        // The line as a range, not a slice: a slice would share the buffer
+        // that `takeMessage` may take.
+        let line = start..<end
         start = newline + 1
         if line.count > maxMessageBytes { return (.tooLarge(line.count), true) }
-        if line.allSatisfy(Self.isWhitespace) { return (nil, true) }
-        return (.message(Array(line)), true)
+        if buffer[line].allSatisfy(Self.isWhitespace) { return (nil, true) }
+        return (.message(takeMessage(line, next: start)), true)
+    }
+
+    /// The bytes of `range` of the buffer, as the message's own array,
+    /// with the framer going on at `next` (where `start` is, or is to be).
+    /// A message that takes most of the buffer (a long batch) takes the
+    /// buffer itself, cut to it, and leaves a new buffer with the bytes
+    /// from `next` on: a copy of the few bytes around the message rather
+    /// than of the message, into memory touched for the first time.
+    private mutating func takeMessage(_ range: Range<Int>, next: Int) -> [UInt8] {
+        guard range.count >= 1 << 16, range.count >= buffer.count / 2 else {
+            start = next
+            return Array(buffer[range])
+        }
+        let rest = Array(buffer[next...])
+        var message = buffer
+        buffer = rest
+        scanned = max(scanned - next, 0)
+        start = 0
+        message.removeSubrange(range.upperBound...)
+        message.removeSubrange(..<range.lowerBound)
+        return message
     }
 
     // MARK: - LSP base protocol

@@ -155,6 +155,27 @@ struct MessageFramerChunkingTests {
         #expect(framer.next() == nil)
     }
 
+    @Test(arguments: [Framing.ndjson, .lsp], [[1 << 16], [100_000, 7], [3, 1 << 20], [1 << 20]])
+    func longMessagesAmongShortOnes(framing: Framing, chunks: [Int]) {
+        // Given long messages (each most of what the framer holds when it
+        // is whole), short ones around them, and lines ended with CR LF
+        let long = (0..<3).map { index in
+            "[" + (0..<(40_000 + index * 20_000)).map { "\($0 % 10)" }.joined(separator: ",") + "]"
+        }
+        let bodies = [#"{"a":1}"#, long[0], long[1], "[2]", long[2], "{}"]
+        let stream: [UInt8] = switch framing {
+        case .ndjson: bytes(bodies.map { $0 + "\r\n" }.joined())
+        case .lsp: bytes(bodies.map(lsp).joined())
+        }
+
+        // When it is pushed in chunks of these sizes, over and over
+        let (found, _) = events(stream, chunks: Array(repeating: chunks, count: 200).flatMap { $0 })
+
+        // Then every message comes out whole, in order, and nothing else
+        #expect(found.count == bodies.count)
+        #expect(found == bodies.map(message))
+    }
+
     @Test func manyMessagesThroughOneFramer() {
         // Given far more bytes than the framer keeps before compacting
         var framer = MessageFramer()
