@@ -76,6 +76,25 @@ struct JSONCodecHalvesTests {
         #expect(try JSONCodec.decode(text) == .array(numbers))
     }
 
+    @Test func textsWhoseTreesTakeSeveralLargeChunksParseWhole() throws {
+        // Given texts whose trees outgrow a first chunk of mapped huge
+        // pages: many small values, a string of megabytes, and values
+        // after it that need chunks of their own
+        let numbers = (0..<400_000).map { JSON.integer(Int64($0 % 7)) }
+        let long = String(repeating: "abcdefgh", count: 600_000)
+        let mixed: JSON = .array([.string(long), .array(numbers), .string(long + "!"), ["key": .string(long)]])
+
+        // When each is parsed, again and again
+        for _ in 0..<3 {
+            for value in [JSON.array(numbers), .string(long), mixed] {
+                let text = JSONCodec.encode(value)
+
+                // Then each reads back as it was written
+                #expect(try JSONCodec.decode(text) == value)
+            }
+        }
+    }
+
     @Test func aCommaInsideAStringIsNoPlaceToCut() throws {
         // Given a batch whose middle lies in a string of `},{` over and over
         let filler = String(repeating: "},{", count: 20_000)
