@@ -58,6 +58,48 @@ struct DownloadRequestTests {
         #expect(request.headers.first?.value == "image/png")
     }
 
+    @Test func aURLAndADestinationAloneReadAsEveryParamLeftOut() throws {
+        // Given settings of their own
+        var defaults = defaults
+        defaults.maxBytes = 99
+        defaults.timeout = 12
+        defaults.retries = 5
+
+        // When a download gives a URL and a destination alone, and another
+        // gives the same with every other param at the value it takes when
+        // left out
+        let alone = try DownloadRequest(Params(["url": "http://o/a", "destination": "/tmp/a"]), defaults: defaults)
+        let spelled = try DownloadRequest(
+            Params([
+                "url": "http://o/a", "destination": "/tmp/a", "headers": [:], "slot": nil, "priority": "normal",
+                "cachePolicy": "default", "body": "none", "wait": false, "mirrors": [], "maxRate": 0,
+            ]), defaults: defaults)
+
+        // Then both ask for the same
+        for request in [alone, spelled] {
+            #expect(request.url == "http://o/a" && request.destination == "/tmp/a" && request.scheme == "http")
+            #expect(request.headers.isEmpty && request.slot == nil && request.priority == .normal)
+            #expect(request.cachePolicy == .default && request.accept == nil && request.body == .none)
+            #expect(request.textEncoding == nil && request.cacheKey == nil && !request.wait && request.mirrors.isEmpty)
+            #expect(request.maxBytes == 99 && request.timeout == 12 && request.retries == 5 && request.maxRate == nil)
+            #expect(request.integrity == nil && request.cacheStorageKey == ResponseCache.key(url: "http://o/a"))
+        }
+
+        // And the same values are refused alike, alone or not
+        for extra in [[:], ["priority": "normal"]] as [[String: JSON]] {
+            let missing = extra.merging(["destination": "/tmp/a"]) { $1 }
+            #expect(throws: RPCError.invalidParams("missing param 'url'", param: "url")) {
+                try DownloadRequest(Params(.object(missing)), defaults: defaults)
+            }
+            let relative = extra.merging(["url": "http://o/a", "destination": "tmp"]) { $1 }
+            #expect(throws: RPCError.invalidParams("param 'destination' must be an absolute path", param: "destination")) {
+                try DownloadRequest(Params(.object(relative)), defaults: defaults)
+            }
+            let notText = extra.merging(["url": "http://o/a", "destination": 1]) { $1 }
+            #expect(throws: RPCError.self) { try DownloadRequest(Params(.object(notText)), defaults: defaults) }
+        }
+    }
+
     @Test func paramsAreRefusedAsTheRequestIs() {
         let cases: [([String: JSON], String, String)] = [
             (["url": "http://o/a b"], "param 'url' is not a valid absolute URL", "url"),

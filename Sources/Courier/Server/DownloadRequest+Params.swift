@@ -9,6 +9,17 @@ extension DownloadRequest {
         var given = GivenDownloadParams()
         for (name, value) in try params.byName().members { given.take(name, value) }
         let url = try NamedParam("url", given.url).string()
+        guard given.givesOthers else {
+            // Most downloads of a batch give a URL and a destination alone:
+            // every other param is left out, and reads as the defaults.
+            let destination = try NamedParam("destination", given.destination).optionalString()
+            do throws(Refusal) {
+                try self.init(url: url, destination: destination, defaults: defaults)
+            } catch {
+                throw .invalidParams(error.description, param: error.field)
+            }
+            return
+        }
         var headers: [(name: String, value: String)] = []
         for (name, value) in try NamedParam("headers", given.headers).optionalObject() ?? [:] {
             guard let text = value.stringValue else {
@@ -50,6 +61,8 @@ extension DownloadRequest {
 private struct GivenDownloadParams {
     var url, headers, slot, priority, cachePolicy, accept, body, textEncoding, destination: JSON?
     var maxBytes, timeout, cacheKey, wait, retries, mirrors, integrity, maxRate: JSON?
+    /// Whether a name other than `url` and `destination` was given.
+    var givesOthers = false
 
     mutating func take(_ name: String, _ value: JSON) {
         // The names of the name's length first, compared as bytes: most
@@ -64,6 +77,7 @@ private struct GivenDownloadParams {
 
     /// `take(_:_:)` for any name, compared as Swift strings.
     private mutating func takeByName(_ name: String, _ value: JSON) {
+        givesOthers = givesOthers || !(name == "url" || name == "destination")
         switch name {
         case "url": url = value
         case "headers": headers = value
