@@ -228,7 +228,7 @@ extension DownloadRequest {
         if let accept, !headers.contains(where: { $0.name.lowercased() == "accept" }), !accept.isEmpty {
             headers.append(("Accept", accept.joined(separator: ", ")))
         }
-        headers.sort { $0.name.lowercased() < $1.name.lowercased() }
+        if headers.count > 1 { headers.sort { $0.name.lowercased() < $1.name.lowercased() } }
         if let textEncoding, !TextDecoding.isSupported(textEncoding) { throw .textEncoding(textEncoding) }
         if let destination, !destination.isAbsolutePath { throw .relativeDestination }
         if let destination, !Self.holds(destination, noByteBut: { $0 != 0 }) { throw .destinationWithNUL }
