@@ -94,7 +94,7 @@ struct PreparedFileTests {
             let file = BodyFile(target: target, length: Int64(body.count), bytes: body, written: false)
 
             // When it is placed at its destination
-            let fd = try #require(file.unnamedFile())
+            let fd = try #require(file.unnamedFile()).descriptor
             var info = stat()
             #expect(fstat(fd, &info) == 0 && info.st_nlink == 0)
             #expect(file.moveBeside(to: destination, root: nil))

@@ -133,13 +133,11 @@ struct ResponseCacheStoresBehindTests {
         // Given a body written to an unnamed file, as delivery writes one
         let body = (0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         let beside = try DirectoryHandle(opening: directory)
-        let fd = try #require(beside.makeUnnamedFile(mode: 0o644))
-        defer { close(fd) }
-        #expect(CacheFileIO.write(fd, body))
+        let held = StoresBehind.OpenFile(owning: try #require(beside.makeUnnamedFile(mode: 0o644)))
+        #expect(CacheFileIO.write(held.descriptor, body))
         let url = "http://127.0.0.1:9/behind"
         let request = try DownloadRequest(Params(["url": .string(url)]), defaults: Configuration(cacheDir: directory))
         let head = ResponseHead(status: 200, headers: [("cache-control", "max-age=3600")], finalURL: url)
-        let held = try #require(StoresBehind.OpenFile(duplicating: fd))
         let file = CacheBodyFile(
             directory: beside, name: ".dest.partial", length: Int64(body.count), checksum: XXH3.hash(body),
             unnamed: held.descriptor)

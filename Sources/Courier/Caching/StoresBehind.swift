@@ -25,16 +25,15 @@ import Locking
 /// its own, so the transaction lock that keeps writes apart also keeps a
 /// later store of a key from being overtaken by an earlier one.
 final class StoresBehind: Sendable {
-    /// A descriptor of a body's file, held open until the store that links
-    /// the file into the disk tier is made, and then closed.
+    /// A descriptor of a body's file, shared by the delivery that names the
+    /// file at its destination and the store that links it into the disk
+    /// tier, and closed when both are done with it.
     final class OpenFile: Sendable {
         let descriptor: Int32
 
-        /// A second descriptor of `descriptor`'s file; nil when none can be made.
-        init?(duplicating descriptor: Int32) {
-            let duplicate = dup(descriptor)
-            guard duplicate >= 0 else { return nil }
-            self.descriptor = duplicate
+        /// Takes `descriptor` over: it is closed when the last holder lets go.
+        init(owning descriptor: Int32) {
+            self.descriptor = descriptor
         }
 
         deinit { close(descriptor) }

@@ -281,7 +281,7 @@ final class BodyFile {
     private var stored: StoredBodyFile?
     /// The file made ahead beside the destination, once the body held in
     /// memory is written to it (`unnamedFile`) and until it is named there.
-    private var unnamed: Int32?
+    private var unnamed: StoresBehind.OpenFile?
     /// The body's length, as the transfer or the stored entry gave it.
     private let length: Int64
 
@@ -321,8 +321,8 @@ final class BodyFile {
         let directory = beside.destinationDirectory ?? beside.directory
         // A link made ahead never replaces what has the name, a symbolic
         // link included: only a rename needs to look first.
-        if file == nil, let fd = unnamedFile() {
-            switch directory.link(fd, as: target.name) {
+        if file == nil, let unnamed = unnamedFile() {
+            switch directory.link(unnamed.descriptor, as: target.name) {
             case nil:
                 closeUnnamed()
                 self.beside = nil
@@ -357,29 +357,25 @@ final class BodyFile {
     /// call, before it has a name, so the disk tier may link the body from
     /// it (`CacheBodyFile.unnamed`) and `moveBeside` names it at the
     /// destination. Nil when no file was made ahead, or it could not be
-    /// written (then the body is placed as any other is). Owned here, and
-    /// closed once named or discarded.
-    func unnamedFile() -> Int32? {
+    /// written (then the body is placed as any other is). Closed once named
+    /// or discarded, and once a store made behind the outcome that holds it
+    /// too (`StoresBehind`) is made.
+    func unnamedFile() -> StoresBehind.OpenFile? {
         if let unnamed { return unnamed }
         // The target's members read where they are: a copy of it retains
         // each it holds.
         guard file == nil, loaded != nil, let prepared = beside?.prepared, let directory = beside?.directory,
             let mode = beside?.mode, let fd = prepared.take(makingIn: directory, mode: mode)
         else { return nil }
-        guard let loaded, CacheFileIO.write(fd, loaded) else {
-            close(fd)
-            return nil
-        }
-        unnamed = fd
-        return fd
+        let opened = StoresBehind.OpenFile(owning: fd)
+        guard let loaded, CacheFileIO.write(fd, loaded) else { return nil }
+        unnamed = opened
+        return opened
     }
 
     private func closeUnnamed() {
-        if let unnamed { close(unnamed) }
         unnamed = nil
     }
-
-    deinit { closeUnnamed() }
 
     /// Writes `bytes` as the file `target` names (created exclusively,
     /// with the mode a new file of the client's gets): false, with nothing

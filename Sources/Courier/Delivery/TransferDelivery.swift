@@ -323,9 +323,7 @@ final class TransferDelivery: Sendable {
                             target: target, length: order.result.size, firstBytes: order.result.head, bytes: bytes, written: false)
                     }
                     let unnamed = body?.unnamedFile()
-                    if let unnamed, ResponseCache.applies(to: order.request), cache.storesBehind,
-                        let held = StoresBehind.OpenFile(duplicating: unnamed)
-                    {
+                    if let held = unnamed, ResponseCache.applies(to: order.request), cache.storesBehind {
                         // Without the bytes: a waiting store holds a descriptor, not the body.
                         let file = CacheBodyFile(
                             directory: target.directory, name: target.name, length: order.result.size,
@@ -338,7 +336,7 @@ final class TransferDelivery: Sendable {
                         let file = CacheBodyFile(
                             directory: target.directory, name: target.name, length: order.result.size,
                             checksum: order.result.checksum, bytes: order.result.bytes, digests: check.digests,
-                            unnamed: unnamed)
+                            unnamed: unnamed?.descriptor)
                         let stored = cache.store(
                             keys: keys, request: order.request, head: response, requestTime: order.result.requestDate,
                             responseTime: responseDate, body: file)
