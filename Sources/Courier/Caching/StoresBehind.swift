@@ -117,12 +117,7 @@ final class StoresBehind: Sendable {
             if let key { state.keys[key] != nil } else { !state.keys.isEmpty }
         }
         guard pending else { return }
-        var taken: [Store] = []
-        commit {
-            taken = state.withLock(wake: false) { $0.take(atMost: Int.max) }
-            for store in taken { store.make() }
-        }
-        state.withLock(wake: false) { $0.made(taken) }
+        makeWaiting(atMost: Int.max)
     }
 
     /// Lets the writer end once the waiting stores are made.
@@ -140,12 +135,19 @@ final class StoresBehind: Sendable {
         while true {
             let more = state.wait(until: { !$0.waiting.isEmpty || $0.closed }, wake: false) { !$0.waiting.isEmpty }
             guard more else { return }
-            var taken: [Store] = []
-            commit {
-                taken = state.withLock(wake: false) { $0.take(atMost: Self.storesPerTransaction) }
-                for store in taken { store.make() }
-            }
-            state.withLock(wake: false) { $0.made(taken) }
+            makeWaiting(atMost: Self.storesPerTransaction)
         }
+    }
+
+    /// Makes at most `count` of the waiting stores in one transaction,
+    /// taken inside it, so that it waits for the one another thread has
+    /// open; their keys count as made once it commits.
+    private func makeWaiting(atMost count: Int) {
+        var taken: [Store] = []
+        commit {
+            taken = state.withLock(wake: false) { $0.take(atMost: count) }
+            for store in taken { store.make() }
+        }
+        state.withLock(wake: false) { $0.made(taken) }
     }
 }
